@@ -1,0 +1,27 @@
+# Setup and the two entry points (see README). Everything installs into .venv.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	# torch is pinned to the CPU build first so nothing pulls a CUDA build (silero-vad needs torch).
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[tts,dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/mpe demo
+
+test: setup
+	$(BIN)/pytest -q
+
+bench: setup
+	$(BIN)/python bench/engine.py
+
+clean:
+	rm -rf $(VENV) .mpe

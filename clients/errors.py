@@ -1,0 +1,73 @@
+"""The one exception hierarchy of the wire protocol (DESIGN §4, §11).
+
+Every error has a stable ``code`` (sent in ``error`` messages) and the WebSocket close
+code that follows it when fatal. The mapping from code to close code lives here only.
+Messages never carry internal details.
+"""
+
+from __future__ import annotations
+
+# RFC 6455 close codes used by the protocol.
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+CLOSE_PROTOCOL_ERROR = 1002
+CLOSE_UNSUPPORTED_DATA = 1003
+CLOSE_POLICY_VIOLATION = 1008
+CLOSE_MESSAGE_TOO_BIG = 1009
+CLOSE_INTERNAL_ERROR = 1011
+CLOSE_TRY_AGAIN_LATER = 1013
+
+# Stable error codes -> close code (the only place this mapping exists).
+CLOSE_CODES: dict[str, int] = {
+    "unauthorized": CLOSE_POLICY_VIOLATION,
+    "unsupported_version": CLOSE_PROTOCOL_ERROR,
+    "bad_json": CLOSE_UNSUPPORTED_DATA,
+    "unknown_type": CLOSE_PROTOCOL_ERROR,
+    "bad_message": CLOSE_PROTOCOL_ERROR,
+    "unexpected_message": CLOSE_PROTOCOL_ERROR,
+    "binary_before_hello": CLOSE_PROTOCOL_ERROR,
+    "bad_frame": CLOSE_PROTOCOL_ERROR,
+    "bad_seq": CLOSE_PROTOCOL_ERROR,
+    "message_too_big": CLOSE_MESSAGE_TOO_BIG,
+    "timeout": CLOSE_PROTOCOL_ERROR,
+    "bridge_error": CLOSE_NORMAL,
+    "shutdown": CLOSE_GOING_AWAY,
+    "internal": CLOSE_INTERNAL_ERROR,
+}
+
+
+class MPEError(Exception):
+    """Base of every error the project raises on purpose."""
+
+    code = "internal"
+
+    def __init__(self, message: str = "", *, code: str | None = None):
+        super().__init__(message or self.__class__.__doc__ or self.code)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    @property
+    def close_code(self) -> int:
+        return CLOSE_CODES.get(self.code, CLOSE_INTERNAL_ERROR)
+
+
+class ProtocolError(MPEError):
+    """The peer broke wire protocol v1."""
+
+    code = "bad_message"
+
+
+class AuthError(ProtocolError):
+    """Missing or invalid token."""
+
+    code = "unauthorized"
+
+
+class RemoteError(MPEError):
+    """The peer reported an error."""
+
+    code = "bridge_error"

@@ -1,0 +1,88 @@
+"""The FastAPI application: bridge WebSocket plus health; state injected from Settings."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import uvicorn
+from fastapi import FastAPI
+
+from .bridge_ws import bridge_endpoint
+from .db import Database
+from .settings import Settings
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    db: Database
+    server_id: str
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        settings.ensure_dirs()
+        db = await asyncio.to_thread(Database, settings.db_url)  # §11: upgrade head before serving
+        server_id = settings.server_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        app.state.mpe = ServerState(settings=settings, db=db, server_id=server_id)
+        try:
+            yield
+        finally:
+            app.state.mpe.stopping.set()
+            db.dispose()
+
+    app = FastAPI(title="Duplex-MPE", version="0.1.0", lifespan=lifespan)
+    app.add_api_websocket_route("/v1/bridge", bridge_endpoint)
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        return {"ok": True, "server_id": app.state.mpe.server_id}
+
+    return app
+
+
+def uvicorn_config(app: FastAPI, host: str, port: int, **kw) -> uvicorn.Config:
+    # Our own limits give clear errors; uvicorn's hard cap only stops abuse.
+    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", ws_max_size=1 << 20,
+                          ws_ping_interval=20, ws_ping_timeout=60, log_level=kw.pop("log_level", "warning"),
+                          lifespan="on", **kw)
+
+
+class BackgroundServer:
+    """Runs the server inside the current event loop (demo, tests, benchmarks)."""
+
+    def __init__(self, settings: Settings, port: int = 0, host: str = "127.0.0.1"):
+        self.settings = settings
+        self.app = create_app(settings)
+        self.server = uvicorn.Server(uvicorn_config(self.app, host, port))
+        self.task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> "BackgroundServer":
+        self.task = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.02)
+        return self
+
+    @property
+    def port(self) -> int:
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    async def __aexit__(self, *exc) -> None:
+        self.server.should_exit = True
+        if self.task:
+            await self.task

@@ -1,0 +1,192 @@
+"""The ``mpe`` command line (typer). Settings are built once here and injected."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from clients.errors import MPEError
+from .settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Duplex-MPE benchmark server.")
+db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
+token_app = typer.Typer(no_args_is_help=True, help="API tokens.")
+run_app = typer.Typer(no_args_is_help=True, help="Benchmark runs.")
+app.add_typer(db_app, name="db")
+app.add_typer(token_app, name="token")
+app.add_typer(run_app, name="run")
+console = Console(stderr=True)
+
+
+def _settings() -> Settings:
+    s = Settings()
+    s.ensure_dirs()
+    return s
+
+
+def _db(settings: Settings):
+    from .db import Database
+
+    return Database(settings.db_url)  # brings the schema to head first
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except MPEError as exc:
+        console.print(f"[red]error[/red] ({exc.code}): {exc}")
+        sys.exit(2)
+
+
+@app.command()
+def serve(host: str = typer.Option(None, help="bind address"), port: int = typer.Option(None, help="port")) -> None:
+    """Run the server (bridges connect to /v1/bridge)."""
+    import uvicorn
+
+    from .app import create_app, uvicorn_config
+
+    s = _settings()
+    logging.getLogger("mpe").setLevel(logging.INFO)
+    uvicorn.Server(uvicorn_config(create_app(s), host or s.host, port or s.port, log_level="info")).run()
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Bring the database schema up to date (alembic upgrade head)."""
+    from .db import upgrade
+
+    s = _settings()
+    upgrade(s.db_url)
+    console.print("database is at head")
+
+
+@token_app.command("create")
+def token_create(team: str = typer.Option(..., help="team that owns the token"),
+                 admin: bool = typer.Option(False, help="admin token (sees all teams)"),
+                 label: str = typer.Option("", help="free-form note")) -> None:
+    """Create an API token and print it (shown once; stored hashed)."""
+    from .auth import create_token
+
+    try:
+        print(create_token(_db(_settings()), team, admin=admin, label=label))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc))
+
+
+@run_app.command("create")
+def run_create(model: str = typer.Option(..., help="model name the bridges announce"),
+               suite: Path = typer.Option(..., exists=True, file_okay=False, help="suite directory"),
+               clock: str = typer.Option("lockstep", help="lockstep | realtime"),
+               conditions: str = typer.Option("explicit,implicit", help="comma-separated"),
+               limit: Optional[int] = typer.Option(None, help="only the first N pairs"),
+               team: str = typer.Option("local", help="team that owns the run"),
+               max_attempts: int = typer.Option(3, help="attempts per episode"),
+               max_inflight: int = typer.Option(1, help="lockstep: frames in flight"),
+               as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Queue a run (one episode per scenario version) and print its id."""
+    from .runs import create_run, run_progress
+
+    db = _db(_settings())
+    run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
+                        conditions=[c.strip() for c in conditions.split(",") if c.strip()], limit=limit,
+                        max_attempts=max_attempts, max_inflight=max_inflight)
+    print(json.dumps(run_progress(db, run_id)) if as_json else run_id)
+
+
+@run_app.command("status")
+def run_status(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show a run's progress."""
+    from .runs import run_progress
+
+    p = run_progress(_db(_settings()), run_id)
+    print(json.dumps(p) if as_json else "  ".join(f"{k}={v}" for k, v in p.items()))
+
+
+@run_app.command("cancel")
+def run_cancel(run_id: str) -> None:
+    """Cancel a run (queued episodes are dropped, running ones end at their next flush)."""
+    from .runs import cancel_run
+
+    cancel_run(_db(_settings()), run_id)
+
+
+@run_app.command("wait")
+def run_wait(run_id: str, timeout: float = typer.Option(0, help="give up after this many seconds (0 = never)")) -> None:
+    """Wait for a run to finish, showing progress; exit 1 if episodes failed."""
+    from .runs import run_progress
+
+    db = _db(_settings())
+    t0 = time.monotonic()
+    with _progress() as bar:
+        task = bar.add_task(run_id, total=None)
+        while True:
+            p = run_progress(db, run_id)
+            bar.update(task, total=p["total"], completed=p["completed"] + p["failed"] + p["cancelled"],
+                       description=f"{run_id} running={p['running']} failed={p['failed']}")
+            if p["status"] in ("finished", "cancelled"):
+                break
+            if timeout and time.monotonic() - t0 > timeout:
+                console.print("[yellow]timed out[/yellow]")
+                raise typer.Exit(3)
+            time.sleep(0.5)
+    print(json.dumps(p))
+    if p["failed"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def bridge(name: str = typer.Argument(..., help="registered bridge name (see --list)"),
+           server: str = typer.Option("ws://127.0.0.1:8600", help="server URL"),
+           token: str = typer.Option(None, envvar="MPE_TOKEN", help="API token (or MPE_TOKEN)"),
+           opt: list[str] = typer.Option([], help="bridge option key=value (repeatable)"),
+           max_episodes: Optional[int] = typer.Option(None, help="exit after this many episodes")) -> None:
+    """Run a registered model bridge against a server."""
+    from clients.sdk import BridgeOptions, serve_bridge
+    from model_bridges import create_bridge
+
+    options = dict(o.split("=", 1) for o in opt)
+    b = create_bridge(name, **options)
+    logging.getLogger("mpe").setLevel(logging.INFO)
+    asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=token, max_episodes=max_episodes)))
+
+
+@app.command("export")
+def export(run_id: str, out: Path = typer.Option(..., help="output directory")) -> None:
+    """Write episode bundles (episode.json, room.wav, assistant.wav) of a run's completed episodes."""
+    from .export import export_run
+
+    db = _db(_settings())
+    with _progress() as bar:
+        task = bar.add_task("export", total=None)
+        paths = export_run(db, run_id, out, progress=lambda i, n: bar.update(task, completed=i, total=n))
+    console.print(f"wrote {len(paths)} bundles to {out}")
+
+
+@app.command()
+def demo(models: str = typer.Option("silent,always-talk,oracle", help="reference bridges to run"),
+         clock: str = typer.Option("lockstep", help="lockstep | realtime")) -> None:
+    """Run the reference bridges on the built-in suite, end to end, and summarise each episode."""
+    from .demo import run_demo
+
+    s = _settings()
+    asyncio.run(run_demo(s, [m.strip() for m in models.split(",") if m.strip()], clock=clock, console=console))
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)
+
+
+if __name__ == "__main__":
+    main()

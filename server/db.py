@@ -1,0 +1,259 @@
+"""Storage (DESIGN §8): SQLAlchemy 2 models, engine and migrations.
+
+SQLite by default, PostgreSQL when DATABASE_URL says so. The schema is owned by Alembic
+(``migrations/``); :func:`upgrade` brings any database to head before use.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Token(Base):
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    team: Mapped[str] = mapped_column(String(64), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    label: Mapped[str] = mapped_column(String(200), default="")
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Suite(Base):
+    __tablename__ = "suites"
+    __table_args__ = (UniqueConstraint("team", "content_hash"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    n_scenarios: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team: Mapped[str] = mapped_column(String(64), index=True)
+    model_name: Mapped[str] = mapped_column(String(100), index=True)
+    suite_id: Mapped[str] = mapped_column(ForeignKey("suites.id"))
+    conditions: Mapped[list[Any]] = mapped_column(JSON)
+    clock: Mapped[str] = mapped_column(String(16))
+    limit_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_inflight: Mapped[int] = mapped_column(Integer, default=1)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Episode(Base):
+    __tablename__ = "episodes"
+    __table_args__ = (
+        UniqueConstraint("run_id", "ordinal"),
+        Index("ix_episodes_lease", "status", "lease_expires"),
+    )
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    ordinal: Mapped[int] = mapped_column(Integer)
+    scenario_id: Mapped[str] = mapped_column(String(100))
+    pair_id: Mapped[str] = mapped_column(String(100))
+    condition: Mapped[str] = mapped_column(String(16))
+    scenario: Mapped[dict[str, Any]] = mapped_column(JSON)  # snapshot of the manifest line
+    # queued | running | completed | failed | cancelled
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
+    current_attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    completed_attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    bridge_id: Mapped[str] = mapped_column(String(32))
+    server_id: Mapped[str] = mapped_column(String(100))
+    model_revision: Mapped[str] = mapped_column(String(200), default="")
+    clock: Mapped[str] = mapped_column(String(16))
+    bridge_rate: Mapped[int] = mapped_column(Integer)
+    # running | completed | failed | abandoned
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    end_sample: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    n_frames: Mapped[int] = mapped_column(Integer, default=0)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    stats: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id"), index=True)
+    t: Mapped[int] = mapped_column(BigInteger)  # stream samples at 24 kHz
+    type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class FrameRow(Base):
+    """Frame log: one row per frame and direction; times in µs after the episode's t0."""
+
+    __tablename__ = "frames"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id"), index=True)
+    direction: Mapped[str] = mapped_column(String(10))  # room | assistant
+    seq: Mapped[int] = mapped_column(BigInteger)
+    slot: Mapped[int] = mapped_column(BigInteger)  # timeline slot the frame occupies
+    sent_us: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    arrived_us: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    silent: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class AudioChunk(Base):
+    __tablename__ = "audio_chunks"
+    __table_args__ = (UniqueConstraint("attempt_id", "track", "idx"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id"), index=True)
+    track: Mapped[str] = mapped_column(String(10))  # room | assistant
+    idx: Mapped[int] = mapped_column(Integer)
+    start_sample: Mapped[int] = mapped_column(BigInteger)
+    n_samples: Mapped[int] = mapped_column(Integer)
+    codec: Mapped[str] = mapped_column(String(10), default="flac")
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class SegmentRow(Base):
+    __tablename__ = "segments"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id"), index=True)
+    source: Mapped[str] = mapped_column(String(16), default="live")
+    start: Mapped[int] = mapped_column(BigInteger)
+    end: Mapped[int] = mapped_column(BigInteger)
+    detector: Mapped[str] = mapped_column(String(100))
+
+
+class BridgeRow(Base):
+    __tablename__ = "bridges"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team: Mapped[str] = mapped_column(String(64), index=True)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    model_name: Mapped[str] = mapped_column(String(100))
+    model_revision: Mapped[str] = mapped_column(String(200), default="")
+    sample_rate: Mapped[int] = mapped_column(Integer)
+    clocks: Mapped[list[Any]] = mapped_column(JSON)
+    server_id: Mapped[str] = mapped_column(String(100))
+    connected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    disconnected_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+# --- engine, sessions, migrations -------------------------------------------------------
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+
+
+def upgrade(url: str) -> None:
+    """`alembic upgrade head` on ``url`` (every command that touches the database calls this)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    command.upgrade(cfg, "head")
+
+
+class Database:
+    """An engine plus a session factory; one session per unit of work."""
+
+    def __init__(self, url: str, *, migrate: bool = True):
+        self.url = url
+        if migrate:
+            upgrade(url)
+        self.engine = make_engine(url)
+        self._factory = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._factory() as s:
+            try:
+                yield s
+                s.commit()
+            except BaseException:
+                s.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def now() -> float:
+    return time.time()

