@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -13,32 +14,40 @@ import soxr
 class FrameResampler:
     """Streaming resampler that turns fixed frames into fixed frames (soxr, causal).
 
-    Output is delayed by the resampler's latency; the first frames are padded with
-    leading zeros so every call returns exactly ``out_samples`` samples.
+    soxr emits output in blocks, so the stream is padded once at its start with exactly
+    the largest shortfall a probe run shows: every call then returns ``out_samples``
+    samples and the added delay is the resampler's own latency, nothing more.
     """
 
-    def __init__(self, in_rate: int, out_rate: int, out_samples: int):
+    def __init__(self, in_rate: int, out_rate: int, out_samples: int, quality: str = "HQ"):
         self.out_samples = out_samples
         self._same = in_rate == out_rate
-        self._stream = None if self._same else soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32")
-        self._buf = np.zeros(0, dtype=np.float32)
-        self._primed = False
+        if self._same:
+            return
+        self._stream = soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32", quality=quality)
+        self.delay = _block_shortfall(in_rate, out_rate, out_samples, quality)
+        self._buf = np.zeros(self.delay, dtype=np.float32)
 
     def __call__(self, pcm: np.ndarray) -> np.ndarray:
         if self._same:
             return pcm.astype(np.int16, copy=False)
-        y = self._stream.resample_chunk(pcm.astype(np.float32) / 32768.0)
-        self._buf = np.concatenate([self._buf, y])
-        if not self._primed:
-            # Pad once at the start (the resampler's latency plus a small margin) so that
-            # we never run dry afterwards.
-            deficit = max(0, self.out_samples - len(self._buf)) + self.out_samples // 40
-            self._buf = np.concatenate([np.zeros(deficit, np.float32), self._buf])
-            self._primed = True
+        self._buf = np.concatenate([self._buf, self._stream.resample_chunk(pcm.astype(np.float32) / 32768.0)])
         out, self._buf = self._buf[: self.out_samples], self._buf[self.out_samples :]
-        if len(out) < self.out_samples:  # cannot happen once primed, kept for safety
+        if len(out) < self.out_samples:  # not seen in probes; keeps the frame size exact regardless
             out = np.pad(out, (0, self.out_samples - len(out)))
         return np.clip(np.round(out * 32768.0), -32768, 32767).astype(np.int16)
+
+
+@lru_cache(maxsize=16)
+def _block_shortfall(in_rate: int, out_rate: int, out_samples: int, quality: str) -> int:
+    """Largest lag of soxr's block output behind the ideal frame count (probe on zeros)."""
+    probe = soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32", quality=quality)
+    zeros = np.zeros(out_samples * in_rate // out_rate, np.float32)
+    have = shortfall = 0
+    for k in range(1, 400):
+        have += len(probe.resample_chunk(zeros))
+        shortfall = max(shortfall, k * out_samples - have)
+    return shortfall
 
 
 def encode_flac(pcm: np.ndarray, rate: int = 24_000) -> bytes:

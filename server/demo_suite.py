@@ -15,8 +15,8 @@ import copy
 import hashlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -58,9 +58,8 @@ _PREAMBLE = (
     "And if someone else has already answered the question, let it go and stay quiet."
 )
 
-# Compact source: (speaker, label, addressee, text); text may be a dict per condition.
-_Line = tuple[str, str, str | None, "str | dict[str, str]"]
-
+# Compact source. Each turn is (speaker, label, addressee, text); the text is a dict
+# {"explicit": ..., "implicit": ...} for the one turn that differs between conditions (T).
 _PAIRS: list[dict[str, Any]] = [
     {
         "pair_id": "p0001",
@@ -213,8 +212,8 @@ def _expand_script() -> dict[str, Any]:
 DEMO_SUITE_SCRIPT: dict[str, Any] = _expand_script()
 
 
-def _script_sha256() -> str:
-    data = json.dumps([BUILDER_VERSION, DEMO_SUITE_SCRIPT], sort_keys=True, ensure_ascii=False)
+def _script_sha256(script: dict[str, Any]) -> str:
+    data = json.dumps([BUILDER_VERSION, script], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
@@ -265,6 +264,17 @@ def _build_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def _fresh_dir(parent: Path, kind: str) -> Path:
+    """A new directory ``.demo.<kind>-<random>`` (ordinary permissions, unlike mkdtemp)."""
+    while True:
+        path = parent / f".{DEMO_SUITE_NAME}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:  # pragma: no cover
+            continue
+
+
 def _write_clip(path: Path, audio: Any) -> float:
     path.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(path), audio, OUTPUT_RATE, format="WAV", subtype="PCM_16")
@@ -287,8 +297,8 @@ def build_demo_suite(
     suites_dir = data_dir / "suites"
     target = suites_dir / DEMO_SUITE_NAME
     suites_dir.mkdir(parents=True, exist_ok=True)
-    script = DEMO_SUITE_SCRIPT
-    script_sha = _script_sha256()
+    script = _expand_script()  # fresh: callers mutating DEMO_SUITE_SCRIPT cannot affect builds
+    script_sha = _script_sha256(script)
     jobs = _jobs(script)
     total = len(jobs)
 
@@ -308,8 +318,14 @@ def build_demo_suite(
             assert unavailable is not None
             raise unavailable
 
+        # Leftovers of builds that were killed half-way (we hold the lock: none is running).
+        for stale in suites_dir.glob(f".{DEMO_SUITE_NAME}.build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        for stale in suites_dir.glob(f".{DEMO_SUITE_NAME}.old-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+
         cache = ClipCache(data_dir)
-        tmp = Path(tempfile.mkdtemp(dir=suites_dir, prefix=f".{DEMO_SUITE_NAME}.build-"))
+        tmp = _fresh_dir(suites_dir, "build")
         try:
             durations: dict[str, float] = {}
             for done, (rel, voice, text) in enumerate(jobs, start=1):
@@ -378,7 +394,7 @@ def build_demo_suite(
             # Swap into place: the old directory (if any) is moved aside, then removed.
             old: Path | None = None
             if target.exists() or target.is_symlink():
-                old = Path(tempfile.mkdtemp(dir=suites_dir, prefix=f".{DEMO_SUITE_NAME}.old-"))
+                old = _fresh_dir(suites_dir, "old")
                 os.replace(target, old / "suite")
             os.replace(tmp, target)
             if old is not None:

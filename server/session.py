@@ -347,3 +347,15 @@ class EpisodeSession:
                     continue
             n += 1
             await self._maybe_flush()
+        await self._drain_late_answers(total)
+
+    async def _drain_late_answers(self, total: int) -> None:
+        """Realtime: a slow bridge still answers the last room frames after the episode ended.
+
+        Those answers are discarded (the timeline is closed) until the answer to the last
+        frame arrives or the bridge stays quiet for a second.
+        """
+        while True:
+            msg = await self.conn.next_inbound(1.0)
+            if msg is None or (msg.type == "frame" and msg.frame.seq >= total - 1):
+                return

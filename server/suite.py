@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from collections import defaultdict
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Iterable, Literal
+from typing import Iterable, Literal
 
 import numpy as np
 import soundfile as sf
@@ -103,7 +103,11 @@ def _format_validation_error(err: ValidationError) -> str:
 
 
 class Suite:
-    """A loaded suite: metadata, scenarios and access to its clips."""
+    """A suite: metadata, scenarios and access to its clips.
+
+    Treat it as immutable once built: the scenario index and the content hash of a
+    loaded suite are taken at load time.
+    """
 
     def __init__(self, root: Path | str, meta: SuiteMeta, scenarios: list[Scenario]) -> None:
         self.root = Path(root)
@@ -235,11 +239,10 @@ class Suite:
 
     def content_hash(self) -> str:
         """sha256 over suite.json and scenarios.jsonl bytes: the identity of a suite version."""
-        if self._raw is not None:
+        if self._raw is not None:  # loaded: the bytes as read
             meta_bytes, scen_bytes = self._raw
-        else:
-            meta_bytes = (self.root / SUITE_FILE).read_bytes()
-            scen_bytes = (self.root / SCENARIOS_FILE).read_bytes()
+        else:  # built in memory: the bytes write_suite would write
+            meta_bytes, scen_bytes = meta_to_bytes(self.meta), scenarios_to_bytes(self.scenarios)
         return content_hash_of(meta_bytes, scen_bytes)
 
 
@@ -424,10 +427,21 @@ def scenarios_to_bytes(scenarios: Iterable[Scenario]) -> bytes:
     return ("".join(line + "\n" for line in lines)).encode("utf-8")
 
 
+def create_temp_file(path: Path) -> tuple[int, str]:
+    """Open a fresh temporary file next to ``path`` (mode 0666 less the umask, unlike
+    ``tempfile.mkstemp``'s 0600, so the final file has ordinary permissions)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file in the same directory and rename over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = create_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -2,14 +2,14 @@
 
 Four speakers come from one voice. A voice id ``piper:joe@r`` synthesises with piper's
 ``length_scale`` multiplied by ``r`` (speech r times longer) and then resamples by ``r``:
-the waveform is treated as if it had been recorded at ``rate / r`` and converted to
-24 kHz, which plays it r times slower and lowers its pitch by the factor r. The result
-differs from the plain voice in both pitch (f0 / r) and tempo (duration about r² times):
+the waveform is treated as if it had been recorded at ``rate * r`` and converted to
+24 kHz, which plays it r times faster. The tempo comes back to about piper's own and the
+pitch rises by the factor r (f0 * r):
 
-    piper:joe@0.84  higher and quicker      (A)
+    piper:joe@0.84  lowest pitch            (A)
     piper:joe@1.0   the voice as shipped    (B)
-    piper:joe@1.19  lower and slower        (C)
-    piper:joe@1.41  lowest and slowest      (D)
+    piper:joe@1.19  higher                  (C)
+    piper:joe@1.41  highest                 (D)
 
 Nothing is trimmed, padded or normalised beyond what piper itself does (it scales each
 sentence to full range); sentences are concatenated exactly as piper yields them.
@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,6 +32,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import soundfile as sf
+
+from server.suite import create_temp_file
 
 OUTPUT_RATE = 24_000
 INSTALL_HINT = "pip install 'duplex-mpe[tts]'"
@@ -46,7 +47,7 @@ DEFAULT_VOICES: dict[str, str] = {
 
 # Bumped whenever the variant recipe (length scale, resampling, int16 conversion)
 # changes: it is part of the engine version and therefore of every cache key.
-_VARIANT_RECIPE = "v1"
+_VARIANT_RECIPE = "v2"
 
 _VOICE_RE = re.compile(r"^piper:(?P<model>[a-z0-9_]+)(?:@(?P<ratio>\d+(?:\.\d+)?))?$")
 _MIN_RATIO, _MAX_RATIO = 0.5, 2.0
@@ -151,9 +152,10 @@ class PiperEngine:
         if any(c.sample_rate != rate or c.sample_channels != 1 for c in chunks):
             raise RuntimeError("piper returned chunks with differing formats")
         audio = np.concatenate([np.asarray(c.audio_float_array, dtype=np.float32) for c in chunks])
-        # Resample by r: treat the audio as recorded at rate / r, convert to 24 kHz, so it
-        # plays r times slower and f0 drops by r (r = 1 is a plain rate conversion).
-        out = soxr.resample(audio, rate / spec.ratio, OUTPUT_RATE, quality="VHQ")
+        # Resample by r: treat the audio as recorded at rate * r and convert to 24 kHz, so it
+        # plays r times faster: the tempo is back to about piper's own and f0 rises by r
+        # (r = 1 is a plain rate conversion). Four pitches from one voice.
+        out = soxr.resample(audio, rate * spec.ratio, OUTPUT_RATE, quality="VHQ")
         return float_to_int16(out)
 
 
@@ -213,7 +215,7 @@ class ClipCache:
             raise ValueError("cached clips must be 1-D int16")
         path = self.path_for(self.key(engine.name, engine.version, voice, text))
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        fd, tmp = create_temp_file(path)
         try:
             with os.fdopen(fd, "wb") as f:
                 sf.write(f, audio, OUTPUT_RATE, format="FLAC", subtype="PCM_16")

@@ -116,16 +116,15 @@ def test_four_voices_differ_in_duration_and_pitch(variants):
     order = ["A", "B", "C", "D"]  # ratios 0.84, 1.0, 1.19, 1.41
     durs = [len(variants[s]) / OUTPUT_RATE for s in order]
     f0s = [dominant_f0(variants[s]) for s in order]
-    # tempo: each step is about r^2 = 1.41 times longer (piper's duration noise is a few %)
-    for a, b in zip(durs, durs[1:]):
-        assert b / a > 1.2, durs
-    assert 2.2 < durs[3] / durs[0] < 3.5, durs
-    # pitch: each step is lower, by the ratio of the voice ids (f0 / r)
+    # tempo: length_scale * r then r times faster -> about piper's own tempo for all four
+    for d in durs[1:]:
+        assert d / durs[0] == pytest.approx(1.0, abs=0.25), durs
+    # pitch: each step is higher, by the ratio of the voice ids (f0 * r)
     ratios = [0.84, 1.0, 1.19, 1.41]
     for i in range(3):
         expected = ratios[i + 1] / ratios[i]
-        assert f0s[i] / f0s[i + 1] == pytest.approx(expected, rel=0.08), f0s
-    assert f0s[0] / f0s[3] > 1.5, f0s
+        assert f0s[i + 1] / f0s[i] == pytest.approx(expected, rel=0.08), f0s
+    assert f0s[3] / f0s[0] > 1.5, f0s
 
 
 @needs_piper
@@ -193,12 +192,12 @@ def test_variant_recipe_scales_length_and_resamples_by_ratio(ratio):
     engine._voice = fake  # skip loading the ONNX model
     out = engine.synthesize("two sentences. here.", f"piper:joe@{ratio}")
     assert fake.length_scales == [pytest.approx(ratio)]
-    # 1 s * r of speech, played r times slower -> r^2 seconds at 24 kHz
-    assert len(out) == pytest.approx(OUTPUT_RATE * ratio * ratio, abs=4)
-    # the 200 Hz tone drops to 200 / r
+    # 1 s * r of speech, played r times faster -> 1 s at 24 kHz
+    assert len(out) == pytest.approx(OUTPUT_RATE, abs=4)
+    # the 200 Hz tone rises to 200 * r
     spec = np.abs(np.fft.rfft(out.astype(np.float64)))
     peak_hz = np.argmax(spec) * OUTPUT_RATE / len(out)
-    assert peak_hz == pytest.approx(200 / ratio, rel=0.01)
+    assert peak_hz == pytest.approx(200 * ratio, rel=0.01)
     assert out.dtype == np.int16
 
 

@@ -1,0 +1,689 @@
+#!/usr/bin/env python
+"""Engine benchmark: lockstep throughput and realtime pacing, end to end.
+
+Everything runs in one process and one event loop: the real server (``BackgroundServer``:
+FastAPI + uvicorn, the ``/v1/bridge`` WebSocket, leasing, scheduler, speech detector,
+recording to the database) and N reference bridges (``clients.sdk.BridgeClient``)
+connected to it over loopback WebSockets. Nothing is mocked or switched off.
+
+Parts (``--parts``):
+
+``lockstep``
+    Throughput in stream-seconds per wall-second (DESIGN §4 lockstep clock) with the
+    ``silent`` and the ``always-talk`` bridge, for 1 and for 8 concurrent episodes, on
+    SQLite and on PostgreSQL. Concurrency = N bridges connected at once serving a run of
+    ``N × --ls-episodes-per-bridge`` episodes. Wall time is the span from the first
+    attempt's start to the last attempt's end (``attempts`` table).
+``realtime``
+    Pacing of the realtime clock (§4: room frame n at t0 + n·80 ms on absolute monotonic
+    deadlines) with 1, 16 and 64 concurrent episodes: the send-time error of every room
+    frame against its ideal time, ``sent_us - seq·80000`` from the ``frames`` table
+    (p50/p99/max), and the cumulative drift after ``--rt-seconds`` of stream.
+``naive``
+    The same measurement with the same server, bridges, suite and per-frame work, but the
+    session's realtime loop replaced by the naive ``send; await asyncio.sleep(0.08)``
+    loop that §11 warns against, as the baseline (ratio naive drift / ours).
+
+Drift of one episode = median error of the 25 frames (2 s) centred on the frame at the
+horizon (seq = rt_seconds / 0.08) minus the median error of its first 25 frames.
+
+Usage::
+
+    python bench/engine.py                       # everything (about 15 minutes)
+    python bench/engine.py --quick               # smoke run, under a minute
+    python bench/engine.py --parts realtime,naive --rt-concurrency 64 --json out.json
+
+The TTS clip cache (piper, offline) lives in ``--cache-dir`` (default: the server's data
+dir, ``.mpe``); databases, suites and PostgreSQL schemas are temporary and removed at
+the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+if __package__ in (None, ""):  # ``python bench/engine.py`` without an installed checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import soundfile as sf
+import sqlalchemy as sa
+from sqlalchemy import select
+
+from clients.codec import STREAM_RATE, frame_samples
+from clients.messages import EpisodeStart
+from clients.sdk import BaseBridge, Bridge, BridgeClient, BridgeOptions
+from server import bridge_ws
+from server.app import BackgroundServer
+from server.auth import create_token
+from server.db import Attempt, Database, Episode, FrameRow
+from server.runs import cancel_run, create_run, run_progress
+from server.session import EpisodeSession
+from server.settings import Settings
+from server.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
+from server.tts import DEFAULT_VOICES, ClipCache, get_engine
+
+FRAME = frame_samples(STREAM_RATE)  # 1920 samples = 80 ms
+PERIOD_S = FRAME / STREAM_RATE  # 0.08
+PERIOD_US = FRAME * 1_000_000 // STREAM_RATE  # 80_000
+DEFAULT_PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+TEAM = "bench"
+DRIFT_WINDOW = 25  # frames (2 s) whose median error stands for "the error at" a time
+
+log = logging.getLogger("mpe.bench")
+
+
+# --- the benchmark suite ----------------------------------------------------------------
+
+PREAMBLE_TEXT = "You are Aria, the assistant in this room. Answer only when someone asks you something directly."
+SENTENCES = [
+    "I think we should leave a bit earlier tomorrow, the traffic on the bridge was terrible today.",
+    "Did anyone remember to buy milk on the way home, or do I have to go out again?",
+    "The meeting moved to Thursday afternoon, so the Wednesday slot is free again.",
+    "Hmm, where did I put the charger for the camera, it was here a minute ago.",
+    "My sister says the new bakery on the corner does the best bread in town.",
+    "We still have to decide who is cooking on Saturday, I did it last week.",
+    "Aria is on the shelf next to the radio, so the kitchen has coverage now.",
+    "Could you pass me the blue folder, the one with the insurance papers in it?",
+    "I wonder whether the garden centre is open on public holidays.",
+    "The train was twenty minutes late again, third time this week.",
+    "Let's put the plants on the balcony, they need more light than they get in here.",
+    "Okay, so the plan is the museum in the morning and lunch by the harbour.",
+]
+T_TEXT = "Aria, how long does it take to boil an egg?"
+SPEAKERS = ("A", "B", "C")
+
+
+@dataclass
+class SuiteInfo:
+    path: Path
+    n_pairs: int
+    nominal_s: float  # stream length with a bridge that never speaks
+    n_turns: int
+
+
+def build_bench_suite(root: Path, cache_dir: Path, *, target_s: float, n_pairs: int, name: str) -> SuiteInfo:
+    """A valid suite (DESIGN §2) whose scenarios last at least ``target_s`` of stream time.
+
+    Real speech (piper, cached in ``cache_dir``). All ``n_pairs`` pairs share one set of
+    clips: turn i is sentence i mod 12 spoken by speaker A/B/C in turn; T is the
+    penultimate turn, so that with the silent bridge its 5 s no-response wait (§3) comes
+    after the measured span; the last turn is an N2.
+    """
+    engine, cache = get_engine("piper"), ClipCache(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    clips: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def clip(text: str, speaker: str) -> tuple[str, float]:
+        if (text, speaker) not in clips:
+            pcm = cache.synthesize(engine, text, DEFAULT_VOICES[speaker])
+            rel = f"clips/{len(clips):03d}.wav"
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            sf.write(str(root / rel), pcm, STREAM_RATE, subtype="PCM_16")
+            clips[(text, speaker)] = (rel, len(pcm) / STREAM_RATE)
+        return clips[(text, speaker)]
+
+    pre_rel, pre_s = clip(PREAMBLE_TEXT, "B")
+    t_rel, t_s = clip(T_TEXT, "C")
+    # §3 with a bridge that never speaks: preamble + 0.5 s; every clip + 0.5 s, except T,
+    # which is followed by the 5 s wait for an onset.
+    lines: list[tuple[str, str, str, str, float]] = []  # speaker, label, text, clip, duration
+    nominal = pre_s + 0.5 + t_s + 5.0
+    i = 0
+    while nominal < target_s or len(lines) < 2:
+        speaker, text = SPEAKERS[i % 3], SENTENCES[i % len(SENTENCES)]
+        rel, d = clip(text, speaker)
+        lines.append((speaker, "N3" if i % 4 == 3 else "N2", text, rel, d))
+        nominal += d + 0.5
+        i += 1
+    # T is penultimate: insert it before the last line.
+    lines.insert(len(lines) - 1, ("C", "T", T_TEXT, t_rel, t_s))
+    turns = [Turn(idx=k, speaker=s, label=lab, text=txt, clip=rel, duration_s=d,
+                  addressee=("Aria" if lab == "T" else None if lab == "N3" else "group"))
+             for k, (s, lab, txt, rel, d) in enumerate(lines)]
+    scenarios = []
+    for p in range(n_pairs):
+        for cond in ("explicit", "implicit"):
+            scenarios.append(Scenario(
+                scenario_id=f"b{p:04d}", pair_id=f"bp{p:04d}", condition=cond, n_speakers=3, t_bucket="late",
+                attributes={"setting": "benchmark"}, gold_answer="About seven minutes",
+                answer_keys=[["seven", "7"]], turns=turns))
+    meta = SuiteMeta(name=name, version="1", generator="bench/engine.py", seed=0,
+                     voices={s: DEFAULT_VOICES[s] for s in SPEAKERS},
+                     preamble=Preamble(text=PREAMBLE_TEXT, clip=pre_rel, duration_s=pre_s))
+    write_suite(root, meta, scenarios)
+    return SuiteInfo(root, n_pairs, round(nominal, 2), len(turns))
+
+
+# --- databases and the in-process server ------------------------------------------------
+
+
+@contextlib.contextmanager
+def database_url(kind: str, workdir: Path, pg_url: str) -> Iterator[str]:
+    """A fresh, empty database: a new SQLite file, or a new PostgreSQL schema dropped afterwards."""
+    if kind == "sqlite":
+        path = workdir / f"mpe-{uuid.uuid4().hex[:8]}.db"
+        yield f"sqlite:///{path}"
+        return
+    schema = "bench_" + uuid.uuid4().hex[:12]
+    admin = sa.create_engine(pg_url)
+    try:
+        with admin.begin() as c:
+            c.execute(sa.text(f"CREATE SCHEMA {schema}"))
+        sep = "&" if "?" in pg_url else "?"
+        yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        try:
+            with admin.begin() as c:
+                c.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        finally:
+            admin.dispose()
+
+
+@dataclass
+class Env:
+    db: Database
+    server: BackgroundServer
+    token: str
+    db_kind: str
+
+
+@contextlib.asynccontextmanager
+async def bench_env(db_kind: str, workdir: Path, pg_url: str) -> AsyncIterator[Env]:
+    with database_url(db_kind, workdir, pg_url) as url:
+        data_dir = workdir / f"data-{uuid.uuid4().hex[:8]}"
+        settings = Settings(data_dir=data_dir, DATABASE_URL=url)  # production defaults otherwise
+        db = await asyncio.to_thread(Database, url)
+        try:
+            token = await asyncio.to_thread(create_token, db, TEAM, label="bench")
+            async with BackgroundServer(settings) as server:
+                yield Env(db, server, token, db_kind)
+        finally:
+            db.dispose()
+
+
+class Tracked(Bridge):
+    """Wraps a reference bridge and remembers the last room frame it was given."""
+
+    blocking = False
+
+    def __init__(self, inner: BaseBridge):
+        super().__init__()
+        self.inner = inner
+        self.name, self.revision = inner.name, inner.revision
+        self.sample_rate, self.clocks = inner.sample_rate, inner.clocks
+        self.last_seq = -1
+
+    def reset(self, episode: EpisodeStart) -> None:
+        self.last_seq = -1
+        self.inner.episode = episode
+        self.inner.reset(episode)
+
+    def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        self.last_seq = seq
+        return self.inner.step(seq, room)
+
+
+def make_bridges(name: str, n: int, cache_dir: Path) -> list[Tracked]:
+    from model_bridges import create_bridge
+
+    return [Tracked(create_bridge(name, data_dir=str(cache_dir))) for _ in range(n)]
+
+
+@contextlib.asynccontextmanager
+async def connected(env: Env, bridges: list[Tracked]) -> AsyncIterator[list[asyncio.Task]]:
+    clients = [BridgeClient(b, BridgeOptions(server=env.server.url, token=env.token, reconnect=False))
+               for b in bridges]
+    tasks = [asyncio.create_task(c.run()) for c in clients]
+    try:
+        yield tasks
+    finally:
+        for c in clients:
+            c.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def check_tasks(tasks: list[asyncio.Task]) -> None:
+    for t in tasks:
+        if t.done() and not t.cancelled() and t.exception():
+            raise RuntimeError(f"a bridge failed: {t.exception()!r}") from t.exception()
+
+
+class CpuMeter:
+    """Process CPU (all threads) and event-loop-thread CPU over a span of wall time."""
+
+    def __enter__(self) -> "CpuMeter":
+        self.wall0, self.main0 = time.monotonic(), time.thread_time()
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.proc0 = ru.ru_utime + ru.ru_stime
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.wall = time.monotonic() - self.wall0
+        self.proc = ru.ru_utime + ru.ru_stime - self.proc0
+        self.main = time.thread_time() - self.main0
+
+    def figures(self) -> dict[str, float]:
+        w = max(self.wall, 1e-9)
+        return {"cpu_process_pct": round(100 * self.proc / w, 1), "cpu_loop_thread_pct": round(100 * self.main / w, 1),
+                "cpu_other_threads_pct": round(100 * (self.proc - self.main) / w, 1)}
+
+
+def attempt_rows(db: Database, run_id: str) -> list[Attempt]:
+    with db.session() as s:
+        return list(s.scalars(select(Attempt).join(Episode, Episode.id == Attempt.episode_id)
+                              .where(Episode.run_id == run_id)))
+
+
+def _span_s(rows: list[Attempt]) -> float:
+    def utc(d: datetime) -> datetime:
+        return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+    start = min(utc(a.started_at) for a in rows)
+    end = max(utc(a.ended_at) for a in rows if a.ended_at is not None)
+    return (end - start).total_seconds()
+
+
+# --- part 1: lockstep throughput --------------------------------------------------------
+
+
+async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, per_bridge: int, cache_dir: Path,
+                        timeout_s: float) -> dict[str, Any]:
+    bridges = await asyncio.to_thread(make_bridges, bridge, n, cache_dir)
+    episodes = n * per_bridge
+    run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=bridge, suite_path=str(suite.path),
+                                     clock="lockstep", conditions=["explicit"], limit=episodes)
+    with CpuMeter() as cpu:
+        async with connected(env, bridges) as tasks:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                p = await asyncio.to_thread(run_progress, env.db, run_id)
+                if p["status"] in ("finished", "cancelled"):
+                    break
+                check_tasks(tasks)
+                if time.monotonic() > deadline:
+                    await asyncio.to_thread(cancel_run, env.db, run_id)
+                    raise TimeoutError(f"lockstep run {bridge} x{n} did not finish in {timeout_s:g} s: {p}")
+                await asyncio.sleep(0.1)
+    rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
+    done = [a for a in rows if a.status == "completed"]
+    stream_s = sum(a.n_frames for a in done) * PERIOD_S
+    wall_s = _span_s(rows)
+    return {
+        "db": env.db_kind, "bridge": bridge, "concurrency": n, "episodes": len(done),
+        "failed_attempts": len(rows) - len(done), "stream_s": round(stream_s, 1), "wall_s": round(wall_s, 2),
+        "stream_s_per_wall_s": round(stream_s / wall_s, 1),
+        "per_episode_x_realtime": round(stream_s / wall_s / n, 1),
+        "frames_per_s": round(stream_s / PERIOD_S / wall_s),
+        **cpu.figures(),
+    }
+
+
+async def run_lockstep(args, workdir: Path, out: list[dict]) -> None:
+    n_max = max(args.ls_concurrency)
+    suite = await asyncio.to_thread(build_bench_suite, workdir / "suite-lockstep", args.cache_dir,
+                                    target_s=args.ls_seconds, n_pairs=n_max * args.ls_episodes_per_bridge,
+                                    name="bench-lockstep")
+    print(f"lockstep suite: {suite.n_turns} turns, {suite.nominal_s:.1f} s of stream per episode "
+          f"(silent bridge), {suite.n_pairs} pairs", flush=True)
+    for db_kind in args.ls_dbs:
+        async with bench_env(db_kind, workdir, args.pg_url) as env:
+            for bridge in args.ls_bridges:
+                for n in args.ls_concurrency:
+                    row = await lockstep_case(env, suite, bridge, n, args.ls_episodes_per_bridge, args.cache_dir,
+                                              args.timeout)
+                    row["nominal_episode_s"] = suite.nominal_s
+                    out.append(row)
+                    print(f"  lockstep {db_kind:8s} {bridge:11s} x{n:<3d} {row['stream_s_per_wall_s']:7.1f} "
+                          f"stream-s/wall-s  ({row['episodes']} episodes, {row['stream_s']:.0f} s of stream "
+                          f"in {row['wall_s']:.1f} s)", flush=True)
+
+
+# --- part 2 and 3: realtime pacing, ours and the naive baseline ----------------------------
+
+
+class NaiveSleepSession(EpisodeSession):
+    """Baseline only: the session with its realtime loop paced by ``sleep(0.08)`` per frame.
+
+    Everything else is the real session: the same room mixing, resampling, encoding and
+    send (``_send_room``), the same detector and scheduler feed, the same recording and
+    lease renewal (``_maybe_flush``). Assistant frames that have arrived are taken after
+    each sleep and placed at their seq (no realtime grace checks). §11 says never to pace
+    like this; this class exists to show why.
+    """
+
+    async def _realtime(self) -> None:
+        n, total, last_slot = 0, None, -1
+        placed: dict[int, tuple[int, np.ndarray, float]] = {}
+        while True:
+            while (msg := await self.conn.next_inbound(0)) is not None:
+                if msg.type != "frame":
+                    self._on_side_message(msg)
+                    continue
+                slot = max(msg.frame.seq, last_slot + 1)
+                placed[slot] = (msg.frame.seq, msg.frame.pcm, msg.arrived)
+                last_slot = slot
+            while self.core.assistant_slots < n and (total is None or self.core.assistant_slots < total):
+                s = self.core.assistant_slots
+                seq, pcm, arrived = placed.pop(s, (None, None, None))
+                self._take_assistant(s, seq if seq is not None else -1, pcm, arrived)
+            if total is not None and n >= total:
+                break
+            if not await self._send_room():
+                total = self.room_sent
+                continue
+            n += 1
+            await self._maybe_flush()
+            await asyncio.sleep(PERIOD_S)  # the naive pacing: drift accumulates per frame
+
+
+@contextlib.contextmanager
+def session_class(cls: type[EpisodeSession]) -> Iterator[None]:
+    """Make the bridge endpoint run ``cls`` for its episodes (restored afterwards)."""
+    old = bridge_ws.EpisodeSession
+    bridge_ws.EpisodeSession = cls
+    try:
+        yield
+    finally:
+        bridge_ws.EpisodeSession = old
+
+
+def pacing_figures(errors_by_attempt: dict[str, np.ndarray], horizon_frames: int) -> dict[str, Any]:
+    """Send-time error (ms) of room frames 0..horizon and per-episode drift at the horizon."""
+    half = DRIFT_WINDOW // 2
+    all_err = np.concatenate(list(errors_by_attempt.values())) if errors_by_attempt else np.zeros(0)
+    drifts = []
+    for err in errors_by_attempt.values():
+        if len(err) > horizon_frames + half:
+            end = float(np.median(err[horizon_frames - half: horizon_frames + half + 1]))
+            drifts.append(end - float(np.median(err[:DRIFT_WINDOW])))
+    scope = np.concatenate([e[: horizon_frames + 1] for e in errors_by_attempt.values()]) if errors_by_attempt \
+        else all_err
+
+    def r(x: float) -> float:
+        return round(float(x), 3)
+
+    if not len(scope):
+        return {"frames": 0}
+    return {
+        "frames": int(len(scope)),
+        "err_p50_ms": r(np.percentile(scope, 50)), "err_p99_ms": r(np.percentile(scope, 99)),
+        "err_max_ms": r(scope.max()), "err_min_ms": r(scope.min()),
+        "late_over_10ms_pct": r(100 * float((scope > 10).mean())),
+        "episodes_with_drift": len(drifts),
+        "drift_median_ms": r(statistics.median(drifts)) if drifts else None,
+        "drift_max_ms": r(max(drifts, key=abs)) if drifts else None,
+        "drift_per_episode_ms": [r(d) for d in drifts],
+    }
+
+
+def room_errors(db: Database, run_id: str, max_seq: int) -> dict[str, np.ndarray]:
+    """``sent_us - seq·80000`` in ms for each attempt's room frames, in seq order."""
+    with db.session() as s:
+        rows = s.execute(
+            select(FrameRow.attempt_id, FrameRow.seq, FrameRow.sent_us)
+            .join(Attempt, Attempt.id == FrameRow.attempt_id).join(Episode, Episode.id == Attempt.episode_id)
+            .where(Episode.run_id == run_id, FrameRow.direction == "room", FrameRow.seq <= max_seq)
+            .order_by(FrameRow.attempt_id, FrameRow.seq)).all()
+    by: dict[str, list[tuple[int, int]]] = {}
+    for att, seq, sent in rows:
+        by.setdefault(att, []).append((seq, sent))
+    return {a: np.array([(sent - seq * PERIOD_US) / 1000.0 for seq, sent in v]) for a, v in by.items()}
+
+
+async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str) -> dict[str, Any]:
+    horizon = int(round(args.rt_seconds / PERIOD_S))
+    need = horizon + DRIFT_WINDOW // 2 + 1  # last frame the drift window needs
+    bridges = await asyncio.to_thread(make_bridges, args.rt_bridge, n, args.cache_dir)
+    cls = NaiveSleepSession if loop == "naive" else EpisodeSession
+    async with bench_env(args.rt_db, workdir, args.pg_url) as env:
+        run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=args.rt_bridge,
+                                         suite_path=str(suite.path), clock="realtime", conditions=["explicit"],
+                                         limit=n)
+        reached = True
+        with session_class(cls), CpuMeter() as cpu:
+            async with connected(env, bridges) as tasks:
+                # Stop as soon as every episode has streamed past the horizon (+ drift window).
+                deadline = time.monotonic() + args.rt_seconds * 4 + 60
+                while min(b.last_seq for b in bridges) < need:
+                    check_tasks(tasks)
+                    if time.monotonic() > deadline:
+                        reached = False
+                        break
+                    await asyncio.sleep(0.25)
+                await asyncio.to_thread(cancel_run, env.db, run_id)
+                for _ in range(150):  # sessions notice the cancel at their next flush (≤ flush_s)
+                    p = await asyncio.to_thread(run_progress, env.db, run_id)
+                    if not p["running"]:
+                        break
+                    await asyncio.sleep(0.1)
+        errors = await asyncio.to_thread(room_errors, env.db, run_id, need)
+        rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
+    server_stats = [(a.stats or {}).get("server", {}) for a in rows]
+    bad = [a for a in rows if a.status != "completed" and a.error_code != "aborted"]
+    return {
+        "loop": loop, "bridge": args.rt_bridge, "db": args.rt_db, "concurrency": n, "episodes": len(errors),
+        "horizon_s": args.rt_seconds, "reached_horizon": reached, "failed_attempts": len(bad),
+        **pacing_figures(errors, horizon),
+        # §4 realtime: assistant frames placed after their own slot (the loop was behind).
+        "late_assistant_frames": sum(s.get("late_frames", 0) for s in server_stats) if loop == "ours" else None,
+        "missing_assistant_slots": sum(s.get("missing_slots", 0) for s in server_stats) if loop == "ours" else None,
+        **cpu.figures(),
+    }
+
+
+async def run_realtime(args, workdir: Path, loops: list[str], out: list[dict]) -> None:
+    suite = await asyncio.to_thread(build_bench_suite, workdir / "suite-realtime", args.cache_dir,
+                                    target_s=args.rt_seconds + 6.0, n_pairs=max(args.rt_concurrency),
+                                    name="bench-realtime")
+    print(f"realtime suite: {suite.n_turns} turns, {suite.nominal_s:.1f} s of stream per episode "
+          f"(silent bridge); measuring the first {args.rt_seconds:g} s", flush=True)
+    for n in args.rt_concurrency:
+        for loop in loops:
+            row = await realtime_case(args, workdir, suite, n, loop)
+            out.append(row)
+            print(f"  realtime {loop:5s} x{n:<3d} err p50 {row.get('err_p50_ms', float('nan')):7.2f} ms  "
+                  f"p99 {row.get('err_p99_ms', float('nan')):7.2f} ms  max {row.get('err_max_ms', float('nan')):8.2f} ms"
+                  f"  drift@{args.rt_seconds:g}s {_fmt(row.get('drift_median_ms'))} ms  "
+                  f"cpu {row['cpu_process_pct']:.0f}%", flush=True)
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def _fmt(x: Any, nd: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def table(title: str, cols: list[tuple[str, str]], rows: list[dict]) -> str:
+    """Plain-text table; cols = (header, key)."""
+    cells = [[h for h, _ in cols]] + [[_fmt(r.get(k)) for _, k in cols] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cols))]
+    lines = [title, "  ".join(h.ljust(w) for h, w in zip(cells[0], widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in cells[1:]]
+    return "\n".join(lines)
+
+
+def comparison(realtime: list[dict]) -> list[dict]:
+    rows = []
+    for n in sorted({r["concurrency"] for r in realtime}):
+        ours = next((r for r in realtime if r["concurrency"] == n and r["loop"] == "ours"), None)
+        naive = next((r for r in realtime if r["concurrency"] == n and r["loop"] == "naive"), None)
+        if not ours or not naive:
+            continue
+
+        def ratio(key: str) -> float | None:
+            a, b = naive.get(key), ours.get(key)
+            if a is None or b is None:
+                return None
+            return round(abs(a) / max(abs(b), 0.001), 1)  # ours can be ~0: floor at 1 µs
+
+        rows.append({"concurrency": n, "drift_ours_ms": ours.get("drift_median_ms"),
+                     "drift_naive_ms": naive.get("drift_median_ms"), "drift_ratio": ratio("drift_median_ms"),
+                     "p99_ours_ms": ours.get("err_p99_ms"), "p99_naive_ms": naive.get("err_p99_ms"),
+                     "p99_ratio": ratio("err_p99_ms")})
+    return rows
+
+
+def machine() -> dict[str, Any]:
+    import importlib.metadata as md
+
+    return {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "uvicorn": md.version("uvicorn"), "websockets": md.version("websockets"),
+        "sqlalchemy": md.version("sqlalchemy"),
+    }
+
+
+def report(results: dict[str, Any], args) -> str:
+    parts = []
+    m = results["machine"]
+    parts.append(f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; load average at start "
+                 f"{m['loadavg_at_start']} (shared machine: other load possible)")
+    if results["lockstep"]:
+        parts.append(table(
+            "\nLockstep throughput (stream-seconds per wall-second; end to end, detection + DB logging on)",
+            [("db", "db"), ("bridge", "bridge"), ("N", "concurrency"), ("episodes", "episodes"),
+             ("stream s", "stream_s"), ("wall s", "wall_s"), ("stream-s/wall-s", "stream_s_per_wall_s"),
+             ("per episode xRT", "per_episode_x_realtime"), ("frames/s", "frames_per_s"),
+             ("cpu %", "cpu_process_pct"), ("loop thread %", "cpu_loop_thread_pct"),
+             ("failed", "failed_attempts")], results["lockstep"]))
+    if results["realtime"]:
+        h = args.rt_seconds
+        parts.append(table(
+            f"\nRealtime pacing: room-frame send error vs t0 + n*80 ms (ms), frames 0..{h:g} s; "
+            f"drift = error at {h:g} s - error at start",
+            [("loop", "loop"), ("N", "concurrency"), ("episodes", "episodes"), ("frames", "frames"),
+             ("p50", "err_p50_ms"), ("p99", "err_p99_ms"), ("max", "err_max_ms"), (">10ms %", "late_over_10ms_pct"),
+             ("drift med", "drift_median_ms"), ("drift worst", "drift_max_ms"),
+             ("late asst", "late_assistant_frames"), ("cpu %", "cpu_process_pct"),
+             ("loop thread %", "cpu_loop_thread_pct"), ("failed", "failed_attempts")], results["realtime"]))
+    if results["comparison"]:
+        parts.append(table(
+            "\nBaseline: naive sleep(0.08) loop vs absolute deadlines (ratio = naive / ours)",
+            [("N", "concurrency"), ("drift ours ms", "drift_ours_ms"), ("drift naive ms", "drift_naive_ms"),
+             ("drift ratio", "drift_ratio"), ("p99 ours ms", "p99_ours_ms"), ("p99 naive ms", "p99_naive_ms"),
+             ("p99 ratio", "p99_ratio")], results["comparison"]))
+    return "\n".join(parts)
+
+
+# --- CLI --------------------------------------------------------------------------------
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def _words(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--parts", type=_words, default=["lockstep", "realtime", "naive"],
+                   help="comma list of lockstep, realtime, naive (default: all)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run (< 1 min): short episodes, N = 1,2 lockstep and 1,4 realtime, 5 s horizon")
+    p.add_argument("--ls-bridges", type=_words, default=["silent", "always-talk"])
+    p.add_argument("--ls-concurrency", type=_ints, default=[1, 8])
+    p.add_argument("--ls-dbs", type=_words, default=["sqlite", "postgres"])
+    p.add_argument("--ls-seconds", type=float, default=40.0,
+                   help="stream length of a lockstep scenario with the silent bridge (always-talk adds up to "
+                        "60 s: the T wait runs to its cap)")
+    p.add_argument("--ls-episodes-per-bridge", type=int, default=2)
+    p.add_argument("--rt-concurrency", type=_ints, default=[1, 16, 64])
+    p.add_argument("--rt-seconds", type=float, default=100.0, help="realtime horizon (drift measured here)")
+    p.add_argument("--rt-bridge", default="always-talk", choices=["silent", "always-talk"])
+    p.add_argument("--rt-db", default="sqlite", choices=["sqlite", "postgres"])
+    p.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    p.add_argument("--cache-dir", type=Path, default=None, help="TTS clip cache (default: the server data dir)")
+    p.add_argument("--workdir", type=Path, default=None, help="keep databases and suites here (default: a temp dir)")
+    p.add_argument("--timeout", type=float, default=600.0, help="per lockstep run")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    args = p.parse_args(argv)
+    if args.quick:
+        given = set(a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]))
+        quick = {"--ls-concurrency": ("ls_concurrency", [1, 2]), "--ls-seconds": ("ls_seconds", 8.0),
+                 "--ls-episodes-per-bridge": ("ls_episodes_per_bridge", 1),
+                 "--rt-concurrency": ("rt_concurrency", [1, 4]), "--rt-seconds": ("rt_seconds", 5.0)}
+        for flag, (attr, value) in quick.items():
+            if flag not in given:
+                setattr(args, attr, value)
+    bad = set(args.parts) - {"lockstep", "realtime", "naive"}
+    if bad:
+        p.error(f"unknown parts: {', '.join(sorted(bad))}")
+    if set(args.ls_dbs) - {"sqlite", "postgres"}:
+        p.error("--ls-dbs takes sqlite and/or postgres")
+    if args.rt_seconds < 3:
+        p.error("--rt-seconds must be at least 3 (the drift window is 2 s)")
+    args.cache_dir = (args.cache_dir or Settings().data_dir).resolve()
+    return args
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": machine(), "config": {k: (str(v) if isinstance(v, Path) else v)
+                                                                for k, v in vars(args).items()},
+                               "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                               "lockstep": [], "realtime": [], "comparison": []}
+    with contextlib.ExitStack() as stack:
+        if args.workdir:
+            workdir = args.workdir.resolve()
+            workdir.mkdir(parents=True, exist_ok=True)
+        else:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpe-bench-",
+                                                                          ignore_cleanup_errors=True)))
+        t0 = time.monotonic()
+        if "lockstep" in args.parts:
+            await run_lockstep(args, workdir, results["lockstep"])
+        loops = [x for x in ("realtime", "naive") if x in args.parts]
+        if loops:
+            await run_realtime(args, workdir, ["ours" if x == "realtime" else x for x in loops], results["realtime"])
+        results["comparison"] = comparison(results["realtime"])
+        results["elapsed_s"] = round(time.monotonic() - t0, 1)
+        results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    results = asyncio.run(amain(args))
+    print()
+    print(report(results, args))
+    print(f"\ntotal {results['elapsed_s']:.0f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,496 @@
+"""Wire protocol v1 over a real WebSocket against the in-process server (DESIGN §4).
+
+Every bad input gets an ``error`` message with its stable code, then a close with the
+close code that docs/protocol.md §9 promises; afterwards the server still serves a
+well-behaved bridge. A bridge that fails mid-episode loses only that attempt. The minimal
+bridge of docs/protocol.md §12 is run verbatim against the server. Each test runs on SQLite
+and on PostgreSQL (the ``db_url`` fixture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import websockets
+from sqlalchemy import func, select
+
+from clients.codec import encode_frame
+from clients.errors import CLOSE_CODES
+from clients.sdk import Bridge, BridgeClient, BridgeOptions
+from server.app import BackgroundServer
+from server.audio import decode_audio
+from server.auth import create_token
+from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
+from server.runs import create_run
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
+HEADER = struct.Struct("<BBHI")
+FRAME_BYTES = 2 * 1920  # one 80 ms frame at 24 kHz
+T = 10.0  # generous per-step timeout: every step here should take well under a second
+
+
+def hello(**over) -> str:
+    msg = {"type": "hello", "protocol": 1, "model": {"name": "x", "revision": "test"},
+           "sample_rate": 24000, "clocks": ["lockstep"]}
+    msg.update(over)
+    return json.dumps(msg)
+
+
+def assistant(seq: int, payload: bytes | None = None, *, kind: int = 2, flags: int | None = None) -> bytes:
+    if flags is None:
+        flags = 1 if payload is None else 0
+    return HEADER.pack(1, kind, flags, seq) + (payload or b"")
+
+
+class Quiet(Bridge):
+    """A well-behaved SDK bridge for model ``x``: answers every room frame with silence."""
+
+    name = "x"
+    clocks = ("lockstep",)
+    blocking = False
+
+    def reset(self, episode) -> None:
+        pass
+
+    def step(self, seq, room):
+        return None
+
+
+# --- fixtures and helpers ----------------------------------------------------------------
+
+
+@pytest.fixture
+def token(db) -> str:
+    return create_token(db, "local")
+
+
+@pytest.fixture
+async def server(settings, db):
+    async with BackgroundServer(settings) as srv:
+        yield srv
+
+
+def queue_run(db, mini_suite, **kw) -> str:
+    args = dict(team="local", model="x", suite_path=str(mini_suite), clock="lockstep", limit=1,
+                conditions=["explicit"])
+    return create_run(db, **(args | kw))
+
+
+async def connect(srv, token: str | None = None, *, query: str | None = None):
+    url = srv.url + "/v1/bridge" + (f"?token={query}" if query is not None else "")
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    return await websockets.connect(url, additional_headers=headers, max_size=None, open_timeout=T)
+
+
+async def open_bridge(srv, token: str, **hello_over):
+    ws = await connect(srv, token)
+    await ws.send(hello(**hello_over))
+    welcome = json.loads(await asyncio.wait_for(ws.recv(), T))
+    assert welcome["type"] == "welcome" and welcome["bridge_id"], welcome
+    return ws
+
+
+async def recv_json(ws) -> dict:
+    raw = await asyncio.wait_for(ws.recv(), T)
+    assert isinstance(raw, str), f"expected a text message, got {len(raw)} bytes"
+    return json.loads(raw)
+
+
+async def recv_frame(ws) -> tuple[int, int, int, bytes]:
+    raw = await asyncio.wait_for(ws.recv(), T)
+    assert isinstance(raw, bytes), f"expected a binary frame, got {raw!r}"
+    version, kind, flags, seq = HEADER.unpack_from(raw)
+    return kind, flags, seq, raw[HEADER.size:]
+
+
+async def start_episode(ws) -> dict:
+    start = await recv_json(ws)
+    assert start["type"] == "episode.start", start
+    return start
+
+
+async def expect_fatal(ws, code: str, close_code: int) -> dict:
+    """The next message is ``error{code}``, then the server closes with ``close_code``."""
+    err = await recv_json(ws)
+    assert err["type"] == "error" and err["code"] == code, err
+    assert set(err) <= {"type", "code", "message"} and isinstance(err.get("message", ""), str)
+    assert "Traceback" not in err.get("message", "")
+    with pytest.raises(websockets.ConnectionClosed):
+        extra = await asyncio.wait_for(ws.recv(), T)
+        pytest.fail(f"message after a fatal error: {extra!r}")
+    assert ws.close_code == close_code
+    assert CLOSE_CODES[code] == close_code  # the one mapping agrees with the documented table
+    return err
+
+
+async def serve_one(srv, token: str) -> None:
+    client = BridgeClient(Quiet(), BridgeOptions(server=srv.url, token=token, reconnect=False, max_episodes=1))
+    await asyncio.wait_for(client.run(), 60)
+    assert client.episodes_done == 1
+
+
+async def assert_survives(srv, db, mini_suite, token: str) -> None:
+    """A well-behaved bridge can still connect and complete a fresh episode."""
+    run_id = queue_run(db, mini_suite)
+    while True:  # earlier runs of model x (requeued episodes) are served first
+        _t=time.perf_counter(); await serve_one(srv, token); print("serve", time.perf_counter()-_t)
+        with db.session() as s:
+            if s.get(Run, run_id).status == "finished":
+                break
+    with db.session() as s:
+        assert s.scalar(select(Episode.status).where(Episode.run_id == run_id)) == "completed"
+
+
+async def wait_attempts_settled(db, timeout: float = T) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with db.session() as s:
+            running = s.scalar(select(func.count()).select_from(Attempt).where(Attempt.status == "running"))
+        if not running:
+            return
+        assert time.monotonic() < deadline, "attempt still running"
+        await asyncio.sleep(0.05)
+
+
+# --- handshake and authentication -----------------------------------------------------------
+
+
+async def test_missing_token(server, db, mini_suite, token):
+    ws = await connect(server)
+    await ws.send(hello())
+    err = await expect_fatal(ws, "unauthorized", 1008)
+    assert err["message"] == "missing token"
+    await assert_survives(server, db, mini_suite, token)
+
+
+@pytest.mark.parametrize("where", ["header", "query"])
+async def test_bad_token(server, db, mini_suite, token, where):
+    bad = "mpe_" + "A" * 43
+    ws = await (connect(server, bad) if where == "header" else connect(server, query=bad))
+    await ws.send(hello())
+    err = await expect_fatal(ws, "unauthorized", 1008)
+    assert bad not in err["message"]
+    await assert_survives(server, db, mini_suite, token)
+
+
+async def test_query_token_is_accepted(server, token):
+    ws = await connect(server, query=token)
+    await ws.send(hello())
+    assert (await recv_json(ws))["type"] == "welcome"
+    await ws.close()
+
+
+async def test_binary_before_hello(server, db, mini_suite, token):
+    ws = await connect(server, token)
+    await ws.send(assistant(0))
+    await expect_fatal(ws, "binary_before_hello", 1002)
+    await assert_survives(server, db, mini_suite, token)
+
+
+@pytest.mark.parametrize(
+    "raw, code, close_code",
+    [
+        (hello(protocol=2), "unsupported_version", 1002),
+        (hello(protocol=0), "unsupported_version", 1002),
+        ('{"type": "hello", "protocol": 1, "model": {"name": "x"', "bad_json", 1003),
+        ("not json at all", "bad_json", 1003),
+        ('["hello"]', "bad_message", 1002),
+        ('{"type": "bogus"}', "unknown_type", 1002),
+        ('{"type": "text", "seq": 0, "text": "hi"}', "unexpected_message", 1002),
+        (hello(sample_rate=44100), "bad_message", 1002),
+        (hello(clocks=[]), "bad_message", 1002),
+        (hello(model={"name": "has space"}), "bad_message", 1002),
+        (hello(colour="blue"), "bad_message", 1002),
+        (json.dumps({"type": "hello", "model": {"name": "x"}}), "bad_message", 1002),
+        ('{"type": "hello", "pad": "' + "x" * 70_000 + '"}', "message_too_big", 1009),
+    ],
+    ids=["protocol-2", "protocol-0", "truncated-json", "not-json", "not-an-object", "unknown-type",
+         "text-before-hello", "bad-rate", "no-clocks", "bad-model-name", "extra-field", "no-protocol",
+         "oversized"],
+)
+async def test_bad_first_message(server, db, mini_suite, token, raw, code, close_code):
+    ws = await connect(server, token)
+    await ws.send(raw)
+    await expect_fatal(ws, code, close_code)
+    await assert_survives(server, db, mini_suite, token)
+
+
+async def test_handshake_timeout(settings, db, mini_suite, token):
+    settings.handshake_timeout_s = 0.3
+    async with BackgroundServer(settings) as srv:
+        ws = await connect(srv, token)
+        t0 = time.monotonic()
+        await expect_fatal(ws, "timeout", 1002)
+        assert 0.25 <= time.monotonic() - t0 < 5
+        await assert_survives(srv, db, mini_suite, token)
+
+
+# --- after the handshake, outside an episode -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "send, code, close_code",
+    [
+        (hello(), "unexpected_message", 1002),
+        ('{"type": "bogus", "x": 1}', "unknown_type", 1002),
+        ("{oops", "bad_json", 1003),
+        (json.dumps({"type": "text", "seq": 0, "text": "x" * 70_000}), "message_too_big", 1009),
+        (json.dumps({"type": "text", "seq": 0, "text": "x" * 4001}), "bad_message", 1002),
+        (assistant(0, b"\x01\x00" * 1920 + b"\x00\x00"), "message_too_big", 1009),
+        (assistant(0), "unexpected_message", 1002),
+        (assistant(0, b"\x01\x00" * 1920), "unexpected_message", 1002),
+    ],
+    ids=["hello-twice", "unknown-type", "bad-json", "oversized-text", "text-too-long", "oversized-binary",
+         "silent-frame-outside-episode", "frame-outside-episode"],
+)
+async def test_bad_message_after_welcome(server, db, mini_suite, token, send, code, close_code):
+    ws = await open_bridge(server, token)  # no run queued: the bridge is idle
+    await ws.send(send)
+    await expect_fatal(ws, code, close_code)
+    await assert_survives(server, db, mini_suite, token)
+
+
+async def test_message_over_transport_cap_is_closed_1009(server, db, mini_suite, token):
+    """Above 1 MiB the WebSocket layer itself refuses the message: close 1009, no error message."""
+    ws = await open_bridge(server, token)
+    await ws.send(b"\x00" * (2 << 20))
+    with pytest.raises(websockets.ConnectionClosed):
+        await asyncio.wait_for(ws.recv(), T)
+    assert ws.close_code == 1009
+    await assert_survives(server, db, mini_suite, token)
+
+
+# --- during a lockstep episode -----------------------------------------------------------
+
+
+def _bad_payload(kind: str) -> bytes:
+    pcm = b"\x01\x00" * 1920
+    return {
+        "short-payload": assistant(0, pcm[:200]),
+        "odd-bytes": assistant(0, pcm[:-1]),
+        "16k-size-on-24k": assistant(0, pcm[: 2 * 1280]),
+        "kind-room": assistant(0, pcm, kind=1),
+        "kind-unknown": assistant(0, pcm, kind=7),
+        "unknown-flags": assistant(0, pcm, flags=0x0004),
+        "silent-with-payload": assistant(0, pcm, flags=1),
+        "short-header": b"\x01\x02\x00",
+        "wrong-version": HEADER.pack(2, 2, 1, 0),
+    }[kind]
+
+
+@pytest.mark.parametrize(
+    "kind, code, close_code",
+    [
+        ("short-payload", "bad_frame", 1002),
+        ("odd-bytes", "bad_frame", 1002),
+        ("16k-size-on-24k", "bad_frame", 1002),
+        ("kind-room", "bad_frame", 1002),
+        ("kind-unknown", "bad_frame", 1002),
+        ("unknown-flags", "bad_frame", 1002),
+        ("silent-with-payload", "bad_frame", 1002),
+        ("short-header", "bad_frame", 1002),
+        ("wrong-version", "unsupported_version", 1002),
+    ],
+)
+async def test_bad_frame_in_episode(server, db, mini_suite, token, kind, code, close_code):
+    queue_run(db, mini_suite)
+    ws = await open_bridge(server, token)
+    await start_episode(ws)
+    k, _, seq, _ = await recv_frame(ws)
+    assert (k, seq) == (1, 0)
+    await ws.send(_bad_payload(kind))
+    await expect_fatal(ws, code, close_code)
+    await wait_attempts_settled(db)
+    with db.session() as s:
+        att = s.scalars(select(Attempt)).one()
+        assert (att.status, att.error_code) == ("failed", code)
+    await assert_survives(server, db, mini_suite, token)
+
+
+@pytest.mark.parametrize("case", ["ahead", "duplicate", "behind"])
+async def test_bad_seq_in_lockstep(server, db, mini_suite, token, case):
+    queue_run(db, mini_suite)
+    ws = await open_bridge(server, token)
+    await start_episode(ws)
+    for n in range(3):  # answer frames 0..2 correctly
+        _, _, seq, _ = await recv_frame(ws)
+        assert seq == n
+        await ws.send(assistant(seq))
+    _, _, seq, _ = await recv_frame(ws)
+    assert seq == 3
+    await ws.send(assistant({"ahead": 4, "duplicate": 2, "behind": 0}[case]))
+    _t=time.perf_counter(); err = await expect_fatal(ws, "bad_seq", 1002); print("fatal", time.perf_counter()-_t)
+    assert "3" in err["message"]
+    await assert_survives(server, db, mini_suite, token)
+
+
+async def test_hello_twice_during_episode(server, db, mini_suite, token):
+    queue_run(db, mini_suite)
+    ws = await open_bridge(server, token)
+    await start_episode(ws)
+    await recv_frame(ws)
+    await ws.send(hello())
+    await expect_fatal(ws, "unexpected_message", 1002)
+    await assert_survives(server, db, mini_suite, token)
+
+
+async def test_lockstep_timeout(settings, db, mini_suite, token):
+    settings.lockstep_timeout_s = 0.3
+    async with BackgroundServer(settings) as srv:
+        queue_run(db, mini_suite)
+        ws = await open_bridge(srv, token)
+        await start_episode(ws)
+        await recv_frame(ws)  # ... and never answer it
+        await expect_fatal(ws, "timeout", 1002)
+        await wait_attempts_settled(db)
+        with db.session() as s:
+            assert s.scalars(select(Attempt.error_code)).one() == "timeout"
+        await assert_survives(srv, db, mini_suite, token)
+
+
+async def test_realtime_seq_must_increase(server, db, mini_suite, token):
+    queue_run(db, mini_suite, clock="realtime")
+    ws = await open_bridge(server, token, clocks=["realtime"])
+    start = await start_episode(ws)
+    assert start["clock"] == "realtime"
+    _, _, seq, _ = await recv_frame(ws)
+    await ws.send(assistant(seq))
+    await ws.send(assistant(seq))  # the same seq again
+    # room frames keep coming on the clock until the server notices
+    while True:
+        raw = await asyncio.wait_for(ws.recv(), T)
+        if isinstance(raw, str):
+            err = json.loads(raw)
+            break
+    assert err["type"] == "error" and err["code"] == "bad_seq"
+    with pytest.raises(websockets.ConnectionClosed):
+        await asyncio.wait_for(ws.recv(), T)
+    assert ws.close_code == 1002
+    await wait_attempts_settled(db)
+
+
+# --- a failing bridge loses only its attempt ---------------------------------------------
+
+
+def _pattern(seq: int) -> bytes:
+    return (np.arange(1920, dtype=np.int16) % 200 - 100 + seq).astype("<i2").tobytes()
+
+
+@pytest.mark.parametrize("how", ["error-message", "protocol-error", "disconnect"])
+async def test_mid_episode_failure_costs_one_attempt(server, db, mini_suite, token, how):
+    run_id = queue_run(db, mini_suite)
+    ws = await open_bridge(server, token)
+    start = await start_episode(ws)
+    answered = 30
+    for n in range(answered):
+        _, _, seq, _ = await recv_frame(ws)
+        assert seq == n
+        await ws.send(assistant(seq, _pattern(seq)))
+    await recv_frame(ws)  # room frame 30 is out; the bridge fails before answering it
+    if how == "error-message":
+        await ws.send(json.dumps({"type": "error", "code": "model_crashed", "message": "out of memory"}))
+        await expect_fatal(ws, "bridge_error", 1000)
+        expected_code = "bridge_error"
+    elif how == "protocol-error":
+        await ws.send(assistant(99))
+        await expect_fatal(ws, "bad_seq", 1002)
+        expected_code = "bad_seq"
+    else:
+        await ws.close()
+        expected_code = "disconnected"
+    await wait_attempts_settled(db)
+
+    with db.session() as s:
+        ep = s.scalars(select(Episode).where(Episode.run_id == run_id)).one()
+        att = s.get(Attempt, start["episode_id"])
+        assert (att.status, att.error_code, att.number) == ("failed", expected_code, 1)
+        assert (ep.status, ep.attempts, ep.completed_attempt_id) == ("queued", 1, None)
+        # the partial recording of the failed attempt is kept
+        chunks = s.scalars(select(AudioChunk).where(AudioChunk.attempt_id == att.id)
+                           .order_by(AudioChunk.track, AudioChunk.idx)).all()
+        tracks = {t: np.concatenate([decode_audio(c.data) for c in chunks if c.track == t]) for t in ("room", "assistant")}
+        assert len(tracks["room"]) == (answered + 1) * 1920
+        assert len(tracks["assistant"]) == answered * 1920
+        sent = np.frombuffer(b"".join(_pattern(n) for n in range(answered)), dtype="<i2")
+        np.testing.assert_array_equal(tracks["assistant"], sent)
+        frames = dict(s.execute(select(FrameRow.direction, func.count()).where(FrameRow.attempt_id == att.id)
+                                .group_by(FrameRow.direction)).all())
+        assert frames == {"room": answered + 1, "assistant": answered}
+
+    await serve_one(server, token)  # the next bridge gets the same episode and completes it
+    with db.session() as s:
+        ep = s.scalars(select(Episode).where(Episode.run_id == run_id)).one()
+        atts = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id).order_by(Attempt.number)).all()
+        assert [(a.number, a.status) for a in atts] == [(1, "failed"), (2, "completed")]
+        assert (ep.status, ep.attempts, ep.completed_attempt_id) == ("completed", 2, atts[1].id)
+        assert s.get(Run, run_id).status == "finished"
+
+
+# --- conformance details the protocol document promises --------------------------------------
+
+
+@pytest.mark.parametrize("admin", [False, True])
+async def test_episode_start_fields_and_reference(server, db, mini_suite, admin):
+    tok = create_token(db, "local", admin=admin)
+    queue_run(db, mini_suite)
+    ws = await open_bridge(server, tok)
+    start = await start_episode(ws)
+    base = {"type", "episode_id", "clock", "sample_rate", "frame_samples", "max_inflight"}
+    assert set(start) == base | ({"reference"} if admin else set())
+    assert (start["clock"], start["sample_rate"], start["frame_samples"], start["max_inflight"]) == \
+        ("lockstep", 24000, 1920, 1)
+    if admin:
+        assert start["reference"] == {"scenario_id": "s-p1", "condition": "explicit"}
+    else:
+        assert "s-p1" not in json.dumps(start)
+    await ws.close()
+
+
+async def test_16khz_frames_and_max_inflight(server, db, mini_suite, token):
+    queue_run(db, mini_suite, max_inflight=3)
+    ws = await open_bridge(server, token, sample_rate=16000)
+    start = await start_episode(ws)
+    assert (start["sample_rate"], start["frame_samples"], start["max_inflight"]) == (16000, 1280, 3)
+    got = [await recv_frame(ws) for _ in range(3)]  # three frames in flight before any answer
+    assert [g[2] for g in got] == [0, 1, 2] and all(g[0] == 1 for g in got)
+    assert all(len(g[3]) in (0, 2 * 1280) and (len(g[3]) == 0) == bool(g[1] & 1) for g in got)
+    with pytest.raises(asyncio.TimeoutError):  # frame 3 waits for the answer to frame 0
+        await asyncio.wait_for(ws.recv(), 0.3)
+    await ws.send(assistant(0, b"\x01\x00" * 1280))
+    assert (await recv_frame(ws))[2] == 3
+    await ws.close()
+
+
+# --- the minimal bridge of docs/protocol.md, verbatim -------------------------------------
+
+
+def load_doc_example() -> dict:
+    text = DOC.read_text()
+    m = re.search(r"<!-- minimal-bridge -->\s*```python\n(.*?)```", text, re.S)
+    assert m, "docs/protocol.md lost its minimal bridge example"
+    ns: dict = {"__name__": "minimal_bridge"}
+    exec(compile(m.group(1), str(DOC), "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("rate", [24000, 16000])
+async def test_doc_example_bridge_runs_a_lockstep_episode(server, db, mini_suite, token, rate):
+    ns = load_doc_example()
+    run_id = queue_run(db, mini_suite)
+    url = server.url + "/v1/bridge"
+    served = await asyncio.wait_for(ns["run_bridge"](url, token, "x", sample_rate=rate, max_episodes=1), 60)
+    assert served == 1
+    with db.session() as s:
+        ep = s.scalars(select(Episode).where(Episode.run_id == run_id)).one()
+        att = s.get(Attempt, ep.completed_attempt_id)
+        assert (ep.status, att.status, att.bridge_rate) == ("completed", "completed", rate)
+        n = s.scalar(select(func.count()).select_from(FrameRow).where(FrameRow.attempt_id == att.id,
+                                                                        FrameRow.direction == "assistant"))
+        assert n == att.n_frames > 100

