@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	# torch is pinned to the CPU build first so nothing pulls a CUDA build (silero-vad needs torch).
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[tts,dev]'
+	$(BIN)/pip install -q -e '.[all]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -183,6 +183,9 @@ def demo(models: str = typer.Option("silent,always-talk,oracle", help="reference
     asyncio.run(run_demo(s, [m.strip() for m in models.split(",") if m.strip()], clock=clock, console=console))
 
 
+# Sub-commands that live with their subsystems register here (one line each).
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=False)

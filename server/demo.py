@@ -26,6 +26,7 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
     from .demo_suite import build_demo_suite
 
     console = console or Console(stderr=True)
+    console.width = max(console.width, 150)  # the summary table is wide
     t_start = time.monotonic()
     with _progress(console) as bar:
         task = bar.add_task("building the demo suite (offline TTS)", total=None)

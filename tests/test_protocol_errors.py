@@ -140,7 +140,7 @@ async def assert_survives(srv, db, mini_suite, token: str) -> None:
     """A well-behaved bridge can still connect and complete a fresh episode."""
     run_id = queue_run(db, mini_suite)
     while True:  # earlier runs of model x (requeued episodes) are served first
-        _t=time.perf_counter(); await serve_one(srv, token); print("serve", time.perf_counter()-_t)
+        await serve_one(srv, token)
         with db.session() as s:
             if s.get(Run, run_id).status == "finished":
                 break
@@ -326,7 +326,7 @@ async def test_bad_seq_in_lockstep(server, db, mini_suite, token, case):
     _, _, seq, _ = await recv_frame(ws)
     assert seq == 3
     await ws.send(assistant({"ahead": 4, "duplicate": 2, "behind": 0}[case]))
-    _t=time.perf_counter(); err = await expect_fatal(ws, "bad_seq", 1002); print("fatal", time.perf_counter()-_t)
+    err = await expect_fatal(ws, "bad_seq", 1002)
     assert "3" in err["message"]
     await assert_survives(server, db, mini_suite, token)
 
@@ -494,3 +494,26 @@ async def test_doc_example_bridge_runs_a_lockstep_episode(server, db, mini_suite
         n = s.scalar(select(func.count()).select_from(FrameRow).where(FrameRow.attempt_id == att.id,
                                                                         FrameRow.direction == "assistant"))
         assert n == att.n_frames > 100
+
+
+async def test_probe_realtime_tail(server, db, mini_suite, token):
+    queue_run(db, mini_suite, clock="realtime", conditions=["explicit", "implicit"])
+    ws = await open_bridge(server, token, clocks=["realtime"])
+    pending = []
+    async def delayed(b):
+        await asyncio.sleep(0.15)
+        await ws.send(b)
+    t0 = time.monotonic()
+    while True:
+        try:
+            raw = await asyncio.wait_for(ws.recv(), 30)
+        except Exception as e:
+            print("closed", repr(e), ws.close_code, time.monotonic() - t0); break
+        if isinstance(raw, bytes):
+            _, _, _, seq = HEADER.unpack_from(raw)
+            pending.append(asyncio.create_task(delayed(assistant(seq))))
+        else:
+            print(time.monotonic() - t0, raw[:200])
+    with db.session() as s:
+        for a in s.scalars(select(Attempt).order_by(Attempt.started_at)):
+            print(a.episode_id, a.number, a.status, a.error_code, a.error_message, a.n_frames, a.stats)
