@@ -42,10 +42,15 @@ def _db(settings: Settings):
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from .suite import SuiteError
+
     try:
         app()
     except MPEError as exc:
         console.print(f"[red]error[/red] ({exc.code}): {exc}")
+        sys.exit(2)
+    except SuiteError as exc:
+        console.print(f"[red]error[/red] (bad_suite): {exc}")
         sys.exit(2)
 
 

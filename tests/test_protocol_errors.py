@@ -501,7 +501,7 @@ async def test_probe_realtime_tail(server, db, mini_suite, token):
     ws = await open_bridge(server, token, clocks=["realtime"])
     pending = []
     async def delayed(b):
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.4)
         await ws.send(b)
     t0 = time.monotonic()
     while True:

@@ -1,0 +1,111 @@
+"""The `mpe` command line as a user runs it (subprocesses), on both databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import soundfile as sf
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine
+
+from server.db import Base
+
+
+def mpe(settings, *args, check=True):
+    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir))
+    p = subprocess.run([sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True,
+                       timeout=300)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_db_upgrade_matches_models(settings):
+    mpe(settings, "db", "upgrade")
+    engine = create_engine(settings.db_url)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        version = conn.exec_driver_sql("select version_num from alembic_version").scalar()
+    engine.dispose()
+    assert diff == []  # the migrations create exactly the schema the models describe
+    assert version is not None
+    mpe(settings, "db", "upgrade")  # idempotent
+
+
+def test_token_run_status_and_errors(settings, mini_suite):
+    token = mpe(settings, "token", "create", "--team", "lab").stdout.strip()
+    assert token.startswith("mpe_") and len(token) > 30
+    bad = mpe(settings, "token", "create", "--team", "Bad Team!", check=False)
+    assert bad.returncode != 0 and "team names" in bad.stderr and "Traceback" not in bad.stderr
+
+    out = mpe(settings, "run", "create", "--model", "m1", "--suite", str(mini_suite), "--clock", "realtime",
+              "--conditions", "implicit", "--limit", "1", "--team", "lab", "--json").stdout
+    run = json.loads(out)
+    assert run["total"] == 1 and run["status"] == "queued" and run["team"] == "lab" and run["clock"] == "realtime"
+    status = json.loads(mpe(settings, "run", "status", run["run_id"], "--json").stdout)
+    assert status["queued"] == 1
+
+    for args, needle in [
+        (("--clock", "sometimes"), "clock must be one of"),
+        (("--conditions", "loud"), "conditions must be"),
+        (("--limit", "0"), "limit must be"),
+    ]:
+        p = mpe(settings, "run", "create", "--model", "m1", "--suite", str(mini_suite), *args, check=False)
+        assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr
+
+    p = mpe(settings, "run", "status", "nope", check=False)
+    assert p.returncode == 2 and "no such run" in p.stderr
+
+    mpe(settings, "run", "cancel", run["run_id"])
+    assert json.loads(mpe(settings, "run", "status", run["run_id"], "--json").stdout)["status"] == "cancelled"
+
+
+def test_invalid_suite_is_refused(settings, mini_suite, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(mini_suite, broken)
+    lines = (broken / "scenarios.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["turns"][2]["label"] = "N2"  # no T left
+    lines[0] = json.dumps(first)
+    (broken / "scenarios.jsonl").write_text("\n".join(lines) + "\n")
+    p = mpe(settings, "run", "create", "--model", "m1", "--suite", str(broken), check=False)
+    assert p.returncode == 2 and "invalid" in p.stderr and "Traceback" not in p.stderr
+
+
+async def test_export_bundles(settings, db, mini_suite):
+    from server.app import BackgroundServer
+    from server.auth import create_token
+    from server.runs import create_run
+    from model_bridges import create_bridge
+    from tests.test_engine_e2e import serve
+
+    tok = create_token(db, "local")
+    run = create_run(db, team="local", model="echo", suite_path=str(mini_suite), clock="lockstep", limit=1)
+    async with BackgroundServer(settings) as server:
+        await serve(db, server, [(create_bridge("echo"), tok)], run)
+    out = settings.data_dir / "bundles"
+    p = mpe(settings, "export", run, "--out", str(out))
+    assert "wrote 2 bundles" in p.stderr
+    dirs = sorted(out.iterdir())
+    assert len(dirs) == 2
+    for d in dirs:
+        doc = json.loads((d / "episode.json").read_text())
+        room, r1 = sf.read(d / "room.wav", dtype="int16")
+        asst, r2 = sf.read(d / "assistant.wav", dtype="int16")
+        assert r1 == r2 == 24000 and len(room) == len(asst) > 0  # §7: same length
+        assert doc["scenario_id"] == "s-p1" and doc["condition"] in ("explicit", "implicit")
+        assert doc["model"]["name"] == "echo" and doc["clock"] == "lockstep"
+        assert [t["label"] for t in doc["turns"]] == ["N2", "N1", "T", "N3"]
+        assert doc["events"][0]["type"] == "preamble.start" and doc["events"][-1]["type"] == "episode.end"
+        assert doc["events"][-1]["t"] <= len(room)
+        # the echo bridge repeats the room 5 frames later at half volume
+        assert abs(int(asst[5 * 1920 + 30000]) - int(room[30000]) // 2) <= 1
+    p = mpe(settings, "export", "nope", "--out", str(out), check=False)
+    assert p.returncode == 2 and "no run" in p.stderr

@@ -1,0 +1,29 @@
+"""`mpe demo` end to end on its defaults (SQLite in the data dir, built-in suite, lockstep)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from server.demo import run_demo
+from server.settings import Settings
+
+
+async def test_demo_reference_bridges(tmp_path):
+    settings = Settings(data_dir=tmp_path / ".mpe", flush_s=0.5, poll_s=0.05)
+    settings.ensure_dirs()
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
+    result = await run_demo(settings, ["silent", "always-talk", "oracle"], console=console)
+    console.file.close()
+    summaries = result["summaries"]
+    assert len(summaries) == 3 * len(summaries) // 3 and summaries
+    for (model, scenario, condition), sm in summaries.items():
+        quiet, total = map(int, sm["silence_windows"].split("/"))
+        if model == "silent":
+            assert sm["t_wait"] == "no_response" and sm["speech_s"] == 0 and quiet == total
+        elif model == "always-talk":
+            assert sm["t_wait"] == "cap" and quiet == 0
+        else:  # the oracle behaves ideally
+            assert sm["t_wait"] == "silence" and 0 < sm["t_onset_s"] < 1 and quiet == total
+            assert all(e["speaking_at_t_R"] and e["silent_at_t_R+2s"] for e in sm["n4"])
+    text = (tmp_path / "out.txt").read_text()
+    assert "oracle" in text and "no_response" in text
