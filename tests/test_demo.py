@@ -15,7 +15,8 @@ async def test_demo_reference_bridges(tmp_path):
     result = await run_demo(settings, ["silent", "always-talk", "oracle"], console=console)
     console.file.close()
     summaries = result["summaries"]
-    assert len(summaries) == 3 * len(summaries) // 3 and summaries
+    per_model = {m: sum(1 for k in summaries if k[0] == m) for m in ("silent", "always-talk", "oracle")}
+    assert len(set(per_model.values())) == 1 and per_model["oracle"] >= 6  # every version, every model
     for (model, scenario, condition), sm in summaries.items():
         quiet, total = map(int, sm["silence_windows"].split("/"))
         if model == "silent":

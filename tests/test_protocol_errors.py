@@ -496,7 +496,16 @@ async def test_doc_example_bridge_runs_a_lockstep_episode(server, db, mini_suite
         assert n == att.n_frames > 100
 
 
-async def test_probe_realtime_tail(server, db, mini_suite, token):
+async def test_probe_realtime_tail(server, db, mini_suite, token, monkeypatch):
+    import server.bridge_ws as bw
+    orig = bw.WSConnection.next_inbound
+    async def ni(self, timeout):
+        m = await orig(self, timeout)
+        if m is not None and m.type == "frame" and (m.frame.seq > 195 or m.frame.seq < 3):
+            print("inbound", m.frame.seq, round(time.monotonic() - t0, 3))
+        return m
+    monkeypatch.setattr(bw.WSConnection, "next_inbound", ni)
+    t0 = time.monotonic()
     queue_run(db, mini_suite, clock="realtime", conditions=["explicit", "implicit"])
     ws = await open_bridge(server, token, clocks=["realtime"])
     pending = []
