@@ -109,3 +109,25 @@ async def test_export_bundles(settings, db, mini_suite):
         assert abs(int(asst[5 * 1920 + 30000]) - int(room[30000]) // 2) <= 1
     p = mpe(settings, "export", "nope", "--out", str(out), check=False)
     assert p.returncode == 2 and "no run" in p.stderr
+
+
+def test_serve_bridge_wait_as_separate_processes(settings, mini_suite):
+    """The documented flow: `mpe serve`, `mpe run create`, `mpe bridge`, `mpe run wait`."""
+    from tests.test_engine_e2e import _free_port, _start_server
+
+    token = mpe(settings, "token", "create", "--team", "local").stdout.strip()
+    run = mpe(settings, "run", "create", "--model", "silent", "--suite", str(mini_suite), "--limit", "1").stdout.strip()
+    port = _free_port()
+    server = _start_server(settings, port)
+    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), MPE_TOKEN=token)
+    bridge = subprocess.Popen([sys.executable, "-m", "server.cli", "bridge", "silent", "--server",
+                               f"ws://127.0.0.1:{port}", "--max-episodes", "2"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        p = mpe(settings, "run", "wait", run, "--timeout", "120")
+        assert json.loads(p.stdout.strip().splitlines()[-1])["completed"] == 2
+        assert bridge.wait(timeout=60) == 0  # exits by itself after --max-episodes
+    finally:
+        bridge.kill()
+        server.terminate()
+        server.wait()
