@@ -189,6 +189,7 @@ class EpisodeSession:
         self.t0 = 0.0
         self.last_flush = 0.0
         self.room_sent = 0
+        self.flushing: asyncio.Task | None = None
         self.timing = {"late_frames": 0, "max_lateness_frames": 0, "missing_slots": 0}
 
     def _us(self, t: float) -> int:
@@ -220,6 +221,11 @@ class EpisodeSession:
             await self._close(ok, reason, err)
 
     async def _close(self, ok: bool, reason: str, err: BaseException | None) -> None:
+        if self.flushing is not None:
+            try:
+                await self.flushing
+            except Exception as exc:
+                ok, reason, err = False, "aborted" if isinstance(exc, AttemptAborted) else "error", err or exc
         self.core.finish()
         self.rec.stats["server"] = self.timing
         end = self.core.scheduler.end_sample
@@ -237,13 +243,21 @@ class EpisodeSession:
             except Exception:
                 pass
 
+    async def _flush_and_renew(self) -> None:
+        await self.rec.flush()
+        if not await asyncio.to_thread(renew_lease, self.db, self.lease, self.owner, self.config.lease_s):
+            raise AttemptAborted("lease lost or run cancelled")
+
     async def _maybe_flush(self) -> None:
+        """§8: write what we have about once per flush_s, in the background so that the
+        database never delays a frame; one flush at a time, in order."""
+        if self.flushing is not None and self.flushing.done():
+            self.flushing, done = None, self.flushing
+            done.result()  # surfaces a lost lease or a database error
         t = self.conn.clock()
-        if t - self.last_flush >= self.config.flush_s:
+        if self.flushing is None and t - self.last_flush >= self.config.flush_s:
             self.last_flush = t
-            await self.rec.flush()
-            if not await asyncio.to_thread(renew_lease, self.db, self.lease, self.owner, self.config.lease_s):
-                raise AttemptAborted("lease lost or run cancelled")
+            self.flushing = asyncio.create_task(self._flush_and_renew())
 
     async def _send_room(self) -> bool:
         item = self.core.next_room()
