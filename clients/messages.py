@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .codec import PROTOCOL_VERSION
 from .errors import ProtocolError
 
 MAX_TEXT_MESSAGE = 64 * 1024
@@ -91,16 +92,24 @@ _SERVER_TYPES = {"welcome", "episode.start", "episode.end", "error"}
 
 
 def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str]):
-    if len(raw) > MAX_TEXT_MESSAGE:
+    size = len(raw)
+    if isinstance(raw, str) and 4 * size > MAX_TEXT_MESSAGE:  # the limit counts UTF-8 bytes
+        size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT_MESSAGE:
         raise ProtocolError("text message too large", code="message_too_big")
     try:
         obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         raise ProtocolError("text message is not valid JSON", code="bad_json") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         raise ProtocolError("text message must be a JSON object with a string 'type'", code="bad_message")
     if obj["type"] not in known:
         raise ProtocolError(f"unknown message type {obj['type'][:40]!r}", code="unknown_type")
+    # A hello of another protocol version may have another shape: answer with the version
+    # error before validating the rest, so that any client learns what we speak.
+    if obj["type"] == "hello" and type(obj.get("protocol")) is int and obj["protocol"] != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol {obj['protocol']} is not supported (this server speaks {PROTOCOL_VERSION})",
+                            code="unsupported_version")
     try:
         return adapter.validate_python(obj)
     except ValidationError as exc:

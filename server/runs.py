@@ -170,13 +170,13 @@ def lease_episode(
                 s.flush()
                 _maybe_finish_run(s, run.id)
                 continue
-            attempt_id = new_id()
+            attempt_id, number = new_id(), ep.attempts + 1
             won = s.execute(
                 update(Episode)
                 .where(Episode.id == ep.id, Episode.attempts == ep.attempts, runnable)
                 .values(
                     status="running",
-                    attempts=ep.attempts + 1,
+                    attempts=number,
                     lease_owner=owner,
                     lease_expires=t + lease_s,
                     current_attempt_id=attempt_id,
@@ -189,7 +189,7 @@ def lease_episode(
                 Attempt(
                     id=attempt_id,
                     episode_id=ep.id,
-                    number=ep.attempts + 1,
+                    number=number,
                     bridge_id=bridge_id,
                     server_id=owner,
                     model_revision=model_revision,
@@ -201,7 +201,7 @@ def lease_episode(
             if run.status == "queued":
                 run.status = "running"
             suite_path = s.scalar(select(SuiteRow.path).where(SuiteRow.id == run.suite_id))
-            return Lease(ep.id, attempt_id, ep.attempts + 1, run.id, run.clock, run.max_inflight, ep.scenario, suite_path)
+            return Lease(ep.id, attempt_id, number, run.id, run.clock, run.max_inflight, ep.scenario, suite_path)
     return None
 
 
@@ -229,11 +229,18 @@ def finish_attempt(
     error_code: str | None = None,
     error_message: str | None = None,
     stats: dict[str, Any] | None = None,
+    answered: bool = True,
 ) -> None:
-    """Close an attempt. A failed attempt is kept (never scored) and its episode requeued."""
+    """Close an attempt. A failed attempt is kept (never scored) and its episode requeued.
+
+    An attempt that failed before the bridge answered anything (it left between episodes)
+    is recorded as ``unstarted`` and does not use up one of the episode's attempts, up to
+    ``max_attempts`` such attempts (a bridge that always dies at once still ends the episode).
+    """
     with db.session() as s:
         att = s.get(Attempt, lease.attempt_id)
-        att.status = "completed" if ok else "failed"
+        unstarted = not ok and not answered
+        att.status = "completed" if ok else ("unstarted" if unstarted else "failed")
         att.end_sample, att.n_frames, att.ended_at = end_sample, n_frames, utcnow()
         att.error_code, att.error_message = error_code, (error_message or None) and error_message[:2000]
         if stats:
@@ -246,6 +253,9 @@ def finish_attempt(
             elif run.status == "cancelled":
                 ep.status = "cancelled"
             else:
+                if unstarted and s.scalar(select(func.count()).select_from(Attempt).where(
+                        Attempt.episode_id == ep.id, Attempt.status == "unstarted")) <= run.max_attempts:
+                    ep.attempts -= 1
                 ep.status = "failed" if ep.attempts >= run.max_attempts else "queued"
             ep.lease_owner, ep.lease_expires = None, None
             s.flush()

@@ -167,6 +167,16 @@ class Connection(Protocol):
     def clock(self) -> float: ...
 
 
+class EpisodeObserver(Protocol):
+    """Optional live view of an attempt (server.live). Calls never wait and never raise;
+    the episode's timing must not depend on who watches (issue 5)."""
+
+    def room(self, seq: int, pcm: np.ndarray, events: tuple[Event, ...], status: Callable[[], dict]) -> None: ...
+    def assistant(self, slot: int, pcm: np.ndarray) -> None: ...
+    def events(self, events: list[Event]) -> None: ...
+    def end(self, reason: str) -> None: ...
+
+
 @dataclass
 class SessionConfig:
     lease_s: float = 20.0
@@ -177,8 +187,10 @@ class SessionConfig:
 
 class EpisodeSession:
     def __init__(self, db: Database, conn: Connection, lease: Lease, owner: str, config: SessionConfig,
-                 on_progress: Callable[[dict], Awaitable[None]] | None = None):
+                 on_progress: Callable[[dict], Awaitable[None]] | None = None,
+                 observer: EpisodeObserver | None = None):
         self.db, self.conn, self.lease, self.owner, self.config = db, conn, lease, owner, config
+        self.observer = observer
         plan, clips = build_plan(lease.scenario, lease.suite_path)
         self.core = EpisodeCore(plan, clips)
         self.rec = Recorder(db, lease.attempt_id)
@@ -190,6 +202,7 @@ class EpisodeSession:
         self.last_flush = 0.0
         self.room_sent = 0
         self.flushing: asyncio.Task | None = None
+        self.frames_in = 0  # assistant frames received
         self.timing = {"late_frames": 0, "max_lateness_frames": 0, "missing_slots": 0}
 
     def _us(self, t: float) -> int:
@@ -203,10 +216,10 @@ class EpisodeSession:
             ref = Reference(scenario_id=sc["scenario_id"], condition=sc["condition"])
         start = EpisodeStart(episode_id=lease.attempt_id, clock=lease.clock, sample_rate=self.conn.bridge_rate,
                              frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref)
-        await self.conn.send_text(start.dumps())
-        self.t0 = self.last_flush = self.conn.clock()
         ok, reason, err = False, "error", None
         try:
+            await self.conn.send_text(start.dumps())
+            self.t0 = self.last_flush = self.conn.clock()
             if lease.clock == "lockstep":
                 await self._lockstep()
             else:
@@ -232,11 +245,15 @@ class EpisodeSession:
         try:
             await self.rec.flush(segments=self.core.detector.segments if ok else None, detector=DETECTOR_VERSION)
         finally:
-            code = None if ok else (getattr(err, "code", None) or "disconnected")
+            code = None if ok else (err.code if isinstance(err, MPEError) else "disconnected")
             message = None if ok else (str(err) if isinstance(err, MPEError) else type(err).__name__)
-            await asyncio.to_thread(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
-                                    n_frames=self.room_sent, error_code=code, error_message=message,
-                                    stats=self.rec.stats)
+            try:
+                await asyncio.to_thread(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
+                                        n_frames=self.room_sent, error_code=code, error_message=message,
+                                        stats=self.rec.stats, answered=self.frames_in > 0)
+            finally:
+                if self.observer is not None:
+                    self.observer.end(reason)
         if ok or reason == "aborted":
             try:
                 await self.conn.send_text(EpisodeEnd(episode_id=self.lease.attempt_id, reason=reason).dumps())
@@ -270,12 +287,17 @@ class EpisodeSession:
         self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
         self.rec.add_audio("room", pcm)
         self.room_sent += 1
+        if self.observer is not None:
+            self.observer.room(seq, pcm, events, self.core.scheduler.status)
         return True
 
     def _take_assistant(self, slot: int, seq: int, pcm: np.ndarray | None, arrived: float | None) -> None:
+        self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
         self.core.feed_assistant(pcm24)
         self.rec.add_audio("assistant", pcm24)
+        if self.observer is not None:
+            self.observer.assistant(slot, pcm24)
         if pcm is None:
             self.timing["missing_slots"] += 1
             return
@@ -286,7 +308,10 @@ class EpisodeSession:
 
     def _on_side_message(self, msg) -> None:
         if msg.type == "text":
-            self.rec.add_events([Event(t=msg.seq * FRAME, type="text", data={"seq": msg.seq, "text": msg.text})])
+            ev = Event(t=msg.seq * FRAME, type="text", data={"seq": msg.seq, "text": msg.text})
+            self.rec.add_events([ev])
+            if self.observer is not None:
+                self.observer.events([ev])
         elif msg.type == "stats":
             self.rec.stats.update(msg.data)
 
