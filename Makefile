@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test bench clean
+.PHONY: setup browser demo test bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,14 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/mpe demo
 
-test: setup
+# The browser tests drive Debian's chromium through Playwright (never a downloaded browser).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else echo "chromium missing: run 'apt-get install chromium' as root (the browser tests are skipped)"; fi; \
+	fi
+
+test: setup browser
 	$(BIN)/pytest -q
 
 bench: setup

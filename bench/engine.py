@@ -45,17 +45,15 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import platform
 import resource
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
@@ -261,17 +259,28 @@ async def connected(env: Env, bridges: list[Tracked]) -> AsyncIterator[list[asyn
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def check_tasks(tasks: list[asyncio.Task]) -> None:
-    for t in tasks:
-        if t.done() and not t.cancelled() and t.exception():
-            raise RuntimeError(f"a bridge failed: {t.exception()!r}") from t.exception()
+def bridge_errors(tasks: list[asyncio.Task]) -> list[str]:
+    """What ended the bridges that have stopped on their own (the benchmark carries on without them)."""
+    return [repr(t.exception())[:300] for t in tasks if t.done() and not t.cancelled() and t.exception()]
+
+
+def _machine_busy_s() -> float | None:
+    """CPU-seconds all processes on the machine have used so far (Linux /proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:
-    """Process CPU (all threads) and event-loop-thread CPU over a span of wall time."""
+    """CPU over a span of wall time: this process (all threads), its event-loop thread, and
+    everything else on the machine (the machine is shared; other load skews the figures)."""
 
     def __enter__(self) -> "CpuMeter":
-        self.wall0, self.main0 = time.monotonic(), time.thread_time()
+        self.wall0, self.main0, self.machine0 = time.monotonic(), time.thread_time(), _machine_busy_s()
         ru = resource.getrusage(resource.RUSAGE_SELF)
         self.proc0 = ru.ru_utime + ru.ru_stime
         return self
@@ -281,11 +290,46 @@ class CpuMeter:
         self.wall = time.monotonic() - self.wall0
         self.proc = ru.ru_utime + ru.ru_stime - self.proc0
         self.main = time.thread_time() - self.main0
+        m = _machine_busy_s()
+        self.others = None if m is None or self.machine0 is None else max(0.0, m - self.machine0 - self.proc)
+        self.load = os.getloadavg()[0]
 
-    def figures(self) -> dict[str, float]:
+    def figures(self) -> dict[str, float | None]:
         w = max(self.wall, 1e-9)
         return {"cpu_process_pct": round(100 * self.proc / w, 1), "cpu_loop_thread_pct": round(100 * self.main / w, 1),
-                "cpu_other_threads_pct": round(100 * (self.proc - self.main) / w, 1)}
+                "cpu_other_threads_pct": round(100 * (self.proc - self.main) / w, 1),
+                "cpu_other_processes_pct": None if self.others is None else round(100 * self.others / w, 1),
+                "loadavg_1min_at_end": round(self.load, 2)}
+
+
+class LoopLag:
+    """Event-loop responsiveness: how late a task that sleeps ``interval_s`` wakes up."""
+
+    def __init__(self, interval_s: float = 0.01):
+        self.interval_s = interval_s
+        self.lags: list[float] = []
+        self.task: asyncio.Task | None = None
+
+    async def _probe(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(self.interval_s)
+            self.lags.append(time.monotonic() - t - self.interval_s)
+
+    def __enter__(self) -> "LoopLag":
+        self.task = asyncio.get_running_loop().create_task(self._probe())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.task:
+            self.task.cancel()
+
+    def figures(self) -> dict[str, float | None]:
+        if not self.lags:
+            return {"loop_lag_p50_ms": None, "loop_lag_p99_ms": None, "loop_lag_max_ms": None}
+        a = 1000 * np.array(self.lags)
+        return {"loop_lag_p50_ms": round(float(np.percentile(a, 50)), 2),
+                "loop_lag_p99_ms": round(float(np.percentile(a, 99)), 2), "loop_lag_max_ms": round(float(a.max()), 2)}
 
 
 def attempt_rows(db: Database, run_id: str) -> list[Attempt]:
@@ -306,10 +350,9 @@ def _span_s(rows: list[Attempt]) -> float:
 # --- part 1: lockstep throughput --------------------------------------------------------
 
 
-async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, per_bridge: int, cache_dir: Path,
+async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, episodes: int, cache_dir: Path,
                         timeout_s: float) -> dict[str, Any]:
     bridges = await asyncio.to_thread(make_bridges, bridge, n, cache_dir)
-    episodes = n * per_bridge
     run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=bridge, suite_path=str(suite.path),
                                      clock="lockstep", conditions=["explicit"], limit=episodes)
     with CpuMeter() as cpu:
@@ -317,20 +360,27 @@ async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, per_bri
             deadline = time.monotonic() + timeout_s
             while True:
                 p = await asyncio.to_thread(run_progress, env.db, run_id)
-                if p["status"] in ("finished", "cancelled"):
+                # Done when every episode is; the run's own status is reported, not waited for.
+                if p["completed"] + p["failed"] + p["cancelled"] == p["total"]:
                     break
-                check_tasks(tasks)
-                if time.monotonic() > deadline:
+                if all(t.done() for t in tasks) or time.monotonic() > deadline:
                     await asyncio.to_thread(cancel_run, env.db, run_id)
-                    raise TimeoutError(f"lockstep run {bridge} x{n} did not finish in {timeout_s:g} s: {p}")
+                    raise TimeoutError(f"lockstep run {bridge} x{n} did not finish ({p}); "
+                                       f"bridge errors: {bridge_errors(tasks)}")
                 await asyncio.sleep(0.1)
+            errors = bridge_errors(tasks)
     rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
+    await asyncio.sleep(0.5)
+    run_status = (await asyncio.to_thread(run_progress, env.db, run_id))["status"]
+    if run_status != "finished":
+        log.warning("lockstep %s %s x%d: every episode is done but the run is %r", env.db_kind, bridge, n, run_status)
     done = [a for a in rows if a.status == "completed"]
     stream_s = sum(a.n_frames for a in done) * PERIOD_S
     wall_s = _span_s(rows)
     return {
         "db": env.db_kind, "bridge": bridge, "concurrency": n, "episodes": len(done),
-        "failed_attempts": len(rows) - len(done), "stream_s": round(stream_s, 1), "wall_s": round(wall_s, 2),
+        "failed_attempts": len(rows) - len(done), "bridge_errors": errors, "run_status": run_status,
+        "stream_s": round(stream_s, 1), "wall_s": round(wall_s, 2),
         "stream_s_per_wall_s": round(stream_s / wall_s, 1),
         "per_episode_x_realtime": round(stream_s / wall_s / n, 1),
         "frames_per_s": round(stream_s / PERIOD_S / wall_s),
@@ -338,24 +388,43 @@ async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, per_bri
     }
 
 
-async def run_lockstep(args, workdir: Path, out: list[dict]) -> None:
-    n_max = max(args.ls_concurrency)
+def _episodes(args, n: int) -> int:
+    return max(n * args.ls_episodes_per_bridge, args.ls_min_episodes)
+
+
+async def run_lockstep(args, workdir: Path, out: list[dict], checkpoint) -> None:
     suite = await asyncio.to_thread(build_bench_suite, workdir / "suite-lockstep", args.cache_dir,
-                                    target_s=args.ls_seconds, n_pairs=n_max * args.ls_episodes_per_bridge,
+                                    target_s=args.ls_seconds,
+                                    n_pairs=max(_episodes(args, n) for n in args.ls_concurrency),
                                     name="bench-lockstep")
     print(f"lockstep suite: {suite.n_turns} turns, {suite.nominal_s:.1f} s of stream per episode "
           f"(silent bridge), {suite.n_pairs} pairs", flush=True)
     for db_kind in args.ls_dbs:
-        async with bench_env(db_kind, workdir, args.pg_url) as env:
-            for bridge in args.ls_bridges:
-                for n in args.ls_concurrency:
-                    row = await lockstep_case(env, suite, bridge, n, args.ls_episodes_per_bridge, args.cache_dir,
-                                              args.timeout)
+        cases = [(bridge, n) for bridge in args.ls_bridges for n in args.ls_concurrency]
+        try:
+            async with bench_env(db_kind, workdir, args.pg_url) as env:
+                while cases:
+                    bridge, n = cases[0]
+                    try:
+                        row = await lockstep_case(env, suite, bridge, n, _episodes(args, n), args.cache_dir,
+                                                  args.timeout)
+                    except Exception as exc:  # one failed case must not lose the others
+                        log.exception("lockstep %s %s x%d failed", db_kind, bridge, n)
+                        row = {"db": db_kind, "bridge": bridge, "concurrency": n, "error": repr(exc)[:500]}
+                    cases.pop(0)
                     row["nominal_episode_s"] = suite.nominal_s
                     out.append(row)
+                    checkpoint()
+                    if "error" in row:
+                        print(f"  lockstep {db_kind:8s} {bridge:11s} x{n:<3d} FAILED: {row['error']}", flush=True)
+                        continue
                     print(f"  lockstep {db_kind:8s} {bridge:11s} x{n:<3d} {row['stream_s_per_wall_s']:7.1f} "
                           f"stream-s/wall-s  ({row['episodes']} episodes, {row['stream_s']:.0f} s of stream "
                           f"in {row['wall_s']:.1f} s)", flush=True)
+        except Exception as exc:  # e.g. PostgreSQL unreachable
+            log.error("lockstep on %s: %r", db_kind, exc)
+            out.extend({"db": db_kind, "bridge": b, "concurrency": n, "error": repr(exc)[:500]} for b, n in cases)
+            checkpoint()
 
 
 # --- part 2 and 3: realtime pacing, ours and the naive baseline ----------------------------
@@ -460,38 +529,49 @@ async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str
                                          suite_path=str(suite.path), clock="realtime", conditions=["explicit"],
                                          limit=n)
         reached = True
-        with session_class(cls), CpuMeter() as cpu:
+        with session_class(cls), CpuMeter() as cpu, LoopLag() as lag:
             async with connected(env, bridges) as tasks:
                 # Stop as soon as every episode has streamed past the horizon (+ drift window).
+                # A bridge that dies (its error is reported) no longer holds the others up.
                 deadline = time.monotonic() + args.rt_seconds * 4 + 60
-                while min(b.last_seq for b in bridges) < need:
-                    check_tasks(tasks)
+                while True:
+                    alive = [b for b, t in zip(bridges, tasks) if not t.done()]
+                    if not alive or min(b.last_seq for b in alive) >= need:
+                        reached = bool(alive)
+                        break
                     if time.monotonic() > deadline:
                         reached = False
                         break
                     await asyncio.sleep(0.25)
+                stopped = bridge_errors(tasks)
                 await asyncio.to_thread(cancel_run, env.db, run_id)
                 for _ in range(150):  # sessions notice the cancel at their next flush (≤ flush_s)
                     p = await asyncio.to_thread(run_progress, env.db, run_id)
                     if not p["running"]:
                         break
                     await asyncio.sleep(0.1)
-        errors = await asyncio.to_thread(room_errors, env.db, run_id, need)
+        send_err = await asyncio.to_thread(room_errors, env.db, run_id, need)
         rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
     server_stats = [(a.stats or {}).get("server", {}) for a in rows]
     bad = [a for a in rows if a.status != "completed" and a.error_code != "aborted"]
     return {
-        "loop": loop, "bridge": args.rt_bridge, "db": args.rt_db, "concurrency": n, "episodes": len(errors),
+        "loop": loop, "bridge": args.rt_bridge, "db": args.rt_db, "concurrency": n, "episodes": len(send_err),
         "horizon_s": args.rt_seconds, "reached_horizon": reached, "failed_attempts": len(bad),
-        **pacing_figures(errors, horizon),
-        # §4 realtime: assistant frames placed after their own slot (the loop was behind).
+        "failed_attempt_errors": sorted({f"{a.error_code}: {a.error_message}"[:200] for a in bad}),
+        "bridge_errors": stopped,
+        **pacing_figures(send_err, horizon),
+        # §4 realtime: assistant frames placed after their own slot, and by how many frames
+        # at most (the naive loop does not keep these counters).
         "late_assistant_frames": sum(s.get("late_frames", 0) for s in server_stats) if loop == "ours" else None,
+        "assistant_lateness_max_frames": max((s.get("max_lateness_frames", 0) for s in server_stats), default=None)
+        if loop == "ours" else None,
         "missing_assistant_slots": sum(s.get("missing_slots", 0) for s in server_stats) if loop == "ours" else None,
+        **lag.figures(),
         **cpu.figures(),
     }
 
 
-async def run_realtime(args, workdir: Path, loops: list[str], out: list[dict]) -> None:
+async def run_realtime(args, workdir: Path, loops: list[str], out: list[dict], checkpoint) -> None:
     suite = await asyncio.to_thread(build_bench_suite, workdir / "suite-realtime", args.cache_dir,
                                     target_s=args.rt_seconds + 6.0, n_pairs=max(args.rt_concurrency),
                                     name="bench-realtime")
@@ -499,8 +579,19 @@ async def run_realtime(args, workdir: Path, loops: list[str], out: list[dict]) -
           f"(silent bridge); measuring the first {args.rt_seconds:g} s", flush=True)
     for n in args.rt_concurrency:
         for loop in loops:
-            row = await realtime_case(args, workdir, suite, n, loop)
+            try:
+                row = await realtime_case(args, workdir, suite, n, loop)
+            except Exception as exc:
+                log.exception("realtime %s x%d failed", loop, n)
+                row = {"loop": loop, "concurrency": n, "error": repr(exc)[:500]}
             out.append(row)
+            checkpoint()
+            if "error" in row:
+                print(f"  realtime {loop:5s} x{n:<3d} FAILED: {row['error']}", flush=True)
+                continue
+            if row.get("bridge_errors"):
+                print(f"  realtime {loop:5s} x{n:<3d} {len(row['bridge_errors'])} bridge(s) failed: "
+                      f"{row['bridge_errors'][0]}", flush=True)
             print(f"  realtime {loop:5s} x{n:<3d} err p50 {row.get('err_p50_ms', float('nan')):7.2f} ms  "
                   f"p99 {row.get('err_p99_ms', float('nan')):7.2f} ms  max {row.get('err_max_ms', float('nan')):8.2f} ms"
                   f"  drift@{args.rt_seconds:g}s {_fmt(row.get('drift_median_ms'))} ms  "
@@ -549,10 +640,26 @@ def comparison(realtime: list[dict]) -> list[dict]:
     return rows
 
 
+def code_version() -> str:
+    """The commit of the checkout being measured (plus "+dirty" for local changes to the engine)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "server", "clients", "model_bridges"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("MPE_BENCH_CODE_VERSION", "unknown")
+    return head + ("+dirty" if dirty else "")
+
+
 def machine() -> dict[str, Any]:
     import importlib.metadata as md
 
     return {
+        "code": code_version(),
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
         "processor": platform.processor() or platform.machine(),
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -564,8 +671,9 @@ def machine() -> dict[str, Any]:
 def report(results: dict[str, Any], args) -> str:
     parts = []
     m = results["machine"]
-    parts.append(f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; load average at start "
-                 f"{m['loadavg_at_start']} (shared machine: other load possible)")
+    parts.append(f"code {m['code']}; machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; "
+                 f"load average at start {m['loadavg_at_start']} (other load on the machine skews the figures: "
+                 f"see the 'others %' column)")
     if results["lockstep"]:
         parts.append(table(
             "\nLockstep throughput (stream-seconds per wall-second; end to end, detection + DB logging on)",
@@ -573,7 +681,7 @@ def report(results: dict[str, Any], args) -> str:
              ("stream s", "stream_s"), ("wall s", "wall_s"), ("stream-s/wall-s", "stream_s_per_wall_s"),
              ("per episode xRT", "per_episode_x_realtime"), ("frames/s", "frames_per_s"),
              ("cpu %", "cpu_process_pct"), ("loop thread %", "cpu_loop_thread_pct"),
-             ("failed", "failed_attempts")], results["lockstep"]))
+             ("others %", "cpu_other_processes_pct"), ("failed", "failed_attempts")], results["lockstep"]))
     if results["realtime"]:
         h = args.rt_seconds
         parts.append(table(
@@ -582,14 +690,24 @@ def report(results: dict[str, Any], args) -> str:
             [("loop", "loop"), ("N", "concurrency"), ("episodes", "episodes"), ("frames", "frames"),
              ("p50", "err_p50_ms"), ("p99", "err_p99_ms"), ("max", "err_max_ms"), (">10ms %", "late_over_10ms_pct"),
              ("drift med", "drift_median_ms"), ("drift worst", "drift_max_ms"),
-             ("late asst", "late_assistant_frames"), ("cpu %", "cpu_process_pct"),
-             ("loop thread %", "cpu_loop_thread_pct"), ("failed", "failed_attempts")], results["realtime"]))
+             ("asst late max", "assistant_lateness_max_frames"), ("loop lag p99", "loop_lag_p99_ms"),
+             ("cpu %", "cpu_process_pct"), ("loop thread %", "cpu_loop_thread_pct"),
+             ("others %", "cpu_other_processes_pct"), ("failed", "failed_attempts")], results["realtime"]))
     if results["comparison"]:
         parts.append(table(
             "\nBaseline: naive sleep(0.08) loop vs absolute deadlines (ratio = naive / ours)",
             [("N", "concurrency"), ("drift ours ms", "drift_ours_ms"), ("drift naive ms", "drift_naive_ms"),
              ("drift ratio", "drift_ratio"), ("p99 ours ms", "p99_ours_ms"), ("p99 naive ms", "p99_naive_ms"),
              ("p99 ratio", "p99_ratio")], results["comparison"]))
+    problems = [r for r in results["lockstep"] + results["realtime"] if r.get("error") or r.get("bridge_errors")]
+    if problems:
+        parts.append("\nProblems:")
+        for r in problems:
+            what = f"{r.get('db', r.get('loop'))} {r.get('bridge', '')} x{r['concurrency']}"
+            if r.get("error"):
+                parts.append(f"  {what}: case failed: {r['error']}")
+            if r.get("bridge_errors"):
+                parts.append(f"  {what}: {len(r['bridge_errors'])} bridge(s) stopped: {r['bridge_errors'][0]}")
     return "\n".join(parts)
 
 
@@ -618,6 +736,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="stream length of a lockstep scenario with the silent bridge (always-talk adds up to "
                         "60 s: the T wait runs to its cap)")
     p.add_argument("--ls-episodes-per-bridge", type=int, default=2)
+    p.add_argument("--ls-min-episodes", type=int, default=8, help="at least this many episodes per lockstep run")
     p.add_argument("--rt-concurrency", type=_ints, default=[1, 16, 64])
     p.add_argument("--rt-seconds", type=float, default=100.0, help="realtime horizon (drift measured here)")
     p.add_argument("--rt-bridge", default="always-talk", choices=["silent", "always-talk"])
@@ -631,7 +750,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         given = set(a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]))
         quick = {"--ls-concurrency": ("ls_concurrency", [1, 2]), "--ls-seconds": ("ls_seconds", 8.0),
-                 "--ls-episodes-per-bridge": ("ls_episodes_per_bridge", 1),
+                 "--ls-episodes-per-bridge": ("ls_episodes_per_bridge", 1), "--ls-min-episodes": ("ls_min_episodes", 1),
                  "--rt-concurrency": ("rt_concurrency", [1, 4]), "--rt-seconds": ("rt_seconds", 5.0)}
         for flag, (attr, value) in quick.items():
             if flag not in given:
@@ -660,15 +779,29 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpe-bench-",
                                                                           ignore_cleanup_errors=True)))
         t0 = time.monotonic()
+
+        def checkpoint() -> None:  # partial figures survive a crash or ^C
+            results["comparison"] = comparison(results["realtime"])
+            results["elapsed_s"] = round(time.monotonic() - t0, 1)
+            results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            if args.json:
+                write_json(args.json, results)
+
         if "lockstep" in args.parts:
-            await run_lockstep(args, workdir, results["lockstep"])
+            await run_lockstep(args, workdir, results["lockstep"], checkpoint)
         loops = [x for x in ("realtime", "naive") if x in args.parts]
         if loops:
-            await run_realtime(args, workdir, ["ours" if x == "realtime" else x for x in loops], results["realtime"])
-        results["comparison"] = comparison(results["realtime"])
-        results["elapsed_s"] = round(time.monotonic() - t0, 1)
-        results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            await run_realtime(args, workdir, ["ours" if x == "realtime" else x for x in loops], results["realtime"],
+                               checkpoint)
+        checkpoint()
     return results
+
+
+def write_json(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -679,8 +812,6 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results, args))
     print(f"\ntotal {results['elapsed_s']:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
         print(f"figures written to {args.json}")
     return 0
 

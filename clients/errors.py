@@ -68,6 +68,10 @@ class AuthError(ProtocolError):
 
 
 class RemoteError(MPEError):
-    """The peer reported an error."""
+    """The peer reported an error; ``remote_code`` is the code it sent."""
 
     code = "bridge_error"
+
+    def __init__(self, message: str = "", *, code: str | None = None, remote_code: str | None = None):
+        super().__init__(message, code=code)
+        self.remote_code = remote_code

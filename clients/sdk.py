@@ -18,7 +18,7 @@ import numpy as np
 import websockets
 
 from .codec import KIND_ASSISTANT, KIND_ROOM, PROTOCOL_VERSION, decode_frame, encode_frame, frame_samples
-from .errors import CLOSE_CODES, AuthError, ProtocolError, RemoteError
+from .errors import CLOSE_CODES, AuthError, MPEError, ProtocolError, RemoteError
 from .messages import EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Text, Welcome, parse_server_message
 
 log = logging.getLogger("mpe.sdk")
@@ -112,6 +112,13 @@ class BridgeClient:
         return base if base.endswith("/v1/bridge") else base + "/v1/bridge"
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if isinstance(self.bridge, AsyncBridge):
+                await self.bridge.close()  # release remote resources (endpoint sessions)
+
+    async def _run(self) -> None:
         delay = self.options.backoff_min_s
         while not self._stop.is_set():
             try:
@@ -120,7 +127,7 @@ class BridgeClient:
                 if self._finished():
                     return
             except (AuthError, ProtocolError, RemoteError) as exc:
-                if exc.code in FATAL_CODES or not self.options.reconnect:
+                if exc.code in FATAL_CODES or getattr(exc, "fatal", False) or not self.options.reconnect:
                     raise
                 log.warning("bridge: %s (%s); reconnecting", exc, exc.code)
             except (OSError, websockets.ConnectionClosed, asyncio.TimeoutError) as exc:
@@ -164,14 +171,14 @@ class BridgeClient:
                     raw = recv.result()
                     if isinstance(raw, bytes):
                         frame = decode_frame(raw, n_samples=n, kind=KIND_ROOM)
-                        out = await self._step(frame.seq, frame.pcm)
+                        out = await self._reported(ws, self._step(frame.seq, frame.pcm))
                         await ws.send(encode_frame(KIND_ASSISTANT, frame.seq, out))
                         await self._flush_outbox(ws)
                         continue
                     msg = parse_server_message(raw)
                     if isinstance(msg, EpisodeStart):
                         b.episode = msg
-                        await self._reset(msg)
+                        await self._reported(ws, self._reset(msg))
                     elif isinstance(msg, EpisodeEnd):
                         b.end_episode(msg)
                         b.episode = None
@@ -183,6 +190,18 @@ class BridgeClient:
                         raise _remote(msg)
             finally:
                 stop.cancel()
+
+    async def _reported(self, ws, work):
+        """Run bridge code; an MPEError it raises (e.g. its model endpoint failed) is sent to
+        the server as ``error {code, message}`` first, so the attempt ends with that error."""
+        try:
+            return await work
+        except MPEError as exc:
+            try:
+                await ws.send(Error(code=exc.code[:64], message=str(exc)[:1000]).dumps())
+            except Exception:
+                pass
+            raise
 
     async def _reset(self, episode: EpisodeStart) -> None:
         b = self.bridge

@@ -124,7 +124,7 @@ class Oracle(Bridge):
     def __init__(self, suite: str | None = None, data_dir: str | None = None, **_):
         super().__init__()
         self.data_dir = _data_dir(data_dir)
-        self.suite_path = Path(suite) if suite else self.data_dir / "suites" / "demo"
+        self.suite_path = Path(suite) if suite else self.data_dir / "suites" / "mini"
         self.hold_on = _speak(HOLD_ON, self.data_dir)
 
     def reset(self, episode: EpisodeStart) -> None:

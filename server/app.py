@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 import uvicorn
 from fastapi import FastAPI
 
+from .api import install as install_api
 from .bridge_ws import bridge_endpoint
 from .db import Database
+from .live import LiveHub
 from .settings import Settings
 
 
@@ -23,6 +25,7 @@ class ServerState:
     db: Database
     server_id: str
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    live: LiveHub = field(default_factory=LiveHub)  # issue 5: live listeners of running attempts
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -40,10 +43,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.mpe.stopping.set()
             db.dispose()
 
-    app = FastAPI(title="Duplex-MPE", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="Duplex-MPE", version="0.1.0", lifespan=lifespan,
+                  description="Benchmark server for full-duplex speech models in multi-party conversation. "
+                              "Every /v1 route takes a team token (`Authorization: Bearer <token>`); errors are "
+                              '`{"error": {"code", "message"}}` with a stable code.')
     app.add_api_websocket_route("/v1/bridge", bridge_endpoint)
+    install_api(app)  # REST API, listen socket, pages (issue 5)
 
-    @app.get("/healthz")
+    @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict:
         return {"ok": True, "server_id": app.state.mpe.server_id}
 

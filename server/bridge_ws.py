@@ -75,7 +75,7 @@ class WSConnection:
                 if parsed.type == "hello":
                     raise ProtocolError("hello was already received", code="unexpected_message")
                 if parsed.type == "error":
-                    raise RemoteError(f"bridge reported {parsed.code}: {parsed.message}")
+                    raise RemoteError(f"bridge reported {parsed.code}: {parsed.message}", remote_code=parsed.code)
                 self.queue.put_nowait(parsed)
         except BaseException as exc:  # hand every failure to the consumer
             self.queue.put_nowait(exc)
@@ -147,7 +147,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
                     raise ProtocolError("audio frame outside an episode", code="unexpected_message")
                 continue
             log.info("bridge %s: episode %s attempt %d", bridge_id, lease.episode_id, lease.attempt_number)
-            await EpisodeSession(state.db, conn, lease, state.server_id, config).run()
+            with state.live.attempt(lease) as observer:  # issue 5: live listeners
+                await EpisodeSession(state.db, conn, lease, state.server_id, config, observer=observer).run()
         raise MPEError("server shutting down", code="shutdown")
     except (Disconnected, WebSocketDisconnect):
         pass

@@ -155,13 +155,22 @@ def bridge(name: str = typer.Argument(..., help="registered bridge name (see --l
            server: str = typer.Option("ws://127.0.0.1:8600", help="server URL"),
            token: str = typer.Option(None, envvar="MPE_TOKEN", help="API token (or MPE_TOKEN)"),
            opt: list[str] = typer.Option([], help="bridge option key=value (repeatable)"),
+           endpoint: Optional[str] = typer.Option(None, help="endpoint bridges: URL of the model's own server"),
            max_episodes: Optional[int] = typer.Option(None, help="exit after this many episodes")) -> None:
     """Run a registered model bridge against a server."""
     from clients.sdk import BridgeOptions, serve_bridge
     from model_bridges import create_bridge
 
+    bad = [o for o in opt if "=" not in o]
+    if bad:
+        raise typer.BadParameter(f"--opt expects key=value, got {bad[0]!r}")
     options = dict(o.split("=", 1) for o in opt)
-    b = create_bridge(name, **options)
+    if endpoint:
+        options["endpoint"] = endpoint
+    try:
+        b = create_bridge(name, **options)
+    except KeyError as exc:
+        raise typer.BadParameter(exc.args[0]) from None
     logging.getLogger("mpe").setLevel(logging.INFO)
     asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=token, max_episodes=max_episodes)))
 
@@ -189,6 +198,8 @@ def demo(models: str = typer.Option("silent,always-talk,oracle", help="reference
 
 
 # Sub-commands that live with their subsystems register here (one line each).
+from .dataset.cli import dataset_app; app.add_typer(dataset_app, name="dataset")  # noqa: E402,E702
+from .scoring.cli import register as _register_scoring; _register_scoring(app)  # noqa: E402,E702
 
 
 def _progress() -> Progress:

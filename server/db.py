@@ -205,11 +205,16 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def make_engine(url: str) -> Engine:
+def _ensure_sqlite_dir(url: str) -> None:
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def make_engine(url: str) -> Engine:
+    _ensure_sqlite_dir(url)
+    if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -221,6 +226,7 @@ def upgrade(url: str) -> None:
     from alembic import command
     from alembic.config import Config
 
+    _ensure_sqlite_dir(url)
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -257,3 +263,84 @@ class Database:
 
 def now() -> float:
     return time.time()
+
+
+# --- scoring (DESIGN §6, §8): transcripts and verdicts cached by content hash ------------------
+
+
+class TranscriptRow(Base):
+    """One ASR transcript, keyed by the hash of (backend settings, audio)."""
+
+    __tablename__ = "transcripts"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    audio_hash: Mapped[str] = mapped_column(String(64), index=True)
+    backend: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(String(300))
+    version: Mapped[str] = mapped_column(String(100))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the backend's full description (prompt etc.)
+    n_samples: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    raw: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class VerdictRow(Base):
+    """One judge verdict, keyed by the hash of (task, backend, model, prompt version, inputs)."""
+
+    __tablename__ = "verdicts"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    task: Mapped[str] = mapped_column(String(16))  # answer | silence
+    backend: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(String(200))
+    prompt_version: Mapped[str] = mapped_column(String(100))
+    label: Mapped[str | None] = mapped_column(String(40), nullable=True)  # None: missing / unparseable
+    raw_reply: Mapped[str] = mapped_column(Text)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ScoringRow(Base):
+    """One scoring of a run (or of a set of bundles) with fixed settings; resumable."""
+
+    __tablename__ = "scorings"
+    __table_args__ = (Index("ix_scorings_source", "source_key", "config_hash"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    run_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)  # None for bundles
+    source_key: Mapped[str] = mapped_column(String(64))  # run id, or hash of the bundles' episode ids
+    config_hash: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # scoring, detector, ASR and judge versions
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | complete | failed
+    n_episodes: Mapped[int] = mapped_column(Integer, default=0)
+    results: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # metrics + analyses
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class EpisodeScoreRow(Base):
+    """One episode's windows, transcripts and verdicts within a scoring (the ``episodes[]`` entry)."""
+
+    __tablename__ = "episode_scores"
+    __table_args__ = (UniqueConstraint("scoring_id", "episode_id"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    scoring_id: Mapped[str] = mapped_column(ForeignKey("scorings.id", ondelete="CASCADE"), index=True)
+    episode_id: Mapped[str] = mapped_column(String(100), index=True)
+    attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class MetricValueRow(Base):
+    """The six run-level quantities of a finished scoring, one row each (§6)."""
+
+    __tablename__ = "metric_values"
+    __table_args__ = (UniqueConstraint("scoring_id", "model", "condition", "quantity"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    scoring_id: Mapped[str] = mapped_column(ForeignKey("scorings.id", ondelete="CASCADE"), index=True)
+    model: Mapped[str] = mapped_column(String(200))
+    condition: Mapped[str] = mapped_column(String(16))
+    quantity: Mapped[str] = mapped_column(String(40))
+    num: Mapped[int] = mapped_column(Integer)
+    den: Mapped[int] = mapped_column(Integer)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)

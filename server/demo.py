@@ -1,4 +1,5 @@
-"""``mpe demo``: the built-in suite, an in-process server and the reference bridges, end to end."""
+"""``mpe demo``: the built-in suite, an in-process server and the reference bridges, end to end,
+then scoring with the offline backends, the results table and the HTML report."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from .summary import summarize
 ADMIN_ONLY = {"oracle"}
 
 
-async def run_demo(settings: Settings, models: list[str], *, clock: str = "lockstep", console: Console | None = None) -> dict:
+async def run_demo(settings: Settings, models: list[str], *, clock: str = "lockstep", console: Console | None = None,
+                   score: bool = True, asr: str = "faster-whisper") -> dict:
     from model_bridges import create_bridge
     from .demo_suite import build_demo_suite
 
@@ -79,10 +81,66 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
                           "-" if sm["t_onset_s"] is None else str(sm["t_onset_s"]), str(sm["speech_s"]),
                           sm["silence_windows"], n4)
     console.print(table)
+    scored = await asyncio.to_thread(_score_and_report, db, settings, runs, console, asr) if score else {}
     console.print(f"database: {settings.db_url}   total time {time.monotonic() - t_start:.0f} s")
     console.print("export bundles with: mpe export RUN --out DIR")
     db.dispose()
-    return {"runs": runs, "summaries": summaries}
+    return {"runs": runs, "summaries": summaries, **scored}
+
+
+# What the reference bridges must score (§6); anything else means something is broken.
+EXPECTED = {
+    # tiny.en mishears a few short answers ("Eight onions"), so the oracle's accuracy is not 100%.
+    "oracle": {"fresh_onset_rate": (0.9, 1.0), "response_presence": (0.9, 1.0), "answer_accuracy": (0.7, 1.0),
+               "silence_preservation": (0.9, 1.0), "window_response": (0.9, 1.0)},
+    "silent": {"fresh_onset_rate": (0.0, 0.0), "response_presence": (0.0, 0.0), "silence_preservation": (1.0, 1.0),
+               "window_response": (0.0, 0.0)},
+    "always-talk": {"fresh_onset_rate": (0.0, 0.0), "response_presence": (1.0, 1.0), "answer_accuracy": (0.0, 0.1),
+                    "silence_preservation": (0.0, 0.0), "window_response": (1.0, 1.0)},
+}
+
+
+def sanity_problems(metrics: dict, *, semantic: bool = True) -> list[str]:
+    """Reference bridges outside their known results."""
+    problems = []
+    for model, bounds in EXPECTED.items():
+        for cond, qs in metrics.get(model, {}).items():
+            for q, (lo, hi) in bounds.items():
+                if q == "answer_accuracy" and not semantic:
+                    continue
+                v = qs[q]["value"]
+                if v is None or not lo - 1e-9 <= v <= hi + 1e-9:
+                    problems.append(f"{model} {cond} {q} = {v} (expected {lo:g}..{hi:g})")
+    return problems
+
+
+def _score_and_report(db: Database, settings: Settings, runs: dict[str, str], console: Console, asr: str) -> dict:
+    """Score every run with the offline backends, print the benchmark's table, write the HTML report."""
+    from .scoring.errors import ScoringError
+    from .scoring.report import print_tables, render_html, report_from_entries
+    from .scoring.runner import ScoreOptions, score_run
+
+    results, entries, sources = {}, [], []
+    with _progress(console) as bar:
+        for m, run_id in runs.items():
+            task = bar.add_task(f"scoring {m}", total=None)
+            res = score_run(db, run_id, ScoreOptions(asr=asr),
+                            lambda i, n, task=task: bar.update(task, completed=i, total=n))
+            if res.failures:
+                raise ScoringError(f"scoring {m} failed on {len(res.failures)} episodes: {res.failures[0]['error']}")
+            results[m] = res.scoring_id
+            entries.extend(res.episodes)
+            sources.append({"ref": run_id, "run_id": run_id, "scoring_id": res.scoring_id, "config": res.config,
+                            "models": [m], "n_episodes": len(res.episodes)})
+    data = report_from_entries(entries, sources)
+    print_tables(data.metrics, console, title=f"Demo results (ASR {asr}, rule judge)")
+    for p in sanity_problems(data.metrics, semantic=asr != "none"):
+        console.print(f"[red]unexpected[/red]: {p}")
+    path = settings.data_dir / "reports" / "demo.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(data, title="Duplex-MPE demo report"), encoding="utf-8")
+    console.print(f"HTML report: [bold]{path}[/bold]   (rescore: mpe score RUN; combine: mpe report RUN...)")
+    return {"scorings": results, "metrics": data.metrics, "report": path}
 
 
 def _progress(console: Console) -> Progress:

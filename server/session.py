@@ -245,7 +245,9 @@ class EpisodeSession:
         try:
             await self.rec.flush(segments=self.core.detector.segments if ok else None, detector=DETECTOR_VERSION)
         finally:
-            code = None if ok else (err.code if isinstance(err, MPEError) else "disconnected")
+            # the bridge's own code when it reported the error (e.g. endpoint_rate_limited)
+            code = None if ok else (getattr(err, "remote_code", None) or err.code if isinstance(err, MPEError)
+                                    else "disconnected")
             message = None if ok else (str(err) if isinstance(err, MPEError) else type(err).__name__)
             try:
                 await asyncio.to_thread(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
@@ -398,3 +400,5 @@ class EpisodeSession:
             msg = await self.conn.next_inbound(1.0)
             if msg is None or (msg.type == "frame" and msg.frame.seq >= total - 1):
                 return
+            if msg.type != "frame":
+                self._on_side_message(msg)  # late stats and text still count

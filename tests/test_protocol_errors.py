@@ -415,7 +415,7 @@ async def test_mid_episode_failure_costs_one_attempt(server, db, mini_suite, tok
     if how == "error-message":
         await ws.send(json.dumps({"type": "error", "code": "model_crashed", "message": "out of memory"}))
         await expect_fatal(ws, "bridge_error", 1000)
-        expected_code = "bridge_error"
+        expected_code = "model_crashed"  # the attempt keeps the bridge's own code
     elif how == "protocol-error":
         await ws.send(assistant(99))
         await expect_fatal(ws, "bad_seq", 1002)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass
 
@@ -290,3 +291,59 @@ def test_no_home_paths(tmp_path):
     # The data dir is always injected; nothing lands outside it.
     ClipCache(tmp_path).synthesize(ToneEngine(), "y", "v")
     assert all(tmp_path in p.parents for p in tmp_path.rglob("*"))
+
+
+# ---------------------------------------------------------------------- espeak-ng
+
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None,
+                                  reason="espeak-ng is not installed (apt-get install espeak-ng)")
+
+
+@needs_espeak
+def test_espeak_output_format_and_determinism():
+    from server.tts import ESPEAK_VOICES, EspeakEngine
+
+    engine = get_engine("espeak")
+    assert isinstance(engine, EspeakEngine) and engine.version.startswith("espeak-ng=")
+    outs = {}
+    for spk, voice in ESPEAK_VOICES.items():
+        a = engine.synthesize(TEXT, voice)
+        assert a.dtype == np.int16 and a.ndim == 1 and len(a) > 2 * OUTPUT_RATE
+        np.testing.assert_array_equal(a, engine.synthesize(TEXT, voice))  # same text, same samples
+        outs[spk] = a
+    # four distinct voices: the male variants sit well below the female ones
+    f0 = {s: dominant_f0(a) for s, a in outs.items()}
+    assert max(f0["A"], f0["B"]) < min(f0["C"], f0["D"]), f0
+    assert len({len(a) for a in outs.values()}) > 1
+
+
+@needs_espeak
+def test_espeak_reads_text_from_stdin_not_the_command_line():
+    engine = get_engine("espeak")
+    a = engine.synthesize("--help -v xx; rm -rf /", "espeak:en-us+f2")  # spoken, not interpreted
+    assert a.dtype == np.int16 and len(a) > OUTPUT_RATE // 2
+
+
+def test_parse_espeak_voice_ids():
+    from server.tts import parse_espeak_voice
+
+    v = parse_espeak_voice("espeak:en-us+m3@150")
+    assert (v.lang, v.variant, v.wpm, v.voice_arg) == ("en-us", "m3", 150, "en-us+m3")
+    assert parse_espeak_voice("espeak:en").variant is None
+    for bad in ["piper:joe@1.0", "espeak:", "espeak:en+m3@5", "espeak:en;rm", ""]:
+        with pytest.raises(ValueError):
+            parse_espeak_voice(bad)
+
+
+def test_missing_espeak_gives_install_hint(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TTSUnavailable, match="espeak-ng"):
+        get_engine("espeak")
+
+
+def test_default_voice_maps():
+    from server.tts import ESPEAK_VOICES, default_voices
+
+    assert default_voices("piper") == DEFAULT_VOICES and default_voices("espeak") == ESPEAK_VOICES
+    for voices in (DEFAULT_VOICES, ESPEAK_VOICES):
+        assert list(voices) == ["A", "B", "C", "D"] and len(set(voices.values())) == 4

@@ -1,0 +1,275 @@
+"""``/v1/episodes/{id}/listen``: an episode's room and assistant audio, events and scheduler
+state, live, for any number of listeners (browsers pass the token as ``?token=``).
+
+The socket follows the episode: while it is queued it says ``waiting``; while an attempt
+runs in this process it streams from the live hub (server.live); while it runs on another
+replica it tails the database (audio chunks and events as they are flushed, about a second
+behind); when the episode is done it says ``done`` and closes normally. Nothing a listener
+does reaches the episode: its sender reads bounded queues and gives up on a stalled socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, WebSocket
+from sqlalchemy import select
+from starlette.websockets import WebSocketState
+
+from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame
+from clients.errors import CLOSE_INTERNAL_ERROR, MPEError
+from ..audio import decode_audio
+from ..auth import authenticate
+from ..db import Attempt, AudioChunk, Database, Episode, EventRow, now
+from ..live import FRAME, Listener, ListenerOverflow, event_message, level
+from .deps import Caller, State, visible_episode
+from .errors import Busy, SlowListener, ws_close_code
+from .schemas import ERRORS, AudioUrl
+from .signed import query_string, signed_query, verify
+
+log = logging.getLogger("mpe.listen")
+router = APIRouter()
+LISTEN_URL_TTL_S = 300
+SEND_TIMEOUT_S = 20.0  # a socket that takes this long to accept one message is given up
+DONE = ("completed", "failed", "cancelled")
+
+
+class ClientGone(Exception):
+    pass
+
+
+def _token(ws: WebSocket) -> str | None:
+    auth = ws.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return ws.query_params.get("token")
+
+
+def _dumps(obj: dict) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _check(db: Database, p, episode_id: str) -> dict[int, str]:
+    with db.session() as s:
+        ep, _ = visible_episode(s, p, episode_id)
+        return {t["idx"]: t.get("text", "") for t in ep.scenario.get("turns", [])}
+
+
+def _episode_state(db: Database, episode_id: str) -> tuple[str, str | None, float | None, str | None]:
+    with db.session() as s:
+        ep = s.get(Episode, episode_id)
+        return ep.status, ep.lease_owner, ep.lease_expires, ep.current_attempt_id
+
+
+async def _drain_client(ws: WebSocket) -> None:
+    """Read (and ignore) what the listener sends, so a disconnect is noticed at once."""
+    try:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                return
+    except Exception:  # the socket is gone either way
+        return
+
+
+class Stream:
+    def __init__(self, ws: WebSocket, state: Any, episode_id: str, texts: dict[int, str]):
+        self.ws, self.state, self.episode_id, self.texts = ws, state, episode_id, texts
+        self.client = asyncio.create_task(_drain_client(ws))
+
+    async def send(self, item: str | bytes) -> None:
+        if self.client.done():
+            raise ClientGone()
+        try:
+            if isinstance(item, bytes):
+                await asyncio.wait_for(self.ws.send_bytes(item), SEND_TIMEOUT_S)
+            else:
+                await asyncio.wait_for(self.ws.send_text(item), SEND_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise ClientGone() from None
+        except Exception:  # the socket went away under us
+            raise ClientGone() from None
+
+    async def pause(self, seconds: float, listener: Listener | None = None) -> None:
+        """Wait ``seconds`` (less when a channel opens or closes, or ``listener`` is attached);
+        raise ClientGone if the listener left."""
+        wake = self.state.live.wait_change(seconds) if listener is None else \
+            asyncio.wait_for(listener.wake.wait(), seconds)
+        change = asyncio.ensure_future(wake)
+        done, _ = await asyncio.wait({change, self.client}, return_when=asyncio.FIRST_COMPLETED)
+        if self.client in done:
+            change.cancel()
+            raise ClientGone()
+        if change.exception() is not None and not isinstance(change.exception(), asyncio.TimeoutError):
+            raise change.exception()
+
+    async def follow(self) -> None:
+        hub, db = self.state.live, self.state.db
+        said = None
+        while True:
+            ch = hub.get(self.episode_id)
+            if ch is not None:
+                if len(ch.listeners) >= hub.max_listeners:
+                    raise Busy("too many listeners on this episode; try again later")
+                listener = hub.new_listener()
+                ch.attach(listener)
+                await self.pump(listener)
+                continue
+            status, owner, expires, attempt_id = await asyncio.to_thread(_episode_state, db, self.episode_id)
+            if status in DONE:
+                await self.send(_dumps({"type": "done", "status": status}))
+                return
+            remote = status == "running" and owner not in (None, self.state.server_id) and (expires or 0) > now()
+            if remote and attempt_id:
+                await self.from_database(attempt_id)
+                continue
+            if said != status:
+                said = status
+                await self.send(_dumps({"type": "waiting", "status": status}))
+            # Queued (or between attempts): be attached the moment an attempt opens here.
+            listener = hub.new_listener()
+            hub.expect(self.episode_id, listener)
+            try:
+                if hub.get(self.episode_id) is None:
+                    await self.pause(max(self.state.settings.poll_s, 0.1) * 4, listener)
+            finally:
+                hub.unexpect(self.episode_id, listener)
+            if listener.channel is not None:
+                await self.pump(listener)
+
+    async def pump(self, listener: Listener) -> None:
+        """Send what the channel queues for ``listener`` until its final message."""
+        ch = listener.channel
+        try:
+            while True:
+                batch = asyncio.ensure_future(listener.next_batch())
+                done, _ = await asyncio.wait({batch, self.client}, return_when=asyncio.FIRST_COMPLETED)
+                if batch not in done:
+                    batch.cancel()
+                    raise ClientGone()
+                try:
+                    items = batch.result()
+                except ListenerOverflow:
+                    raise SlowListener("this listener fell too far behind and was disconnected") from None
+                if items is None:
+                    return
+                for item in items:
+                    await self.send(item)
+        finally:
+            ch.detach(listener)
+
+    async def from_database(self, attempt_id: str) -> None:
+        """Tail an attempt that runs on another server: what it flushes, as it flushes it."""
+        db = self.state.db
+        period = max(self.state.settings.flush_s, 0.25)
+        last_event, next_idx, t = 0, {"room": 0, "assistant": 0}, 0
+        levels: dict[str, list[int]] = {"room": [], "assistant": []}
+        first = True
+        while True:
+            events, chunks, att_status, alive = await asyncio.to_thread(self._read, db, attempt_id, last_event,
+                                                                        next_idx)
+            frames: list[bytes] = []
+            for track, start, pcm in chunks:
+                kind = KIND_ROOM if track == "room" else KIND_ASSISTANT
+                for k in range(len(pcm) // FRAME):
+                    frame = pcm[k * FRAME:(k + 1) * FRAME]
+                    levels[track].append(level(frame))
+                    if not first:
+                        frames.append(encode_frame(kind, start // FRAME + k, frame))
+                next_idx[track] += 1
+                if track == "room":
+                    t = start + len(pcm)
+            if first:  # history: events and levels so far; audio from now on
+                await self.send(_dumps({"type": "hello", "live": True, "tail": True, "episode_id": self.episode_id,
+                                        "attempt_id": attempt_id, "sample_rate": STREAM_RATE,
+                                        "frame_samples": FRAME, "t": t}))
+                await self.send(_dumps({"type": "levels", **levels}))
+                first = False
+            for eid, et, etype, edata in events:
+                last_event = eid
+                await self.send(event_message(et, etype, edata, self.texts))
+            for f in frames:
+                await self.send(f)
+            if att_status != "running":
+                await self.send(_dumps({"type": "end", "reason": att_status, "t": t}))
+                return
+            if not alive:  # its server stopped renewing the lease: a retry will follow
+                await self.send(_dumps({"type": "end", "reason": "lease_expired", "t": t}))
+                return
+            await self.pause(period)
+
+    @staticmethod
+    def _read(db: Database, attempt_id: str, after_event: int, next_idx: dict[str, int]):
+        with db.session() as s:
+            events = s.execute(select(EventRow.id, EventRow.t, EventRow.type, EventRow.data)
+                               .where(EventRow.attempt_id == attempt_id, EventRow.id > after_event)
+                               .order_by(EventRow.id)).all()
+            chunks = []
+            for track in ("room", "assistant"):
+                rows = s.execute(select(AudioChunk.start_sample, AudioChunk.data)
+                                 .where(AudioChunk.attempt_id == attempt_id, AudioChunk.track == track,
+                                        AudioChunk.idx >= next_idx[track]).order_by(AudioChunk.idx)).all()
+                chunks += [(track, r.start_sample, decode_audio(r.data)) for r in rows]
+            status = s.scalar(select(Attempt.status).where(Attempt.id == attempt_id))
+            ep = s.execute(select(Episode.current_attempt_id, Episode.lease_expires)
+                           .join(Attempt, Attempt.episode_id == Episode.id).where(Attempt.id == attempt_id)).first()
+        alive = ep is not None and ep.current_attempt_id == attempt_id and (ep.lease_expires or 0) > now()
+        return events, chunks, status, alive
+
+
+@router.get("/v1/episodes/{episode_id}/listen-url", response_model=AudioUrl, tags=["episodes"], responses=ERRORS,
+            summary="A signed URL for the listen socket")
+def listen_url(episode_id: str, p: Caller, state: State) -> AudioUrl:
+    """A ``ws(s)://`` path that needs no token in the URL (valid for five minutes, for
+    connecting; the stream itself may last longer). ``?token=`` works too."""
+    with state.db.session() as s:
+        ep, _ = visible_episode(s, p, episode_id)
+    q, exp = signed_query(state.db, p, ep.id, "listen", ttl_s=LISTEN_URL_TTL_S)
+    return AudioUrl(url=f"/v1/episodes/{ep.id}/listen?{query_string(q)}", expires_at=exp)
+
+
+def _principal(db: Database, ws: WebSocket, episode_id: str):
+    token = _token(ws)
+    if token is not None or "sig" not in ws.query_params:
+        return authenticate(db, token)
+    q = ws.query_params
+    return verify(db, q.get("tid"), q.get("exp"), q.get("sig"), episode_id, "listen")
+
+
+@router.websocket("/v1/episodes/{episode_id}/listen")
+async def listen(ws: WebSocket, episode_id: str) -> None:
+    """Live audio (binary, wire v1 frame header; kind 1 room, 2 assistant; seq = slot) and
+    JSON messages: waiting, hello, levels, event, status, end, done, error (docs/api.md)."""
+    state = ws.app.state.mpe
+    await ws.accept()
+    stream = None
+    try:
+        p = await asyncio.to_thread(_principal, state.db, ws, episode_id)
+        texts = await asyncio.to_thread(_check, state.db, p, episode_id)
+        stream = Stream(ws, state, episode_id, texts)
+        await stream.follow()
+        await _close(ws, 1000)
+    except ClientGone:
+        pass
+    except MPEError as exc:
+        await _close(ws, ws_close_code(exc), exc.code, exc.message)
+    except Exception:
+        log.exception("listen socket failed")
+        await _close(ws, CLOSE_INTERNAL_ERROR, "internal", "internal error")
+    finally:
+        if stream is not None:
+            stream.client.cancel()
+
+
+async def _close(ws: WebSocket, code: int, err: str | None = None, message: str = "") -> None:
+    if ws.client_state != WebSocketState.CONNECTED:
+        return
+    try:
+        if err is not None:
+            await asyncio.wait_for(ws.send_text(_dumps({"type": "error", "code": err, "message": message})), 2.0)
+        await asyncio.wait_for(ws.close(code), 2.0)
+    except Exception:
+        pass

@@ -1,0 +1,152 @@
+"""Runs: create, list (live progress), get, cancel, metrics; the caller's identity."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Iterable
+
+from fastapi import APIRouter, Query
+from sqlalchemy import func, select
+
+from ..db import Attempt, Episode, Run, Suite as SuiteRow
+from ..runs import ACTIVE_RUN, cancel_run, create_run
+from ..suite import SUITE_FILE, SuiteError
+from . import scores
+from .deps import Caller, Paging, State, team_filter, visible_run, visible_suite
+from .errors import BadRequest, Conflict, Forbidden
+from .schemas import ERRORS, Metrics, PageOf, Principal, Progress, RunCreate, RunOut, RunStatus, SuiteRef
+
+router = APIRouter(prefix="/v1", responses=ERRORS)
+STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+
+
+@router.get("/me", response_model=Principal, tags=["auth"], summary="Who this token is")
+def me(p: Caller) -> Principal:
+    return Principal(team=p.team, admin=p.admin)
+
+
+def resolve_suite_dir(root: Path | None, rel: str) -> Path:
+    """A suite directory named by a request: relative, below the suites root, holding suite.json."""
+    if root is None:
+        raise BadRequest("this server takes suite paths only when MPE_SUITES_ROOT is set; pass suite_id instead")
+    if "\x00" in rel or "\\" in rel:
+        raise BadRequest("suite must be a relative path inside the suites root")
+    p = PurePosixPath(rel)
+    if p.is_absolute() or any(part in ("..", "") for part in p.parts) or not p.parts:
+        raise BadRequest("suite must be a relative path inside the suites root")
+    base = root.resolve()
+    target = (base / p).resolve()  # symlinks resolved before the containment check
+    if not target.is_relative_to(base) or not (target / SUITE_FILE).is_file():
+        raise BadRequest(f"no suite {rel!r} under the suites root")
+    return target
+
+
+def _clean(message: str, path: Path, shown: str) -> str:
+    """Error text without server paths (§11: no internal details)."""
+    for p in sorted({str(path), str(path.resolve())}, key=len, reverse=True):
+        message = message.replace(p, shown)
+    return message
+
+
+def progress_of(s, run_ids: Iterable[str]) -> dict[str, Progress]:
+    ids = list(run_ids)
+    counts: dict[str, dict[str, int]] = {i: {} for i in ids}
+    retries: dict[str, int] = {}
+    if ids:
+        for run_id, status, n in s.execute(select(Episode.run_id, Episode.status, func.count())
+                                           .where(Episode.run_id.in_(ids)).group_by(Episode.run_id, Episode.status)):
+            counts[run_id][status] = n
+        retries = dict(s.execute(
+            select(Episode.run_id, func.count()).select_from(Attempt).join(Episode, Attempt.episode_id == Episode.id)
+            .where(Episode.run_id.in_(ids), Attempt.status.in_(("failed", "abandoned"))).group_by(Episode.run_id)).all())
+    return {i: Progress(total=sum(c.values()), **{k: c.get(k, 0) for k in STATUSES}, failed_attempts=retries.get(i, 0))
+            for i, c in counts.items()}
+
+
+def run_out(run: Run, suite: SuiteRow, progress: Progress, state: Any, scored: bool | None = None) -> RunOut:
+    live = [ch.episode_id for ch in list(state.live.channels.values()) if ch.run_id == run.id]
+    return RunOut(id=run.id, team=run.team, model=run.model_name,
+                  suite=SuiteRef(id=suite.id, name=suite.name, version=suite.version), clock=run.clock,
+                  conditions=list(run.conditions), limit=run.limit_n, max_attempts=run.max_attempts,
+                  max_inflight=run.max_inflight, status=run.status, created_at=run.created_at,
+                  finished_at=run.finished_at, progress=progress, live_episodes=live, scored=scored)
+
+
+def _get(state: Any, p, run_id: str, *, with_scored: bool = False) -> RunOut:
+    with state.db.session() as s:
+        run = visible_run(s, p, run_id)
+        suite = s.get(SuiteRow, run.suite_id)
+        prog = progress_of(s, [run.id])[run.id]
+    scored = scores.run_metrics(state.db, run.id) is not None if with_scored else None
+    return run_out(run, suite, prog, state, scored)
+
+
+@router.post("/runs", status_code=201, response_model=RunOut, tags=["runs"], summary="Queue a run")
+def create(body: RunCreate, p: Caller, state: State) -> RunOut:
+    """One episode per scenario version of the suite (both conditions of a pair stay together).
+
+    The suite is either one registered to your team (`suite_id`) or a directory below the
+    server's suites root (`suite`); no other path from a request reaches the filesystem.
+    """
+    team = body.team or p.team
+    if team != p.team and not p.admin:
+        raise Forbidden("only an admin token may create runs for another team")
+    if body.suite_id is not None:
+        with state.db.session() as s:
+            row = visible_suite(s, p, body.suite_id)
+        path, shown = Path(row.path), f"suite {row.name} {row.version}"
+    else:
+        path, shown = resolve_suite_dir(state.settings.suites_root, body.suite), f"suite {body.suite!r}"
+    try:
+        run_id = create_run(state.db, team=team, model=body.model, suite_path=str(path), clock=body.clock,
+                            conditions=list(body.conditions), limit=body.limit, max_attempts=body.max_attempts,
+                            max_inflight=body.max_inflight)
+    except SuiteError as exc:
+        raise BadRequest(_clean(f"{shown} cannot be loaded: {exc}", path, shown)) from None
+    except BadRequest as exc:
+        raise BadRequest(_clean(str(exc), path, shown)) from None
+    return _get(state, p, run_id)
+
+
+@router.get("/runs", response_model=PageOf[RunOut], tags=["runs"], summary="List runs with their progress")
+def list_runs(p: Caller, state: State, paging: Paging,
+              status: Annotated[RunStatus | None, Query(description="only runs in this state")] = None,
+              model: Annotated[str | None, Query(max_length=100)] = None,
+              team: Annotated[str | None, Query(max_length=64, description="admin only: one team")] = None
+              ) -> PageOf[RunOut]:
+    where = [c for c in (team_filter(p, Run.team, team),
+                         Run.status == status if status else None,
+                         Run.model_name == model if model else None) if c is not None]
+    with state.db.session() as s:
+        total = s.scalar(select(func.count()).select_from(Run).where(*where))
+        runs = s.scalars(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id)
+                         .limit(paging.limit).offset(paging.offset)).all()
+        suites = {r.id: r for r in s.scalars(select(SuiteRow).where(SuiteRow.id.in_({r.suite_id for r in runs})))}
+        prog = progress_of(s, [r.id for r in runs])
+    return PageOf[RunOut](items=[run_out(r, suites[r.suite_id], prog[r.id], state) for r in runs], total=total,
+                          limit=paging.limit, offset=paging.offset)
+
+
+@router.get("/runs/{run_id}", response_model=RunOut, tags=["runs"], summary="One run with live progress")
+def get_run(run_id: str, p: Caller, state: State) -> RunOut:
+    return _get(state, p, run_id, with_scored=True)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=RunOut, tags=["runs"], summary="Cancel a run",
+             responses={409: {"model": ERRORS[400]["model"]}})
+def cancel(run_id: str, p: Caller, state: State) -> RunOut:
+    """Queued episodes are dropped; running ones stop at their next flush (about a second)."""
+    with state.db.session() as s:
+        run = visible_run(s, p, run_id)
+        if run.status not in ACTIVE_RUN and run.status != "cancelled":
+            raise Conflict(f"the run is already {run.status}")
+    cancel_run(state.db, run_id)
+    return _get(state, p, run_id)
+
+
+@router.get("/runs/{run_id}/metrics", response_model=Metrics, tags=["runs"], summary="Scored metrics of a run")
+def metrics(run_id: str, p: Caller, state: State) -> Metrics:
+    with state.db.session() as s:
+        visible_run(s, p, run_id)
+    results = scores.run_metrics(state.db, run_id)
+    return Metrics(run_id=run_id, scored=results is not None, results=results)

@@ -1,0 +1,229 @@
+"""Request and response models of the REST API (they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+T = TypeVar("T")
+Clock = Literal["lockstep", "realtime"]
+Condition = Literal["explicit", "implicit"]
+EpisodeStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+RunStatus = Literal["queued", "running", "finished", "cancelled"]
+MODEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"  # as bridges announce it (wire hello)
+TEAM_RE = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="stable error code (unauthorized, forbidden, not_found, bad_request, ...)")
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 422)}
+
+
+class PageOf(BaseModel, Generic[T]):
+    items: list[T]
+    total: int = Field(description="items matching the filters")
+    limit: int
+    offset: int
+
+
+class Principal(BaseModel):
+    team: str
+    admin: bool
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=100, pattern=MODEL_RE,
+                       description="model name the bridges announce in their hello")
+    suite_id: str | None = Field(default=None, max_length=64, description="a suite registered to your team")
+    suite: str | None = Field(default=None, min_length=1, max_length=300,
+                              description="a suite directory relative to the server's suites root (MPE_SUITES_ROOT)")
+    clock: Clock = "lockstep"
+    conditions: list[Condition] = Field(default_factory=lambda: ["explicit", "implicit"], min_length=1, max_length=2)
+    limit: int | None = Field(default=None, ge=1, le=1_000_000, description="only the first N pairs")
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    max_inflight: int = Field(default=1, ge=1, le=64)
+    team: str | None = Field(default=None, pattern=TEAM_RE, description="admin only: create the run for this team")
+
+    @model_validator(mode="after")
+    def _one_suite(self) -> "RunCreate":
+        if (self.suite_id is None) == (self.suite is None):
+            raise ValueError("give exactly one of suite_id and suite")
+        return self
+
+
+class Progress(BaseModel):
+    total: int
+    queued: int
+    running: int
+    completed: int
+    failed: int
+    cancelled: int
+    failed_attempts: int = Field(description="attempts that failed and were retried or gave up")
+
+
+class SuiteRef(BaseModel):
+    id: str
+    name: str
+    version: str
+
+
+class RunOut(BaseModel):
+    id: str
+    team: str
+    model: str
+    suite: SuiteRef
+    clock: Clock
+    conditions: list[str]
+    limit: int | None
+    max_attempts: int
+    max_inflight: int
+    status: RunStatus
+    created_at: datetime
+    finished_at: datetime | None
+    progress: Progress
+    live_episodes: list[str] = Field(default_factory=list, description="episodes streaming live on this server")
+    scored: bool | None = Field(default=None, description="whether metrics exist (run detail only)")
+
+
+class Metrics(BaseModel):
+    run_id: str
+    scored: bool
+    results: dict[str, Any] | None = Field(
+        description="the scoring results (metrics[model][condition][quantity] = {num, den, value, ...}) or null")
+
+
+# --- episodes -----------------------------------------------------------------------------
+
+
+class Outcome(BaseModel):
+    source: Literal["live", "score"]
+    t: str | None = Field(description="fresh | already_speaking | none (no response)")
+    correct: bool | None
+    silence: list[int] = Field(description="[clean N1-N3 windows, all N1-N3 windows]")
+    n4: list[str]
+    failures: list[str]
+    ok: bool
+
+
+class EpisodeItem(BaseModel):
+    id: str
+    run_id: str
+    ordinal: int
+    scenario_id: str
+    pair_id: str
+    condition: str
+    status: EpisodeStatus
+    attempts: int
+    live: bool
+    duration_s: float | None
+    outcome: Outcome | None
+    updated_at: datetime | None
+
+
+class AttemptOut(BaseModel):
+    id: str
+    number: int
+    status: str
+    error_code: str | None
+    error_message: str | None
+    n_frames: int
+    started_at: datetime | None
+    ended_at: datetime | None
+    model_revision: str
+
+
+class EpisodeOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    episode_id: str
+    run_id: str
+    status: EpisodeStatus
+    live: bool
+    attempts: list[AttemptOut]
+    turns: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    segments: list[dict[str, Any]] = Field(description="detector segments of the assistant track, in samples")
+    duration_s: float | None
+    outcome: Outcome | None
+    scores: dict[str, Any] | None = Field(description="verdicts of the scoring subsystem, or null when not scored")
+
+
+class AudioUrl(BaseModel):
+    url: str = Field(description="a URL that plays in <audio> without headers (signed, expires)")
+    expires_at: int = Field(description="epoch seconds")
+
+
+# --- suites -------------------------------------------------------------------------------
+
+
+class SuiteOut(BaseModel):
+    id: str
+    team: str
+    name: str
+    version: str
+    generator: str | None
+    n_scenarios: int
+    content_hash: str
+    created_at: datetime
+
+
+class SuiteDetail(SuiteOut):
+    meta: dict[str, Any]
+    available: bool = Field(description="whether the suite's files are readable on this server")
+    conditions: dict[str, int]
+    labels: dict[str, int]
+
+
+class ScenarioItem(BaseModel):
+    scenario_id: str
+    pair_id: str
+    condition: str
+    n_speakers: int
+    t_bucket: str
+    labels: list[str]
+    duration_s: float
+
+
+class SuiteDir(BaseModel):
+    path: str = Field(description="relative to the suites root; pass as `suite` when creating a run")
+    name: str
+    version: str
+    n_scenarios: int
+
+
+# --- tokens -------------------------------------------------------------------------------
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team: str = Field(pattern=TEAM_RE)
+    admin: bool = False
+    label: str = Field(default="", max_length=200)
+
+
+class TokenOut(BaseModel):
+    id: int
+    team: str
+    admin: bool
+    label: str
+    revoked: bool
+    created_at: datetime
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the secret, shown only this once")

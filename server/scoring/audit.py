@@ -1,0 +1,184 @@
+"""Judge audit: a stratified sample of verdicts for people to label, and the agreement.
+
+``mpe audit sample RUN`` draws, per model × condition × task, up to ``per_label`` verdicts
+of every label (balanced across labels, seeded) from the run's latest scoring and writes
+a review directory: ``sheet.csv`` (one row per item, ``human_label`` left empty),
+``clips/<item>.wav`` (exactly the audio that was transcribed) and ``index.html`` (the same
+sheet with players). ``mpe audit import SHEET`` reads the filled sheet and reports, per
+judge and task, how often the judge agrees with the people (share, Cohen's kappa,
+confusion counts).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+
+from server.audio import write_wav
+from server.db import Database, VerdictRow
+
+from .asr import join_fragments
+from .errors import NotScored, ScoringError
+from .judges import ANSWER_LABELS, SILENCE_LABELS
+from .results import get_scoring, latest_scoring, load_scoring_entries
+
+AUDIT_SEED = 20260902
+FIELDS = ["item_id", "run_id", "scoring_id", "episode_id", "model", "condition", "task", "turn_idx", "clip",
+          "transcript", "gold_answer", "judge", "judge_model", "prompt_version", "judge_label", "judge_effective",
+          "human_label", "notes"]
+EFFECTIVE = {"answer": "INCORRECT", "silence": "SUBSTANTIVE_INTRUSION"}  # §6: unparseable counts as fail
+LABELS = {"answer": ANSWER_LABELS, "silence": SILENCE_LABELS}
+SYNONYMS = {"INTRUSION": "SUBSTANTIVE_INTRUSION", "SUBSTANTIVE": "SUBSTANTIVE_INTRUSION", "BC": "BACKCHANNEL",
+            "RIGHT": "CORRECT", "WRONG": "INCORRECT"}
+
+
+def _items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items = []
+    for e in entries:
+        t = e["t"]
+        if t.get("verdict_id") is not None or t.get("reason") == "unparseable":
+            items.append({"entry": e, "task": "answer", "turn_idx": t["turn_idx"], "fragments": t["fragments"],
+                          "transcript": t["transcript"], "verdict_id": t.get("verdict_id"),
+                          "label": t.get("verdict") or "UNPARSEABLE"})
+        for w in e["silence_windows"]:
+            if w.get("verdict_id") is not None:
+                items.append({"entry": e, "task": "silence", "turn_idx": w["turn_idx"], "fragments": w["fragments"],
+                              "transcript": w["transcript"], "verdict_id": w["verdict_id"],
+                              "label": w.get("verdict") or "UNPARSEABLE"})
+    return items
+
+
+def _track(db: Database, entry: dict[str, Any], cache: dict[str, np.ndarray]) -> np.ndarray:
+    key = entry.get("attempt_id") or entry["episode_id"]
+    if key not in cache:
+        src = entry.get("source") or "db"
+        if src == "db":
+            from server.export import load_track
+
+            cache[key] = load_track(db, entry["attempt_id"], "assistant")
+        else:
+            import soundfile as sf
+
+            cache[key], _ = sf.read(str(Path(src) / "assistant.wav"), dtype="int16")
+    return cache[key]
+
+
+def sample(db: Database, ref: str, out: Path, *, per_label: int = 5, seed: int = AUDIT_SEED) -> dict[str, Any]:
+    row = latest_scoring(db, ref) or get_scoring(db, ref)
+    if row is None or row.status != "complete":
+        raise NotScored(f"{ref!r} has no complete scoring; run `mpe score {ref}` first")
+    entries = load_scoring_entries(db, row.id)
+    items = _items(entries)
+    if not items:
+        raise NotScored(f"scoring {row.id} holds no judge verdicts to audit (no speech was judged)")
+    strata: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for it in items:
+        e = it["entry"]
+        strata[(e["model"], e["condition"], it["task"], it["label"])].append(it)
+    rng = random.Random(seed)
+    chosen = []
+    for key in sorted(strata):
+        pool = sorted(strata[key], key=lambda it: (it["entry"]["episode_id"], it["turn_idx"]))
+        chosen.extend(rng.sample(pool, min(per_label, len(pool))))
+    with db.session() as s:
+        vrows = {v.id: v for v in s.scalars(select(VerdictRow).where(
+            VerdictRow.id.in_([it["verdict_id"] for it in chosen if it["verdict_id"] is not None])))}
+    out = Path(out)
+    (out / "clips").mkdir(parents=True, exist_ok=True)
+    tracks: dict[str, np.ndarray] = {}
+    rows = []
+    for n, it in enumerate(chosen, start=1):
+        e = it["entry"]
+        item_id = f"a{n:04d}"
+        clip = f"clips/{item_id}.wav"
+        write_wav(out / clip, join_fragments(_track(db, e, tracks), [tuple(f) for f in it["fragments"]]))
+        v = vrows.get(it["verdict_id"])
+        label = it["label"]
+        rows.append({
+            "item_id": item_id, "run_id": e.get("run_id") or "", "scoring_id": row.id, "episode_id": e["episode_id"],
+            "model": e["model"], "condition": e["condition"], "task": it["task"], "turn_idx": it["turn_idx"],
+            "clip": clip, "transcript": it["transcript"] or "", "gold_answer": e.get("gold_answer") or "",
+            "judge": v.backend if v else "", "judge_model": v.model if v else "",
+            "prompt_version": v.prompt_version if v else "", "judge_label": label,
+            "judge_effective": label if label in LABELS[it["task"]] else EFFECTIVE[it["task"]],
+            "human_label": "", "notes": ""})
+    with open(out / "sheet.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    (out / "index.html").write_text(_sheet_html(rows), encoding="utf-8")
+    return {"scoring_id": row.id, "items": len(rows), "strata": len(strata), "sheet": str(out / "sheet.csv")}
+
+
+def _sheet_html(rows: list[dict[str, Any]]) -> str:
+    e = html.escape
+    trs = "".join(
+        f"<tr><td>{e(r['item_id'])}</td><td>{e(r['model'])}</td><td>{e(r['condition'])}</td><td>{e(r['task'])}</td>"
+        f"<td><audio controls preload='none' src='{e(r['clip'])}'></audio></td><td>{e(r['transcript'])}</td>"
+        f"<td>{e(r['gold_answer']) if r['task'] == 'answer' else ''}</td><td>{e(r['judge_label'])}</td></tr>"
+        for r in rows)
+    return ("<!doctype html><meta charset='utf-8'><title>Judge audit</title><style>body{font:14px system-ui;margin:20px}"
+            "td,th{border:1px solid #ddd;padding:4px;vertical-align:top}table{border-collapse:collapse}</style>"
+            "<h1>Judge audit</h1><p>Listen, then write your label into the <code>human_label</code> column of "
+            "sheet.csv: CORRECT / INCORRECT for answers, BACKCHANNEL / SUBSTANTIVE_INTRUSION for silence windows. "
+            "Then run <code>mpe audit import sheet.csv</code>.</p><table><tr><th>item</th><th>model</th>"
+            "<th>condition</th><th>task</th><th>audio</th><th>transcript</th><th>gold answer</th><th>judge</th></tr>"
+            + trs + "</table>")
+
+
+def _norm_label(x: str) -> str:
+    k = x.strip().upper().replace("-", "_").replace(" ", "_")
+    return SYNONYMS.get(k, k)
+
+
+def import_sheet(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise ScoringError(f"{path}: cannot read ({exc.strerror})") from None
+    if not rows:
+        raise ScoringError(f"{path}: empty sheet")
+    missing = {"task", "judge_effective", "human_label"} - set(rows[0])
+    if missing:
+        raise ScoringError(f"{path}: not an audit sheet (columns {sorted(missing)} missing)")
+    bad = []
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    unlabeled = 0
+    for i, r in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
+        task = r["task"].strip()
+        if task not in LABELS:
+            bad.append(f"line {i}: unknown task {task!r}")
+            continue
+        if not r["human_label"].strip():
+            unlabeled += 1
+            continue
+        human = _norm_label(r["human_label"])
+        if human not in LABELS[task]:
+            bad.append(f"line {i}: label {r['human_label']!r} is not one of {'/'.join(LABELS[task])}")
+            continue
+        judge = f"{r.get('judge', '')}:{r.get('judge_model', '')}:{r.get('prompt_version', '')}"
+        groups[(judge, task)].append((r["judge_effective"].strip(), human))
+    if bad:
+        raise ScoringError(f"{path}: {len(bad)} bad rows: " + "; ".join(bad[:10]) + (" ..." if len(bad) > 10 else ""))
+    results = []
+    for (judge, task), pairs in sorted(groups.items()):
+        n = len(pairs)
+        agree = sum(a == b for a, b in pairs)
+        labels = LABELS[task]
+        confusion = {f"judge={a}|human={b}": sum(p == (a, b) for p in pairs) for a in labels for b in labels}
+        pe = sum((sum(p[0] == lab for p in pairs) / n) * (sum(p[1] == lab for p in pairs) / n) for lab in labels)
+        po = agree / n
+        kappa = None if pe >= 1 else (po - pe) / (1 - pe)
+        results.append({"judge": judge, "task": task, "n": n, "agree": agree, "agreement": round(po, 4),
+                        "kappa": None if kappa is None else round(kappa, 4), "confusion": confusion})
+    return {"sheet": str(path), "labeled": sum(len(p) for p in groups.values()), "unlabeled": unlabeled,
+            "results": results}

@@ -1,0 +1,183 @@
+"""Storage of scoring work (§8): the transcript and verdict caches and the scoring rows.
+
+Transcripts are cached by the hash of (ASR backend description, audio samples), verdicts by
+the hash of (task, judge backend, model, prompt version, inputs); a rescoring with the same
+settings finds every result here and makes no new ASR or judge calls. Each unit of work
+uses its own short session (§11).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+
+from server.db import (
+    Database,
+    EpisodeScoreRow,
+    MetricValueRow,
+    ScoringRow,
+    TranscriptRow,
+    VerdictRow,
+    utcnow,
+)
+
+from .asr import ASRBackend, ASRResult, audio_hash
+from .judges import Judge, Verdict
+
+
+def transcript_key(asr: ASRBackend, a_hash: str) -> str:
+    return hashlib.sha256(f"asr\0{asr.key()}\0{a_hash}".encode()).hexdigest()
+
+
+class Cache:
+    """Transcript and verdict cache. ``db=None`` keeps everything in memory (tests, tools)."""
+
+    def __init__(self, db: Database | None = None):
+        self.db = db
+        self._mem_t: dict[str, tuple[int, str]] = {}
+        self._mem_v: dict[str, tuple[int, Verdict]] = {}
+        self.calls = {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0}
+
+    # -- transcripts
+
+    def transcribe(self, asr: ASRBackend, pcm) -> tuple[int, str]:
+        """(transcript id, text) of ``pcm`` by ``asr``; cached."""
+        a_hash = audio_hash(pcm)
+        key = transcript_key(asr, a_hash)
+        found = self._get_transcript(key)
+        if found is not None:
+            self.calls["asr_hits"] += 1
+            return found
+        self.calls["asr"] += 1
+        res: ASRResult = asr.transcribe(pcm)
+        desc = asr.describe()
+        row = dict(content_hash=key, audio_hash=a_hash, backend=str(desc.get("backend", asr.name)),
+                   model=str(desc.get("model", ""))[:300], version=str(desc.get("version", ""))[:100], config=desc,
+                   n_samples=int(len(pcm)), text=res.text, raw=res.raw)
+        return self._put_transcript(key, row)
+
+    def _get_transcript(self, key: str) -> tuple[int, str] | None:
+        if self.db is None:
+            return self._mem_t.get(key)
+        with self.db.session() as s:
+            r = s.execute(select(TranscriptRow.id, TranscriptRow.text).where(TranscriptRow.content_hash == key)).first()
+        return None if r is None else (r.id, r.text)
+
+    def _put_transcript(self, key: str, row: dict[str, Any]) -> tuple[int, str]:
+        if self.db is None:
+            self._mem_t[key] = (len(self._mem_t) + 1, row["text"])
+            return self._mem_t[key]
+        try:
+            with self.db.session() as s:
+                obj = TranscriptRow(**row)
+                s.add(obj)
+                s.flush()
+                return obj.id, obj.text
+        except IntegrityError:  # another worker stored the same transcript first
+            found = self._get_transcript(key)
+            assert found is not None
+            return found
+
+    # -- verdicts
+
+    def judge(self, judge: Judge, task: str, inputs: BaseModel) -> tuple[int, Verdict]:
+        key = judge.cache_key(task, inputs)
+        found = self._get_verdict(key)
+        if found is not None:
+            self.calls["judge_hits"] += 1
+            return found
+        self.calls["judge"] += 1
+        v = judge.judge(task, inputs)
+        return self._put_verdict(key, v, inputs)
+
+    def _get_verdict(self, key: str) -> tuple[int, Verdict] | None:
+        if self.db is None:
+            return self._mem_v.get(key)
+        with self.db.session() as s:
+            r = s.scalar(select(VerdictRow).where(VerdictRow.content_hash == key))
+            if r is None:
+                return None
+            return r.id, Verdict(task=r.task, label=r.label, raw=r.raw_reply, backend=r.backend, model=r.model,
+                                 prompt_version=r.prompt_version)
+
+    def _put_verdict(self, key: str, v: Verdict, inputs: BaseModel) -> tuple[int, Verdict]:
+        if self.db is None:
+            self._mem_v[key] = (len(self._mem_v) + 1, v)
+            return self._mem_v[key]
+        try:
+            with self.db.session() as s:
+                obj = VerdictRow(content_hash=key, task=v.task, backend=v.backend, model=v.model[:200],
+                                 prompt_version=v.prompt_version, label=v.label, raw_reply=v.raw,
+                                 inputs=inputs.model_dump(mode="json"))
+                s.add(obj)
+                s.flush()
+                return obj.id, v
+        except IntegrityError:
+            found = self._get_verdict(key)
+            assert found is not None
+            return found
+
+
+# --- scorings ----------------------------------------------------------------------------------
+
+
+def open_scoring(db: Database, *, source_key: str, run_id: str | None, config: dict[str, Any], config_hash: str,
+                 n_episodes: int, fresh: bool) -> tuple[str, bool]:
+    """The scoring row to work in: the latest one with the same source and settings (resumed),
+    or a new one. Returns (scoring id, resumed)."""
+    with db.session() as s:
+        row = None if fresh else s.scalar(
+            select(ScoringRow).where(ScoringRow.source_key == source_key, ScoringRow.config_hash == config_hash)
+            .order_by(ScoringRow.created_at.desc()).limit(1))
+        if row is None:
+            row = ScoringRow(run_id=run_id, source_key=source_key, config_hash=config_hash, config=config,
+                             status="running", n_episodes=n_episodes)
+            s.add(row)
+            s.flush()
+            return row.id, False
+        row.status, row.n_episodes, row.finished_at = "running", n_episodes, None
+        return row.id, True
+
+
+def done_episodes(db: Database, scoring_id: str) -> dict[str, str | None]:
+    """episode id -> attempt id of the episodes already scored in this scoring."""
+    with db.session() as s:
+        return dict(s.execute(select(EpisodeScoreRow.episode_id, EpisodeScoreRow.attempt_id)
+                              .where(EpisodeScoreRow.scoring_id == scoring_id)).all())
+
+
+def save_episode(db: Database, scoring_id: str, entry: dict[str, Any]) -> None:
+    """Store (or replace) one episode's entry. Two scorers racing on the same episode compute
+    the same entry from the same caches, so the loser of the race simply keeps the winner's."""
+    try:
+        with db.session() as s:
+            s.execute(delete(EpisodeScoreRow).where(EpisodeScoreRow.scoring_id == scoring_id,
+                                                    EpisodeScoreRow.episode_id == entry["episode_id"]))
+            s.add(EpisodeScoreRow(scoring_id=scoring_id, episode_id=entry["episode_id"],
+                                  attempt_id=entry.get("attempt_id"), data=entry))
+    except IntegrityError:
+        pass
+
+
+def load_entries(db: Database, scoring_id: str, episode_ids: set[str] | None = None) -> list[dict[str, Any]]:
+    with db.session() as s:
+        rows = s.execute(select(EpisodeScoreRow.episode_id, EpisodeScoreRow.data)
+                         .where(EpisodeScoreRow.scoring_id == scoring_id).order_by(EpisodeScoreRow.id)).all()
+    return [r.data for r in rows if episode_ids is None or r.episode_id in episode_ids]
+
+
+def finish_scoring(db: Database, scoring_id: str, results: dict[str, Any] | None, status: str) -> None:
+    rows = [] if results is None else [
+        {"scoring_id": scoring_id, "model": model, "condition": cond, "quantity": q,
+         "num": v["num"], "den": v["den"], "value": v["value"]}
+        for model, conds in results["metrics"].items() for cond, qs in conds.items() for q, v in qs.items()]
+    with db.session() as s:
+        row = s.get(ScoringRow, scoring_id)
+        row.status, row.results, row.finished_at = status, results, utcnow()
+        s.execute(delete(MetricValueRow).where(MetricValueRow.scoring_id == scoring_id))
+        if rows:
+            s.execute(MetricValueRow.__table__.insert(), rows)

@@ -1,0 +1,284 @@
+import { api, el, fmtTime, LABEL_NAMES, listenUrl, param, RATE, requireSignIn, showError, clearError } from "./api.js";
+import { decodeFrame, frameLevel, LiveAudio, Mixer, ReplayAudio } from "./player.js";
+import { EpisodeModel, TimelineView } from "./timeline.js";
+
+const episodeId = param("id");
+const $ = (id) => document.getElementById(id);
+const audioEl = $("audio");
+const mixer = new Mixer();
+const replay = new ReplayAudio(mixer, audioEl);
+const live = new LiveAudio(mixer);
+const view = new TimelineView($("timeline"), { onSeek: (t) => seek(t) });
+
+let doc = null;
+let model = null;
+let mode = "loading"; // live | replay | waiting
+let socket = null;
+let dirty = false;
+let lastStatus = null;
+
+// --- shared rendering -----------------------------------------------------------------------
+
+function setMode(m, text) {
+  mode = m;
+  const badge = $("mode");
+  badge.textContent = text ?? m;
+  badge.className = `badge ${m}`;
+  $("play").textContent = m === "replay" ? (replay.playing ? "Pause" : "Play") : live.enabled ? "Mute live audio" : "Listen live";
+  $("seek").disabled = m !== "replay";
+}
+
+function facts() {
+  const item = (k, v) => el("div", {}, el("dt", {}, k), el("dd", {}, v));
+  const o = doc.outcome;
+  return el("dl", {},
+    item("Model", `${doc.model.name}${doc.model.revision ? " @ " + doc.model.revision : ""}`),
+    item("Condition", doc.condition), item("Pair", doc.pair_id), item("Clock", doc.clock),
+    item("Status", el("span", { class: `status status-${doc.status}` }, doc.status)),
+    item("Length", doc.duration_s === null ? "–" : fmtTime(doc.duration_s)),
+    item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
+    item("Outcome", !o ? "–" : o.failures.length ? o.failures.join(", ").replaceAll("_", " ") : "passed",
+      o && o.source === "live" ? el("span", { class: "muted small" }, " (live detector, not scored)") : ""),
+    el("div", { class: "span2" }, el("dt", {}, "Gold answer"), el("dd", {}, doc.gold_answer ?? "–")));
+}
+
+function renderTurns() {
+  const wins = model.windows(doc.scores);
+  const rows = (doc.turns || []).map((t) => {
+    const clip = model.clips.find((c) => c.idx === t.idx);
+    let w = wins.find((x) => x.idx === t.idx);
+    if (t.label === "T") w = wins.find((x) => x.kind === "t");
+    const verdict = w ? el("span", { class: `chip v-${w.verdict.state}` }, w.verdict.text || "–") : "–";
+    return el("tr", { class: clip && clip.end === null ? "now" : "" },
+      el("td", {}, clip ? el("button", { type: "button", class: "link", onclick: () => seek(clip.start),
+        "data-focus-key": `turn-${t.idx}`, "aria-label": `Play from ${fmtTime(clip.start)}` }, fmtTime(clip.start)) : "–"),
+      el("td", {}, t.speaker), el("td", {}, el("span", { class: `chip label-${t.label}`, title: LABEL_NAMES[t.label] }, t.label)),
+      el("td", {}, t.text), el("td", {}, verdict));
+  });
+  $("turns").replaceChildren(...rows);
+  const t = doc.scores?.t;
+  const said = t?.transcript ?? t?.text;
+  $("answer").replaceChildren(...(said !== undefined && said !== null
+    ? [el("p", {}, el("strong", {}, "Aria's answer: "), said || el("em", {}, "(empty transcript)"))] : []));
+}
+
+function renderEvents() {
+  const items = model.events.slice(-2000).map((e) =>
+    el("li", {}, el("code", {}, fmtTime(e.t)), " ", el("strong", {}, e.type), " ",
+      Object.keys(e.data).length ? JSON.stringify(e.data) : ""));
+  $("events").replaceChildren(...items);
+}
+
+function redraw() {
+  if (!model) return;
+  // Redrawing replaces elements: keep the keyboard focus on the same clip or turn.
+  const focused = document.activeElement?.dataset?.focusKey;
+  view.render(model, doc?.scores);
+  renderTurns();
+  if ($("events-box").open) renderEvents();
+  if (focused) document.querySelector(`[data-focus-key="${focused}"]`)?.focus();
+}
+
+let lastDraw = 0;
+
+function frameLoop(now) {
+  if (dirty && now - lastDraw > (mode === "live" ? 200 : 0)) {
+    dirty = false;
+    lastDraw = now;
+    redraw();
+  }
+  let t;
+  if (mode === "replay") {
+    t = replay.time;
+    $("clock").textContent = `${fmtTime(t)} / ${fmtTime(model?.duration ?? 0)}`;
+    if (document.activeElement !== $("seek")) $("seek").value = t;
+  } else if (model) {
+    const heard = live.time;
+    t = heard ?? model.head;
+    $("clock").textContent = `stream ${fmtTime(model.head)}${heard !== null ? ` · hearing ${fmtTime(heard)}` : ""}`;
+  }
+  if (model && t !== undefined) view.setPlayhead(t);
+  requestAnimationFrame(frameLoop);
+}
+
+function seek(t) {
+  if (mode !== "replay") return;
+  replay.seek(t);
+  view.setPlayhead(t);
+}
+
+// --- scheduler status in words --------------------------------------------------------------
+
+function statusText(s) {
+  switch (s.state) {
+    case "preamble": return "Playing the duty preamble";
+    case "playing": {
+      const turn = (doc?.turns || []).find((t) => t.idx === s.idx);
+      return `Playing turn ${s.idx + 1}: ${turn ? turn.speaker + ", " : ""}${s.label} (${LABEL_NAMES[s.label] ?? ""})`;
+    }
+    case "gap": return "Pause between turns";
+    case "n4_gap": return `N4: 3 s pause before the resolution, ${s.remaining_s.toFixed(1)} s left`;
+    case "t_wait_onset": return `Waiting for Aria's onset, ${s.remaining_s.toFixed(1)} s left`;
+    case "t_wait_silence": return `Aria is answering: confirmed silence ${s.silence_s.toFixed(1)} / ${s.need_s} s (cap in ${Math.round(s.cap_left_s)} s)`;
+    case "ended": return "Episode ended";
+    default: return s.state;
+  }
+}
+
+// --- replay ---------------------------------------------------------------------------------
+
+async function startReplay() {
+  model = new EpisodeModel(doc.turns);
+  for (const e of doc.events) model.apply(e);
+  model.setSegments(doc.segments);
+  if (doc.end_sample) model.end = doc.end_sample / RATE;
+  setMode("replay", doc.status === "completed" ? "replay" : doc.status);
+  $("status-line").textContent = doc.status === "completed" ? "" : `This attempt ${doc.attempts.at(-1)?.status ?? doc.status}.`;
+  const q = doc.attempt ? `?attempt=${doc.attempt}` : "";
+  if (doc.attempt_id) {
+    try {
+      const [url, levels] = await Promise.all([
+        api(`/v1/episodes/${encodeURIComponent(episodeId)}/audio-url${q ? q + "&" : "?"}track=mix`),
+        api(`/v1/episodes/${encodeURIComponent(episodeId)}/levels${q}`),
+      ]);
+      model.levels = levels;
+      audioEl.src = url.url;
+    } catch (err) {
+      showError("error", err);
+    }
+  }
+  $("seek").max = model.duration.toFixed(1);
+  dirty = true;
+}
+
+audioEl.addEventListener("play", () => setMode("replay"));
+audioEl.addEventListener("pause", () => setMode("replay"));
+audioEl.addEventListener("loadedmetadata", () => { $("seek").max = Math.max(model?.duration ?? 0, audioEl.duration).toFixed(1); });
+$("seek").addEventListener("input", (e) => seek(Number(e.target.value)));
+
+// --- live -----------------------------------------------------------------------------------
+
+async function startLive() {
+  model = new EpisodeModel(doc.turns);
+  setMode("live", "connecting");
+  socket = new WebSocket(await listenUrl(episodeId));
+  socket.binaryType = "arraybuffer";
+  socket.onmessage = (m) => (typeof m.data === "string" ? onText(JSON.parse(m.data)) : onFrame(m.data));
+  socket.onclose = (e) => {
+    socket = null;
+    if (mode === "live" || mode === "waiting") {
+      if (e.code !== 1000) showError("error", `Live connection closed (${e.code}${e.reason ? ": " + e.reason : ""}).`);
+      reload();
+    }
+  };
+}
+
+function onText(msg) {
+  switch (msg.type) {
+    case "hello":
+      model.reset();
+      model.head = msg.t / RATE;
+      setMode("live", msg.tail ? "live (remote)" : "live");
+      $("status-line").textContent = "Live";
+      break;
+    case "levels":
+      model.levels = { room: msg.room.slice(), assistant: msg.assistant.slice() };
+      break;
+    case "event":
+      model.apply(msg);
+      if ($("events-box").open) $("events").append(el("li", {}, el("code", {}, fmtTime(msg.t_s)), " ", el("strong", {}, msg.event), " ",
+        JSON.stringify(msg.data)));
+      break;
+    case "status":
+      lastStatus = msg;
+      model.head = Math.max(model.head, msg.t / RATE);
+      $("status-line").textContent = statusText(msg);
+      break;
+    case "waiting":
+      setMode("waiting", msg.status);
+      $("status-line").textContent = msg.status === "queued" ? "Queued: waiting for a bridge to pick this episode up" : `Waiting (${msg.status})`;
+      break;
+    case "end":
+      $("status-line").textContent = msg.reason === "completed" ? "Episode completed" : `Attempt ended: ${msg.reason}`;
+      break;
+    case "done":
+      mode = "done";
+      reload();
+      return;
+    case "error":
+      showError("error", `${msg.message} (${msg.code})`);
+      break;
+  }
+  dirty = true;
+}
+
+function onFrame(buf) {
+  const f = decodeFrame(buf);
+  model.levels[f.track][f.seq] = frameLevel(f.pcm);
+  if (f.track === "room") model.head = Math.max(model.head, ((f.seq + 1) * 1920) / RATE);
+  live.push(f.track, f.seq, f.pcm);
+  dirty = true;
+}
+
+// --- controls -------------------------------------------------------------------------------
+
+$("play").addEventListener("click", async () => {
+  try {
+    if (mode === "replay") await replay.toggle();
+    else if (live.enabled) live.disable();
+    else live.enable();
+  } catch (err) {
+    showError("error", err);
+  }
+  setMode(mode, $("mode").textContent);
+});
+for (const track of ["room", "assistant"]) {
+  $(`vol-${track}`).addEventListener("input", (e) => mixer.set(track, "volume", Number(e.target.value) / 100));
+  $(`pan-${track}`).addEventListener("input", (e) => mixer.set(track, "pan", Number(e.target.value) / 100));
+}
+$("follow").addEventListener("change", (e) => { view.follow = e.target.checked; });
+$("zoom-in").addEventListener("click", () => view.zoom(1.5));
+$("zoom-out").addEventListener("click", () => view.zoom(1 / 1.5));
+$("events-box").addEventListener("toggle", () => { if ($("events-box").open && model) renderEvents(); });
+$("attempt").addEventListener("change", (e) => reload(Number(e.target.value)));
+document.addEventListener("keydown", (e) => {
+  if (e.key !== " " || e.target.closest("input, button, select, textarea, a, summary")) return;
+  e.preventDefault();
+  $("play").click();
+});
+
+async function reload(attempt) {
+  if (socket) socket.close(1000);
+  live.disable();
+  audioEl.pause();
+  try {
+    doc = await api(`/v1/episodes/${encodeURIComponent(episodeId)}${attempt ? "?attempt=" + attempt : ""}`);
+    clearError("error");
+  } catch (err) {
+    showError("error", err);
+    return;
+  }
+  document.title = `${doc.scenario_id} ${doc.condition} · Duplex-MPE`;
+  $("title").textContent = `${doc.scenario_id} · ${doc.condition}`;
+  $("crumb").textContent = doc.episode_id;
+  $("run-link").textContent = doc.run_id;
+  $("run-link").href = `run.html?id=${encodeURIComponent(doc.run_id)}`;
+  $("facts").replaceChildren(facts());
+  const sel = $("attempt");
+  sel.replaceChildren(...doc.attempts.map((a) => el("option", { value: a.number, selected: a.number === doc.attempt },
+    `${a.number} (${a.status}${a.error_code ? ": " + a.error_code : ""})`)));
+  $("attempt-wrap").hidden = doc.attempts.length < 2;
+  try {
+    if (!attempt && (doc.status === "queued" || doc.status === "running")) await startLive();
+    else await startReplay();
+  } catch (err) {
+    showError("error", err);
+  }
+}
+
+await requireSignIn();
+if (!episodeId) showError("error", "No episode given.");
+else {
+  await reload();
+  requestAnimationFrame(frameLoop);
+}

@@ -1,0 +1,179 @@
+import { api, clearError, el, FAILURE_NAMES, fmtDate, fmtTime, param, progressBar, requireSignIn, showError } from "./api.js";
+
+const runId = param("id");
+const PAGE = 50;
+const REFRESH_MS = 2000;
+let offset = 0;
+let timer = null;
+let run = null;
+let metricsShown = null;
+
+// §6 run-level quantities, in the order they are shown; each stands on its own denominator.
+const QUANTITIES = {
+  fresh_onset_rate: ["Fresh-onset response rate", "fresh / all T"],
+  response_presence: ["Response presence", "present / all T"],
+  answer_accuracy: ["Conditional answer accuracy", "correct / present"],
+  silence_preservation: ["Silence preservation", "passing N1–N3 windows / all"],
+  window_response: ["Window response (N4)", "N4 windows with speech / all N4"],
+  window_yield: ["Answering-window yield (N4)", "passes / eligible (shown from 30 eligible)"],
+};
+
+function facts(r) {
+  const item = (k, v) => el("div", {}, el("dt", {}, k), el("dd", {}, v));
+  return el("dl", {},
+    item("Model", r.model), item("Suite", `${r.suite.name} v${r.suite.version}`), item("Clock", r.clock),
+    item("Conditions", r.conditions.join(", ")), item("Status", el("span", { class: `status status-${r.status}` }, r.status)),
+    item("Created", fmtDate(r.created_at)), item("Finished", fmtDate(r.finished_at)),
+    item("Team", r.team), el("div", { class: "span2" }, el("dt", {}, "Progress"), el("dd", {}, progressBar(r.progress))));
+}
+
+function ciOf(q, boot) {
+  if (boot && boot.lo !== null && boot.lo !== undefined) return [boot.lo, boot.hi];
+  if (Array.isArray(q.ci)) return q.ci;
+  if ("ci_low" in q && "ci_high" in q) return [q.ci_low, q.ci_high];
+  return null;
+}
+
+function valueCell(q, boot) {
+  if (!q) return el("td", { class: "muted" }, "–");
+  const v = q.value;
+  const ci = ciOf(q, boot);
+  const frac = q.den !== undefined ? `${q.num}/${q.den}` : "";
+  if (v === null || v === undefined) {
+    return el("td", { class: "muted" }, `n/a ${frac ? "(" + frac + ")" : ""}`, q.note ? el("div", { class: "small" }, q.note) : null);
+  }
+  const bar = el("div", { class: "mbar", "aria-hidden": "true" },
+    el("span", { class: "fill", style: { width: `${Math.max(0, Math.min(1, v)) * 100}%` } }),
+    ci ? el("span", { class: "ci", style: { left: `${ci[0] * 100}%`, width: `${Math.max(0.5, (ci[1] - ci[0]) * 100)}%` } }) : null);
+  const ciText = ci ? ` [${(ci[0] * 100).toFixed(1)}–${(ci[1] * 100).toFixed(1)}]` : "";
+  return el("td", { class: "metric" }, bar,
+    el("div", { class: "small" }, el("strong", {}, `${(v * 100).toFixed(1)}%`), ciText, frac ? ` · ${frac}` : ""));
+}
+
+function renderMetrics(m) {
+  const box = document.getElementById("metrics");
+  if (!m.scored) {
+    box.replaceChildren(el("p", { class: "muted", id: "not-scored" }, "Not scored yet. Scores appear here once ",
+      el("code", {}, `mpe score ${runId}`), " has run."));
+    return;
+  }
+  const results = m.results || {};
+  const metrics = results.metrics || {};
+  const analyses = results.analyses || {};
+  const boot = analyses.bootstrap || {};
+  const parts = [];
+  for (const [model, byCond] of Object.entries(metrics)) {
+    const conds = Object.keys(byCond);
+    const known = Object.keys(QUANTITIES);
+    const names = [...new Set([...known, ...conds.flatMap((c) => Object.keys(byCond[c] || {}))])]
+      .filter((n) => conds.some((c) => byCond[c]?.[n]));
+    const table = el("table", { class: "grid metrics-table" },
+      el("caption", {}, `${model}: each quantity on its own denominator; bars show the value, whiskers the 95% bootstrap CI`),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Quantity"), ...conds.map((c) => el("th", { scope: "col" }, c)))),
+      el("tbody", {}, ...names.map((n) => el("tr", {},
+        el("th", { scope: "row" }, QUANTITIES[n]?.[0] ?? n.replaceAll("_", " "),
+          QUANTITIES[n] ? el("div", { class: "muted small" }, QUANTITIES[n][1]) : null),
+        ...conds.map((c) => valueCell(byCond[c]?.[n], boot[model]?.[c]?.[n]))))));
+    parts.push(table);
+    const pa = analyses.paired_addressing?.[model];
+    if (pa && pa.n_pairs) {
+      parts.push(el("p", { class: "small" }, `Explicit vs implicit response presence over ${pa.n_pairs} pairs: `,
+        `${(pa.explicit_rate * 100).toFixed(1)}% vs ${(pa.implicit_rate * 100).toFixed(1)}% `,
+        `(${pa.diff_pp >= 0 ? "+" : ""}${pa.diff_pp} pp, exact McNemar p = ${pa.p_mcnemar})`));
+    }
+  }
+  const info = results.scoring;
+  if (info) {
+    parts.push(el("p", { class: "muted small" }, `Scoring ${info.scoring_id} of ${info.n_episodes} episodes`,
+      info.config ? ` · ${Object.entries(info.config).filter(([, v]) => typeof v !== "object").map(([k, v]) => `${k} ${v}`).join(" · ")}` : ""));
+  }
+  const rest = Object.fromEntries(Object.entries(analyses).filter(([k]) => !["bootstrap"].includes(k)));
+  if (Object.keys(rest).length) {
+    parts.push(el("details", {}, el("summary", {}, "All analyses (JSON)"), el("pre", { class: "json" }, JSON.stringify(rest, null, 2))));
+  }
+  box.replaceChildren(...(parts.length ? parts : [el("p", { class: "muted" }, "Scored, but no metrics were reported.")]));
+}
+
+function outcomeCells(o, ep) {
+  if (!o) {
+    const why = ep.status === "completed" ? "–" : ep.status;
+    return [el("td", { class: "muted" }, why), el("td", {}), el("td", {}), el("td", {})];
+  }
+  const t = { fresh: "fresh onset", already_speaking: "already speaking", none: "no response" }[o.t] ?? "–";
+  const correct = o.correct === true ? " · correct" : o.correct === false ? " · incorrect" : "";
+  const [clean, all] = o.silence;
+  const n4 = o.n4.length ? o.n4.map((x) => x.replaceAll("_", " ")).join(", ") : "–";
+  const failures = o.failures.length
+    ? o.failures.map((f) => el("span", { class: `chip fail` }, FAILURE_NAMES[f] || f))
+    : [el("span", { class: "chip ok" }, "none")];
+  const src = o.source === "live" ? el("span", { class: "muted small", title: "from the live detector, not scored" }, " (live)") : null;
+  return [el("td", { class: o.t === "none" ? "bad" : "" }, t, correct, src), el("td", { class: clean < all ? "bad" : "" }, `${clean}/${all}`),
+    el("td", {}, n4), el("td", {}, ...failures)];
+}
+
+function episodeRow(ep) {
+  return el("tr", {},
+    el("td", {}, ep.ordinal + 1),
+    el("th", { scope: "row" }, el("a", { href: `episode.html?id=${encodeURIComponent(ep.id)}` }, ep.scenario_id),
+      ep.live ? el("span", { class: "badge live" }, "live") : null),
+    el("td", {}, ep.condition),
+    el("td", {}, el("span", { class: `status status-${ep.status}` }, ep.status)),
+    el("td", {}, ep.attempts),
+    el("td", {}, ep.duration_s === null ? "–" : fmtTime(ep.duration_s)),
+    ...outcomeCells(ep.outcome, ep));
+}
+
+async function loadEpisodes() {
+  const q = new URLSearchParams({ limit: PAGE, offset });
+  for (const [k, v] of new FormData(document.getElementById("filters"))) if (v) q.set(k, v);
+  const page = await api(`/v1/runs/${encodeURIComponent(runId)}/episodes?${q}`);
+  document.getElementById("episodes").replaceChildren(...page.items.map(episodeRow));
+  document.getElementById("no-episodes").hidden = page.total > 0;
+  document.getElementById("page-info").textContent = page.total ? `${offset + 1}–${offset + page.items.length} of ${page.total}` : "";
+  document.getElementById("prev").disabled = offset === 0;
+  document.getElementById("next").disabled = offset + page.items.length >= page.total;
+}
+
+async function load() {
+  clearTimeout(timer);
+  try {
+    run = await api(`/v1/runs/${encodeURIComponent(runId)}`);
+    document.title = `Run ${run.id} · Duplex-MPE`;
+    document.getElementById("title").textContent = `${run.model} on ${run.suite.name}`;
+    document.getElementById("crumb").textContent = run.id;
+    document.getElementById("facts").replaceChildren(facts(run));
+    document.getElementById("cancel-run").hidden = !["queued", "running"].includes(run.status);
+    if (metricsShown !== run.scored) {
+      renderMetrics(await api(`/v1/runs/${encodeURIComponent(runId)}/metrics`));
+      metricsShown = run.scored;
+    }
+    await loadEpisodes();
+    clearError("error");
+  } catch (err) {
+    showError("error", err);
+    if (err.status === 404) return;
+  }
+  if (!run || ["queued", "running"].includes(run.status) || !run.scored) timer = setTimeout(load, REFRESH_MS);
+}
+
+document.getElementById("filters").addEventListener("change", () => { offset = 0; load(); });
+document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
+document.getElementById("prev").addEventListener("click", () => { offset = Math.max(0, offset - PAGE); load(); });
+document.getElementById("next").addEventListener("click", () => { offset += PAGE; load(); });
+document.getElementById("cancel-run").addEventListener("click", async () => {
+  if (!confirm("Cancel this run? Queued episodes are dropped and running ones stop.")) return;
+  try {
+    await api(`/v1/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST" });
+  } catch (err) {
+    showError("error", err);
+  }
+  load();
+});
+
+for (const [k, v] of new URLSearchParams(location.search)) {
+  const field = document.querySelector(`#filters [name="${k}"]`);
+  if (field) field.value = v;
+}
+await requireSignIn();
+if (!runId) showError("error", "No run given.");
+else load();

@@ -1,0 +1,281 @@
+// The episode timeline: a time ruler, the room's clips (coloured by label, with speaker and
+// text), Aria's speech and loudness, and the scoring windows (T, N1-N3, N4) with verdicts.
+// The same model serves live episodes (events arrive one by one) and replays.
+
+import { el, fmtTime, LABEL_NAMES, RATE } from "./api.js";
+
+const LEVEL_FRAME_S = 0.08;
+
+// Episode state built from §3 events; pure data, no DOM.
+export class EpisodeModel {
+  constructor(turns = []) {
+    this.turns = new Map(turns.map((t) => [t.idx, t]));
+    this.reset();
+  }
+
+  reset() {
+    this.clips = []; // {idx, label, speaker, text, start, end}
+    this.preamble = null;
+    this.segments = []; // assistant speech {start, end} in seconds (end null while open)
+    this.tWaits = []; // {start, end, reason}
+    this.n4Gaps = [];
+    this.texts = []; // model text events
+    this.head = 0; // seconds of stream produced so far
+    this.end = null;
+    this.events = [];
+    this.levels = { room: [], assistant: [] };
+    this.finalSegments = false;
+  }
+
+  apply(ev) {
+    // ev: {t (samples), event|type, data}
+    const type = ev.event ?? ev.type;
+    const t = ev.t / RATE;
+    const d = ev.data || {};
+    this.events.push({ t, type, data: d });
+    this.head = Math.max(this.head, t);
+    if (type === "preamble.start") this.preamble = { start: t, end: null };
+    else if (type === "preamble.end" && this.preamble) this.preamble.end = t;
+    else if (type === "clip.start") {
+      const turn = this.turns.get(d.idx) || {};
+      this.clips.push({ idx: d.idx, label: d.label, speaker: d.speaker, text: d.text ?? turn.text ?? "", start: t, end: null });
+    } else if (type === "clip.end") {
+      const c = this.clips.find((x) => x.idx === d.idx && x.end === null);
+      if (c) c.end = t;
+    } else if (type === "t_wait.start") this.tWaits.push({ start: t, end: null, reason: null, onset: null });
+    else if (type === "t_wait.onset") {
+      const w = this.tWaits[this.tWaits.length - 1];
+      if (w) w.onset = d.at / RATE;
+    } else if (type === "t_wait.end") {
+      const w = this.tWaits[this.tWaits.length - 1];
+      if (w) Object.assign(w, { end: t, reason: d.reason });
+    } else if (type === "n4_gap.start") this.n4Gaps.push({ start: t, end: null });
+    else if (type === "n4_gap.end") {
+      const g = this.n4Gaps[this.n4Gaps.length - 1];
+      if (g) g.end = t;
+    } else if (type === "vad.onset" && !this.finalSegments) this.segments.push({ start: d.at / RATE, end: null });
+    else if (type === "vad.offset" && !this.finalSegments) {
+      const s = this.segments[this.segments.length - 1];
+      if (s && s.end === null) s.end = d.at / RATE;
+    } else if (type === "text") this.texts.push({ t, text: d.text });
+    else if (type === "episode.end") this.end = t;
+  }
+
+  setSegments(segs) {
+    this.segments = segs.map((g) => ({ start: g.start / RATE, end: g.end / RATE }));
+    this.finalSegments = true;
+  }
+
+  get duration() {
+    return Math.max(this.end ?? 0, this.head, this.levels.room.length * LEVEL_FRAME_S);
+  }
+
+  // §6 windows from the events: T wait, N1-N3 (clip start to next clip start), N4.
+  windows(scores) {
+    const out = [];
+    const starts = this.clips;
+    const silenceScores = scores?.silence_windows ?? [];
+    const n4Scores = scores?.n4 ?? [];
+    let silenceI = 0, n4I = 0;
+    starts.forEach((c, i) => {
+      const next = i + 1 < starts.length ? starts[i + 1].start : this.end;
+      if (["N1", "N2", "N3"].includes(c.label)) {
+        const sc = silenceScores.find((w) => (w.turn_idx ?? w.idx) === c.idx) ?? silenceScores[silenceI];
+        silenceI++;
+        const end = next ?? this.head;
+        const speech = this.segments.some((g) => g.start < end && (g.end ?? this.head) > c.start);
+        out.push({ kind: "silence", label: c.label, idx: c.idx, start: c.start, end, open: next === null,
+          verdict: verdictOf(sc, speech) });
+      } else if (c.label === "N4Q") {
+        const sc = n4Scores.find((w) => w.idx === c.idx || w.q_idx === c.idx) ?? n4Scores[n4I];
+        n4I++;
+        const qEnd = c.end ?? this.head;
+        const r = starts[i + 1];
+        out.push({ kind: "n4", label: "N4", idx: c.idx, start: c.start, end: qEnd + 3, open: c.end === null,
+          deadline: r ? r.start + 2 : null, verdict: n4Verdict(sc) });
+      }
+    });
+    for (const w of this.tWaits) {
+      const t = scores?.t;
+      out.push({ kind: "t", label: "T wait", start: w.start, end: w.end ?? this.head, open: w.end === null, reason: w.reason,
+        verdict: tVerdict(t, w) });
+    }
+    return out;
+  }
+}
+
+function verdictOf(sc, speech) {
+  if (sc) {
+    const pass = sc.passed ?? sc.pass ?? sc.ok;
+    const why = sc.verdict ?? (sc.reason && sc.reason !== "judged" ? sc.reason : null);
+    const text = why ? String(why).toLowerCase().replaceAll("_", " ") : pass ? "pass" : "fail";
+    return { state: pass === true ? "pass" : pass === false ? "fail" : "none", text, scored: true };
+  }
+  return speech ? { state: "speech", text: "speech (not scored)", scored: false } : { state: "quiet", text: "silent", scored: false };
+}
+
+function n4Verdict(sc) {
+  if (!sc) return { state: "none", text: "", scored: false };
+  const o = String(sc.outcome ?? sc.yield ?? (sc.eligible === false ? "not eligible" : "")).replaceAll("_", " ");
+  return { state: o === "pass" ? "pass" : ["still voicing", "resumed"].includes(o) ? "fail" : "none", text: o, scored: true };
+}
+
+function tVerdict(t, w) {
+  if (t) {
+    if (t.present === false) return { state: "fail", text: "no response", scored: true };
+    const how = t.fresh ? "fresh onset" : "already speaking";
+    const judged = t.correct === true ? " · correct" : t.correct === false ? " · incorrect" : "";
+    return { state: t.correct === false ? "fail" : "pass", text: how + judged, scored: true };
+  }
+  if (!w.reason) return { state: "none", text: w.onset !== null ? "answering…" : "waiting…", scored: false };
+  if (w.reason === "no_response") return { state: "fail", text: "no response", scored: false };
+  return { state: "quiet", text: `${w.onset !== null ? "answered" : "already speaking"}, ended by ${w.reason}`, scored: false };
+}
+
+// --- rendering ----------------------------------------------------------------------------
+
+export class TimelineView {
+  constructor(root, { onSeek } = {}) {
+    this.root = root;
+    this.scale = 50; // px per second
+    this.onSeek = onSeek;
+    this.follow = true;
+    this.scroll = root.querySelector(".tl-scroll");
+    this.inner = root.querySelector(".tl-inner");
+    this.ruler = root.querySelector(".tl-ruler");
+    this.room = root.querySelector(".lane-room .lane-body");
+    this.aria = root.querySelector(".lane-aria .lane-body");
+    this.wins = root.querySelector(".lane-windows .lane-body");
+    this.canvas = root.querySelector(".lane-aria canvas");
+    this.roomCanvas = root.querySelector(".lane-room canvas");
+    this.playhead = root.querySelector(".tl-playhead");
+    this.headMark = root.querySelector(".tl-head");
+    this.scroll.addEventListener("scroll", () => this.drawLevels());
+    this.scroll.addEventListener("click", (e) => {
+      if (e.target.closest("button")) return;
+      const x = e.clientX - this.inner.getBoundingClientRect().left;
+      this.onSeek?.(x / this.scale);
+    });
+    this.scroll.addEventListener("keydown", (e) => this.key(e));
+    this.playT = 0;
+  }
+
+  key(e) {
+    const step = e.shiftKey ? 1 : 5;
+    if (e.key === "ArrowRight") this.onSeek?.(this.playT + step);
+    else if (e.key === "ArrowLeft") this.onSeek?.(Math.max(0, this.playT - step));
+    else if (e.key === "Home") this.onSeek?.(0);
+    else if (e.key === "End" && this.model) this.onSeek?.(this.model.duration);
+    else return;
+    e.preventDefault();
+  }
+
+  zoom(factor) {
+    const center = (this.scroll.scrollLeft + this.scroll.clientWidth / 2) / this.scale;
+    this.scale = Math.max(5, Math.min(400, this.scale * factor));
+    if (this.model) this.render(this.model, this.scores);
+    this.scroll.scrollLeft = center * this.scale - this.scroll.clientWidth / 2;
+  }
+
+  x(t) {
+    return `${(t * this.scale).toFixed(1)}px`;
+  }
+
+  block(t0, t1, cls, attrs = {}, ...children) {
+    const node = el(attrs.button ? "button" : "div", { ...attrs, button: undefined, class: cls, type: attrs.button ? "button" : undefined },
+      ...children);
+    node.style.left = this.x(t0);
+    node.style.width = `${Math.max(2, (t1 - t0) * this.scale).toFixed(1)}px`;
+    return node;
+  }
+
+  render(model, scores) {
+    this.model = model;
+    this.scores = scores;
+    const dur = Math.max(model.duration + 2, 10);
+    this.inner.style.width = this.x(dur);
+    // ruler
+    const ticks = [];
+    const step = this.scale >= 30 ? 1 : this.scale >= 10 ? 5 : 10;
+    for (let s = 0; s <= dur; s += step) {
+      const major = s % (step * 5) === 0;
+      ticks.push(el("span", { class: major ? "tick major" : "tick", style: { left: this.x(s) } }, major ? fmtTime(s).replace(/\.0$/, "") : ""));
+    }
+    this.ruler.replaceChildren(...ticks);
+    // room clips
+    const clips = [];
+    if (model.preamble) {
+      clips.push(this.block(model.preamble.start, model.preamble.end ?? model.head, "clip label-pre", { button: true,
+        "aria-label": `Duty preamble at ${fmtTime(model.preamble.start)}`, onclick: () => this.onSeek?.(model.preamble.start) },
+      el("span", { class: "who" }, "preamble")));
+    }
+    for (const c of model.clips) {
+      const end = c.end ?? model.head;
+      clips.push(this.block(c.start, end, `clip label-${c.label}${c.end === null ? " open" : ""}`, {
+        button: true, title: `${c.speaker} · ${c.label} (${LABEL_NAMES[c.label] ?? ""}): ${c.text}`,
+        "aria-label": `${fmtTime(c.start)}: speaker ${c.speaker}, ${c.label}, ${c.text}`, "data-idx": c.idx,
+        "data-focus-key": `clip-${c.idx}`,
+        onclick: () => this.onSeek?.(c.start) },
+      el("span", { class: "who" }, `${c.speaker} · ${c.label}`), el("span", { class: "txt" }, c.text)));
+    }
+    this.room.replaceChildren(...clips);
+    // Aria's speech
+    const segs = model.segments.map((g) => this.block(g.start, g.end ?? model.head, `speech${g.end === null ? " open" : ""}`, {
+      title: `Aria speaks ${fmtTime(g.start)}–${g.end === null ? "…" : fmtTime(g.end)}`, role: "img",
+      "aria-label": `Aria speaks from ${fmtTime(g.start)} to ${g.end === null ? "now" : fmtTime(g.end)}` }));
+    for (const t of model.texts) {
+      segs.push(el("span", { class: "model-text", style: { left: this.x(t.t) }, title: t.text }, "✎"));
+    }
+    this.aria.replaceChildren(...segs);
+    // windows and verdicts
+    const wins = model.windows(scores).map((w) => {
+      const node = this.block(w.start, w.end, `win win-${w.kind} v-${w.verdict.state}${w.open ? " open" : ""}`, {
+        title: `${w.label} window ${fmtTime(w.start)}–${fmtTime(w.end)} ${w.verdict.text}`, role: "img",
+        "aria-label": `${w.label} window from ${fmtTime(w.start)}: ${w.verdict.text || "no verdict"}` },
+      el("span", {}, `${w.label}${w.verdict.text ? ": " + w.verdict.text : ""}`));
+      if (w.deadline !== null && w.deadline !== undefined) {
+        node.append(el("i", { class: "deadline", style: { left: this.x(w.deadline - w.start) }, title: "t_R + 2 s" }));
+      }
+      return node;
+    });
+    this.wins.replaceChildren(...wins);
+    this.headMark.hidden = model.end !== null;
+    this.headMark.style.left = this.x(model.head);
+    this.drawLevels();
+    this.setPlayhead(this.playT);
+  }
+
+  setPlayhead(t) {
+    this.playT = t;
+    this.playhead.style.left = this.x(t);
+    if (this.follow) {
+      const x = t * this.scale, left = this.scroll.scrollLeft, w = this.scroll.clientWidth;
+      if (x < left || x > left + w * 0.85) this.scroll.scrollLeft = Math.max(0, x - w * 0.25);
+    }
+  }
+
+  drawLevels() {
+    if (!this.model) return;
+    for (const [canvas, levels, color] of [[this.canvas, this.model.levels.assistant, "#2f7d5b"],
+      [this.roomCanvas, this.model.levels.room, "#8a8fa3"]]) {
+      if (!canvas) continue;
+      const w = this.scroll.clientWidth, h = canvas.parentElement.clientHeight;
+      if (canvas.width !== w) canvas.width = w;
+      if (canvas.height !== h) canvas.height = h;
+      canvas.style.left = `${this.scroll.scrollLeft}px`;
+      const g = canvas.getContext("2d");
+      g.clearRect(0, 0, w, h);
+      g.fillStyle = color;
+      const t0 = this.scroll.scrollLeft / this.scale;
+      const first = Math.max(0, Math.floor(t0 / LEVEL_FRAME_S));
+      const last = Math.min(levels.length, Math.ceil((t0 + w / this.scale) / LEVEL_FRAME_S));
+      const bw = Math.max(1, LEVEL_FRAME_S * this.scale - (this.scale > 30 ? 1 : 0));
+      for (let i = first; i < last; i++) {
+        const v = levels[i];
+        if (!v) continue;
+        const bh = (v / 100) * (h - 4);
+        g.fillRect(i * LEVEL_FRAME_S * this.scale - this.scroll.scrollLeft, h - 2 - bh, bw, bh);
+      }
+    }
+  }
+}

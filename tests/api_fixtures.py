@@ -1,0 +1,148 @@
+"""Shared setup for the API, listen and browser tests: a database (SQLite or the real
+PostgreSQL), an in-process server, tokens of two teams and an admin, and runs of the mini
+suite played by a scripted bridge over real WebSockets."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from clients.messages import EpisodeStart
+from clients.sdk import Bridge, BridgeClient, BridgeOptions
+from server.app import BackgroundServer
+from server.auth import create_token
+from server.db import Database
+from server.runs import run_progress
+from server.settings import Settings
+from tests.conftest import PG_URL
+
+FRAME = 1920
+
+
+@asynccontextmanager
+async def database_url(kind: str, tmp: Path):
+    """Like conftest's db_url fixture, usable from module-scoped fixtures."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp / 'mpe.db'}"
+        return
+    schema = "t_" + uuid.uuid4().hex[:12]
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as c:
+        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as c:
+            c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+def make_settings(url: str, tmp: Path, **kw) -> Settings:
+    s = Settings(data_dir=tmp / "data", DATABASE_URL=url, lease_s=3.0, flush_s=0.2, poll_s=0.05,
+                 handshake_timeout_s=2.0, lockstep_timeout_s=5.0, **kw)
+    s.ensure_dirs()
+    return s
+
+
+class Scripted(Bridge):
+    """An admin bridge that behaves by condition: silent in ``explicit`` episodes; in
+    ``implicit`` ones it says one real sentence from frame ``start`` on (inside the first
+    N1-N3 window of the mini suite), or talks all the time with ``always``. ``delay_s``
+    per frame slows it down."""
+
+    clocks = ("lockstep", "realtime")
+
+    def __init__(self, name: str, speech: np.ndarray, delay_s: float = 0.0, start: int = 40, always: bool = False):
+        super().__init__()
+        self.name, self.speech, self.delay_s, self.start, self.always = name, speech, delay_s, start, always
+        self.talk = False
+
+    def reset(self, episode: EpisodeStart) -> None:
+        assert episode.reference is not None, "run the scripted bridge with an admin token"
+        self.talk = episode.reference.condition == "implicit"
+
+    def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        k = seq - self.start
+        if self.talk and self.always:  # talks without pause: the T wait runs to its 60 s cap
+            return self.speech[(np.arange(FRAME) + seq * FRAME) % len(self.speech)].astype(np.int16)
+        if not self.talk or k < 0 or (k + 1) * FRAME > len(self.speech):
+            return None
+        return self.speech[k * FRAME:(k + 1) * FRAME].astype(np.int16)
+
+
+@dataclass
+class World:
+    settings: Settings
+    db: Database
+    server: BackgroundServer
+    tokens: dict[str, str]
+    runs: dict[str, str] = field(default_factory=dict)
+    suite: Path | None = None
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.server.port}"
+
+    @property
+    def hub(self):
+        return self.server.app.state.mpe.live
+
+
+async def wait_run(db: Database, run_id: str, tasks=(), timeout: float = 120) -> dict[str, Any]:
+    t0 = time.monotonic()
+    while True:
+        p = await asyncio.to_thread(run_progress, db, run_id)
+        if p["status"] in ("finished", "cancelled"):
+            return p
+        for t in tasks:
+            if t.done() and t.exception():
+                raise t.exception()
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"run did not finish: {p}")
+        await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def bridge(world: World, b: Bridge, token: str | None = None, server: str | None = None):
+    client = BridgeClient(b, BridgeOptions(server=server or world.ws, token=token or world.tokens["admin"],
+                                           backoff_min_s=0.05))
+    task = asyncio.create_task(client.run())
+    try:
+        yield task
+    finally:
+        client.stop()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@asynccontextmanager
+async def world_on(kind: str, tmp: Path, suite: Path, **settings_kw):
+    root = tmp / "suites"  # a suites root of this world's own (tests add bad suites to it)
+    shutil.copytree(suite, root / suite.name)
+    suite = root / suite.name
+    async with database_url(kind, tmp) as url:
+        settings = make_settings(url, tmp, suites_root=root, **settings_kw)
+        db = await asyncio.to_thread(Database, settings.db_url)
+        tokens = {"alpha": create_token(db, "alpha", label="alpha user"),
+                  "beta": create_token(db, "beta", label="beta user"),
+                  "admin": create_token(db, "ops", admin=True, label="admin")}
+        try:
+            async with BackgroundServer(settings) as server:
+                yield World(settings, db, server, tokens, suite=suite)
+        finally:
+            db.dispose()

@@ -1,0 +1,268 @@
+"""Scenario generation: exact composition, determinism by seed, the rules, variety, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from server.cli import app
+from server.dataset import inventory as inv
+from server.dataset.build import build_text_suite, make_generator
+from server.dataset.builtin import BUILTINS, build_builtin
+from server.dataset.compose import Composition, apportion, plan_pairs
+from server.dataset.procedural import ProceduralGenerator
+from server.dataset.rules import check_script
+from server.dataset.schema import DatasetError
+from server.suite import Suite, bucket_of, check_suite, mentions_aria
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory) -> Suite:
+    """2,000 pairs as text, the benchmark's default shape."""
+    root = tmp_path_factory.mktemp("g") / "full"
+    suite, what = build_text_suite(root, name="full", pairs=2000, seed=20260902,
+                                   generator=ProceduralGenerator(20260902))
+    assert what == "written"
+    return suite
+
+
+def _per_pair(suite: Suite):
+    return [p["explicit"] for p in suite.pairs().values()]
+
+
+# ---------------------------------------------------------------------------- composition
+
+
+def test_default_composition_matches_the_benchmark():
+    c = Composition.from_shares(2000)
+    assert (c.pairs, c.four_speaker, c.n4) == (2000, 500, 968)
+    assert c.buckets == {"early-middle": 667, "middle": 667, "late-middle": 666}
+
+
+def test_2000_pairs_hit_the_composition_exactly_and_pass_validation(full):
+    pairs = _per_pair(full)
+    assert len(pairs) == 2000 and len(full.scenarios) == 4000
+    assert Counter(sc.n_speakers for sc in pairs) == {3: 1500, 4: 500}
+    assert Counter(sc.t_bucket for sc in pairs) == {"early-middle": 667, "middle": 667, "late-middle": 666}
+    assert sum("N4Q" in sc.labels for sc in pairs) == 968
+    # every rule of §2 and every construction rule
+    assert check_suite(full, check_audio=False, strict=True) == []
+    for sc in full.scenarios:
+        assert bucket_of(sc.t_index, len(sc.turns)) == sc.t_bucket
+        assert {t.speaker for t in sc.turns} == set("ABCD"[: sc.n_speakers])
+
+
+def test_scenarios_have_every_kind_of_turn_and_the_right_addressing(full):
+    pairs = full.pairs()
+    for p in pairs.values():
+        ex, im = p["explicit"], p["implicit"]
+        t = ex.t_index
+        assert mentions_aria(ex.turns[t].text) and not mentions_aria(im.turns[t].text)
+        assert ex.turns[t].addressee == "Aria"
+        assert {"N1", "N2", "N3"} <= set(ex.labels)
+        if "N4Q" in ex.labels:
+            q = ex.labels.index("N4Q")
+            assert q > t and ex.labels[q + 1] == "N4R" and mentions_aria(ex.turns[q].text)
+        # the implicit cue is in T or in the revised turn just before it (an N1 naming Aria)
+        if ex.turns[t - 1].text != im.turns[t - 1].text:
+            assert im.turns[t - 1].label == "N1" and mentions_aria(im.turns[t - 1].text)
+    cues = Counter(p["explicit"].turns[p["explicit"].t_index - 1].text != p["implicit"].turns[
+        p["implicit"].t_index - 1].text for p in pairs.values())
+    assert 0.35 < cues[True] / 2000 < 0.65  # both implicit strategies are well represented
+
+
+CHOICE_TASKS = {"finding a day for a get-together", "booking a weekend away", "packing for a camping weekend",
+                "playing a board game", "booking flights for a holiday", "shopping for a new laptop"}
+
+
+def test_choice_answers_were_said_before_t(full):
+    """For tasks whose answer is one of the options, the answer was mentioned earlier."""
+    checked = 0
+    for sc in _per_pair(full):
+        if sc.attributes["activity"] not in CHOICE_TASKS:
+            continue
+        before = " ".join(t.text for t in sc.turns[: sc.t_index]).lower()
+        assert any(k.lower() in before for k in sc.answer_keys[0]), (sc.scenario_id, sc.answer_keys)
+        checked += 1
+    assert checked > 500
+
+
+def test_attributes_are_spread_evenly_and_compatible(full):
+    pairs = _per_pair(full)
+    acts = Counter(sc.attributes["activity"] for sc in pairs)
+    assert set(acts) == {a.value for a in inv.ACTIVITIES}
+    assert max(acts.values()) - min(acts.values()) <= 1
+    for sc in pairs:
+        a = inv.activity(sc.attributes["activity"])
+        s = inv.setting(sc.attributes["setting"])
+        assert a.kinds is None or a.kinds & s.kinds
+        assert inv.device_context(sc.attributes["device_context"]) in inv.devices_for(s)
+        assert inv.relationship(sc.attributes["relationship"]) in inv.relationships_for(s, a)
+    assert len(Counter(sc.attributes["register"] for sc in pairs)) == len(inv.REGISTERS)
+
+
+def test_conversations_are_varied(full):
+    scripts = {tuple(t.text for t in sc.turns) for sc in full.scenarios if sc.condition == "explicit"}
+    assert len(scripts) == 2000  # no conversation is repeated
+    t_texts = {sc.turns[sc.t_index].text for sc in full.scenarios if sc.condition == "explicit"}
+    assert len(t_texts) > 500
+    lines = Counter(t.text for sc in full.scenarios for t in sc.turns)
+    assert len(lines) > 5000
+
+
+@pytest.mark.parametrize("pairs, four, n4, buckets", [
+    (9, 1 / 3, 0.0, (1.0, 1.0, 1.0)),
+    (10, 0.25, 0.484, (1.0, 1.0, 1.0)),
+    (12, 1.0, 1.0, (2.0, 1.0, 1.0)),
+    (7, 0.0, 0.5, (0.0, 1.0, 0.0)),
+])
+def test_composition_is_configurable_and_exact(pairs, four, n4, buckets):
+    c = Composition.from_shares(pairs, four_speaker_share=four, n4_share=n4, bucket_shares=buckets)
+    plans = plan_pairs(c, seed=5)
+    assert sum(p.n_speakers == 4 for p in plans) == c.four_speaker
+    assert sum(p.has_n4 for p in plans) == c.n4
+    assert Counter(p.t_bucket for p in plans) == {b: n for b, n in c.buckets.items() if n}
+    assert sum(c.buckets.values()) == pairs
+    gen = ProceduralGenerator(5)
+    for p in plans:
+        assert check_script(gen.generate(p), p) == []
+
+
+def test_apportion_is_exact_with_ties_to_earlier_parts():
+    assert apportion(2000, (1.0, 1.0, 1.0)) == [667, 667, 666]
+    assert apportion(10, (1.0, 1.0, 1.0)) == [4, 3, 3]
+    assert apportion(5, (3.0, 1.0)) == [4, 1]
+    assert sum(apportion(997, (0.2, 0.3, 0.5))) == 997
+
+
+def test_bad_composition_is_a_clear_error():
+    with pytest.raises(DatasetError, match="share"):
+        Composition.from_shares(10, n4_share=1.5)
+    with pytest.raises(DatasetError, match="at least one pair"):
+        Composition.from_shares(0)
+    with pytest.raises(ValueError, match="sum"):
+        Composition(pairs=3, four_speaker=0, buckets={"early-middle": 1, "middle": 1, "late-middle": 0}, n4=0)
+
+
+# ---------------------------------------------------------------------------- determinism
+
+
+def _bytes(root: Path) -> tuple[bytes, bytes]:
+    return (root / "suite.json").read_bytes(), (root / "scenarios.jsonl").read_bytes()
+
+
+def test_same_seed_same_suite_byte_for_byte(tmp_path):
+    a, _ = build_text_suite(tmp_path / "a", name="s", pairs=60, seed=42, generator=ProceduralGenerator(42))
+    b, _ = build_text_suite(tmp_path / "b", name="s", pairs=60, seed=42, generator=ProceduralGenerator(42))
+    c, _ = build_text_suite(tmp_path / "c", name="s", pairs=60, seed=43, generator=ProceduralGenerator(43))
+    assert _bytes(tmp_path / "a") == _bytes(tmp_path / "b")
+    assert _bytes(tmp_path / "a")[1] != _bytes(tmp_path / "c")[1]
+    assert a.content_hash() == b.content_hash() != c.content_hash()
+
+
+def test_same_seed_same_suite_in_fresh_processes(tmp_path):
+    """Nothing depends on hash randomisation or process state."""
+    code = ("import sys; from pathlib import Path; from server.dataset.build import build_text_suite;"
+            "from server.dataset.procedural import ProceduralGenerator;"
+            "build_text_suite(Path(sys.argv[1]), name='s', pairs=40, seed=9, generator=ProceduralGenerator(9))")
+    for i, hashseed in enumerate(("1", "2")):
+        env = {**os.environ, "PYTHONHASHSEED": hashseed}
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"p{i}")], check=True, env=env, cwd=REPO)
+    build_text_suite(tmp_path / "here", name="s", pairs=40, seed=9, generator=ProceduralGenerator(9))
+    assert _bytes(tmp_path / "p0") == _bytes(tmp_path / "p1") == _bytes(tmp_path / "here")
+
+
+def test_regenerating_into_the_same_dir_keeps_it_and_a_different_suite_is_refused(tmp_path):
+    root = tmp_path / "s"
+    build_text_suite(root, name="s", pairs=5, seed=1, generator=ProceduralGenerator(1))
+    _, what = build_text_suite(root, name="s", pairs=5, seed=1, generator=ProceduralGenerator(1))
+    assert what == "kept"
+    with pytest.raises(DatasetError, match="--force"):
+        build_text_suite(root, name="s", pairs=5, seed=2, generator=ProceduralGenerator(2))
+    _, what = build_text_suite(root, name="s", pairs=5, seed=2, generator=ProceduralGenerator(2), force=True)
+    assert what == "written" and Suite.load(root).meta.seed == 2
+
+
+# ---------------------------------------------------------------------------- built-in suites
+
+
+def test_builtin_definitions():
+    assert (BUILTINS["mini"].pairs, BUILTINS["full"].pairs) == (10, 2000)
+    assert BUILTINS["full"].composition() == Composition.from_shares(2000)
+    with pytest.raises(DatasetError, match="mini"):
+        build_builtin("nope", "/tmp")
+
+
+def test_builtin_mini_text_only(tmp_path):
+    path = build_builtin("mini", tmp_path, audio=False)
+    suite = Suite.load(path)
+    assert path == tmp_path / "suites" / "mini"
+    assert suite.meta.name == "mini" and len(suite.pairs()) == 10
+    assert check_suite(suite, check_audio=False, strict=True) == []
+    stamp = (path / ".build.json").stat().st_mtime_ns
+    assert build_builtin("mini", tmp_path, audio=False) == path  # complete: reused
+    assert (path / ".build.json").stat().st_mtime_ns == stamp
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def test_cli_generate_stats_export(tmp_path):
+    out = tmp_path / "suite"
+    r = runner.invoke(app, ["dataset", "generate", "--out", str(out), "--pairs", "40", "--seed", "3", "--no-audio"])
+    assert r.exit_code == 0, r.output
+    assert "30 three-human, 10 four-human" in r.output and "audio pending" in r.output
+
+    r = runner.invoke(app, ["dataset", "stats", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    stats = json.loads(r.stdout)
+    comp = stats["composition"]
+    assert comp["pairs"] == 40 and comp["speakers"] == {"3": 30, "4": 10}
+    assert comp["t_buckets"] == {"early-middle": 14, "middle": 13, "late-middle": 13}
+    assert comp["n4_pairs"] == 19 and stats["audio"] == "pending" and "durations" not in stats
+    assert comp["labels"]["explicit"]["T"] == 40 == comp["labels"]["implicit"]["T"]
+
+    r = runner.invoke(app, ["dataset", "stats", str(out)])
+    assert r.exit_code == 0 and "Composition" in r.output and "audio pending" in r.output
+
+    jl = tmp_path / "t.jsonl"
+    r = runner.invoke(app, ["dataset", "export-text", str(out), "--out", str(jl)])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(line) for line in jl.read_text().splitlines()]
+    suite = Suite.load(out)
+    assert len(recs) == 80
+    for rec, sc in zip(recs, suite.scenarios):
+        assert rec["scenario_id"] == sc.scenario_id and rec["condition"] == sc.condition
+        assert rec["transcript"].splitlines() == [f"{t.speaker}: {t.text}" for t in sc.turns]
+        assert rec["turns"][rec["t_index"]]["label"] == "T" and rec["gold_answer"] == sc.gold_answer
+
+    r = runner.invoke(app, ["dataset", "export-text", str(out), "--out", str(jl), "--condition", "implicit",
+                            "--no-labels"])
+    recs = [json.loads(line) for line in jl.read_text().splitlines()]
+    assert len(recs) == 40 and all(r["condition"] == "implicit" and "label" not in r["turns"][0] for r in recs)
+
+
+def test_cli_generate_refuses_to_overwrite_a_different_suite(tmp_path):
+    out = tmp_path / "s"
+    assert runner.invoke(app, ["dataset", "generate", "--out", str(out), "--pairs", "3", "--no-audio"]).exit_code == 0
+    r = runner.invoke(app, ["dataset", "generate", "--out", str(out), "--pairs", "4", "--no-audio"])
+    assert r.exit_code == 2 and "--force" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["dataset", "generate", "--out", str(out), "--pairs", "4", "--no-audio", "--force"])
+    assert r.exit_code == 0 and len(Suite.load(out).pairs()) == 4
+
+
+def test_unknown_generator_and_bad_options():
+    with pytest.raises(DatasetError, match="unknown generator"):
+        make_generator("gpt", 1)
+    r = runner.invoke(app, ["dataset", "generate", "--out", "/tmp/x", "--n4-share", "2", "--no-audio"])
+    assert r.exit_code == 2 and "share" in r.output
