@@ -119,7 +119,7 @@ class Oracle(Bridge):
     blocking = False
     ANSWER_DELAY = 7_200  # 0.3 s after T ends
     N4_DELAY = 9_600  # 0.4 s after N4Q ends
-    N4_STOP = 7_200  # stop 0.3 s after N4R starts ("hears" it)
+    N4_STOP = 19_200  # stop 0.8 s after N4R starts ("hears" it; well inside the 2 s)
 
     def __init__(self, suite: str | None = None, data_dir: str | None = None, **_):
         super().__init__()

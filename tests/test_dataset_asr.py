@@ -89,7 +89,8 @@ def clips(pytestconfig, tmp_path_factory):
         engine = get_engine("piper")
     except TTSUnavailable:
         pytest.skip(f"piper not installed ({INSTALL_HINT})")
-    cache_dir = pytestconfig.cache.mkdir("mpe-tts") if pytestconfig.cache else tmp_path_factory.mktemp("tts")
+    pc = getattr(pytestconfig, "cache", None)
+    cache_dir = pc.mkdir("mpe-tts") if pc is not None else tmp_path_factory.mktemp("tts")
     cache = ClipCache(cache_dir)
     return [(spk, text, cache.synthesize(engine, text, DEFAULT_VOICES[spk])) for spk, text in LINES]
 

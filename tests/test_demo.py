@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from server.demo import run_demo
+from server.demo import run_demo, sanity_problems
 from server.settings import Settings
 
 
@@ -12,7 +12,8 @@ async def test_demo_reference_bridges(tmp_path):
     settings = Settings(data_dir=tmp_path / ".mpe", flush_s=0.5, poll_s=0.05)
     settings.ensure_dirs()
     console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
-    result = await run_demo(settings, ["silent", "always-talk", "oracle"], console=console)
+    # ASR off here (the semantic path has its own tests); detection and every window rule on.
+    result = await run_demo(settings, ["silent", "always-talk", "oracle"], console=console, asr="none")
     console.file.close()
     summaries = result["summaries"]
     per_model = {m: sum(1 for k in summaries if k[0] == m) for m in ("silent", "always-talk", "oracle")}
@@ -26,5 +27,9 @@ async def test_demo_reference_bridges(tmp_path):
         else:  # the oracle behaves ideally
             assert sm["t_wait"] == "silence" and 0 < sm["t_onset_s"] < 1 and quiet == total
             assert all(e["speaking_at_t_R"] and e["silent_at_t_R+2s"] for e in sm["n4"])
+    assert sanity_problems(result["metrics"], semantic=False) == []  # each at its known extreme
+    assert result["metrics"]["oracle"]["explicit"]["silence_preservation"]["value"] == 1.0
+    assert result["metrics"]["silent"]["implicit"]["response_presence"]["num"] == 0
+    assert result["report"].exists() and "<html" in result["report"].read_text()[:500].lower()
     text = (tmp_path / "out.txt").read_text()
     assert "oracle" in text and "no_response" in text
