@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup browser demo test bench clean
+.PHONY: setup system demo test bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,14 +17,18 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/mpe demo
 
-# The browser tests drive Debian's chromium through Playwright (never a downloaded browser).
-browser:
-	@if [ ! -x /usr/bin/chromium ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
-	  else echo "chromium missing: run 'apt-get install chromium' as root (the browser tests are skipped)"; fi; \
+# Debian packages the tests use: chromium (browser tests through Playwright, never a
+# downloaded browser) and espeak-ng (the second TTS engine). Installed as root when missing.
+system:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  else echo "missing:$$missing (install them as root; the tests that need them are skipped)"; fi; \
 	fi
 
-test: setup browser
+test: setup system
 	$(BIN)/pytest -q
 
 bench: setup

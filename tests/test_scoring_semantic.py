@@ -198,3 +198,39 @@ class TestBackendErrors:
         monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
         with pytest.raises(BackendUnavailable, match="ANTHROPIC_API_KEY"):
             make_judge("claude")
+
+
+class CountingASR(EmptyASR):
+    """Records what it is asked to transcribe."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.lengths = []
+
+    def transcribe(self, pcm):
+        self.lengths.append(len(pcm))
+        return ASRResult("okay", {})
+
+
+def test_rule_judge_decides_long_speech_on_duration_without_asr(say):
+    judge = RuleJudge()
+    assert judge.decide_on_duration("silence", 2000) is None
+    assert judge.decide_on_duration("silence", 2001).label == "SUBSTANTIVE_INTRUSION"
+    assert judge.decide_on_duration("answer", 30_000) is None
+    assert judge.decide_on_duration("answer", 30_001).label == "INCORRECT"
+    long_talk = say("Well, I was just thinking about the weekend and all the things we still need to do.")
+    ep = simulate(TURNS, place(sec(40), (sec(2.0), long_talk), (sec(9.8), say("Eleven dollars."))),
+                  gold=GOLD, answer_keys=KEYS)
+    asr = CountingASR()
+    e = score_episode(ep, asr, judge, Cache())
+    spoken = [w for w in e["silence_windows"] if w["speech_ms"] > 0]
+    assert any(w["speech_ms"] > 2000 for w in spoken)
+    for w in spoken:
+        if w["speech_ms"] > 2000:  # decided by length: no transcript needed, none made
+            assert w["reason"] == "duration" and w["transcript"] is None and not w["passed"]
+            assert w["verdict"] == "SUBSTANTIVE_INTRUSION"
+        else:
+            assert w["transcript"] == "okay"
+    assert e["t"]["transcript"] == "okay"  # a short answer is still transcribed
+    assert len(asr.lengths) == 1 + sum(1 for w in spoken if w["speech_ms"] <= 2000)

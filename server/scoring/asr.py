@@ -22,6 +22,8 @@ is part of the cache key of every transcript it makes.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import hashlib
 import json
 import threading
@@ -70,21 +72,21 @@ def to_16k(pcm: np.ndarray) -> np.ndarray:
     return soxr.resample(x, STREAM_RATE, ASR_RATE, quality="HQ").astype(np.float32)
 
 
-class ASRBackend:
+class ASRBackend(ABC):
     """Transcribes one 24 kHz int16 clip. Subclasses load their model lazily."""
 
     name = "base"
     enabled = True
 
-    def describe(self) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def describe(self) -> dict[str, Any]: ...
 
     def key(self) -> str:
         """Identity of this backend and its settings (part of the transcript cache key)."""
         return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()
 
-    def transcribe(self, pcm: np.ndarray) -> ASRResult:
-        raise NotImplementedError
+    @abstractmethod
+    def transcribe(self, pcm: np.ndarray) -> ASRResult: ...
 
 
 class NoASR(ASRBackend):

@@ -146,8 +146,12 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
         "reason": "no_response",
     }
     if t.present:
+        early = judge.decide_on_duration("answer", ms(t.speech)) if semantic else None
         if not semantic:
             t_entry["reason"] = "no_asr"
+        elif early is not None:
+            t_entry.update(correct=early.label == "CORRECT", verdict=early.label, reason="duration",
+                           verdict_note=early.raw)
         else:
             tid, text = cache.transcribe(asr, join_fragments(track, t.response))
             t_entry.update(transcript=text, transcript_id=tid)
@@ -171,8 +175,12 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
         }
         if sw.has_speech:
             entry["passed"] = False
+            early = judge.decide_on_duration("silence", ms(sw.speech_samples)) if semantic else None
             if not semantic:
                 entry["reason"] = "no_asr"  # duration-only: speech fails
+            elif early is not None:
+                entry.update(passed=early.label == "BACKCHANNEL", verdict=early.label, reason="duration",
+                             verdict_note=early.raw)
             else:
                 tid, text = cache.transcribe(asr, join_fragments(track, sw.speech))
                 entry.update(transcript=text, transcript_id=tid)

@@ -22,6 +22,8 @@ through the ``anthropic`` SDK; ``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import hashlib
 import json
 import os
@@ -70,12 +72,12 @@ class Verdict(BaseModel):
         return self.label == PASSING[self.task]
 
 
-class Judge:
+class Judge(ABC):
     name = "base"
     model = ""
 
-    def prompt_version(self, task: str) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def prompt_version(self, task: str) -> str: ...
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model,
@@ -87,11 +89,15 @@ class Judge:
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def judge_answer(self, inp: AnswerInput) -> Verdict:
-        raise NotImplementedError
+    @abstractmethod
+    def judge_answer(self, inp: AnswerInput) -> Verdict: ...
 
-    def judge_silence(self, inp: SilenceInput) -> Verdict:
-        raise NotImplementedError
+    @abstractmethod
+    def judge_silence(self, inp: SilenceInput) -> Verdict: ...
+
+    def decide_on_duration(self, task: str, speech_ms: int) -> Verdict | None:
+        """A verdict that no transcript could change, so ASR can be skipped; None otherwise."""
+        return None
 
     def judge(self, task: str, inp: BaseModel) -> Verdict:
         return self.judge_answer(inp) if task == "answer" else self.judge_silence(inp)  # type: ignore[arg-type]
@@ -199,6 +205,7 @@ BACKCHANNEL_LEXICON = frozenset(
     "i see got it cool nice great wow thanks thank you sounds good indeed gotcha".split())
 BACKCHANNEL_MAX_WORDS = 4
 ANSWER_MAX_WORDS = 60  # about 20 s of speech: longer is a monologue, not an answer
+ANSWER_MAX_SPEECH_MS = 30_000  # no answer of 60 words or fewer takes this long
 BACKCHANNEL_MAX_MS = 2000
 
 
@@ -245,6 +252,17 @@ class RuleJudge(Judge):
             why = f"derived keys from gold answer: numbers {nums} {'all' if nums_ok else 'not all'} present, " \
                   f"{covered}/{len(others)} content words present"
         return self._verdict("answer", "CORRECT" if ok else "INCORRECT", why)
+
+    def decide_on_duration(self, task: str, speech_ms: int) -> Verdict | None:
+        # Length limits alone decide these, whatever the words: no transcription needed.
+        if task == "silence" and speech_ms > BACKCHANNEL_MAX_MS:
+            return self._verdict("silence", "SUBSTANTIVE_INTRUSION",
+                                 f"{speech_ms} ms of speech > {BACKCHANNEL_MAX_MS} ms (decided on duration)")
+        if task == "answer" and speech_ms > ANSWER_MAX_SPEECH_MS:
+            return self._verdict("answer", "INCORRECT",
+                                 f"{speech_ms} ms of speech > {ANSWER_MAX_SPEECH_MS} ms: not a direct answer "
+                                 "(decided on duration)")
+        return None
 
     def judge_silence(self, inp: SilenceInput) -> Verdict:
         words = normalize(inp.transcript)
