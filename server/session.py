@@ -252,7 +252,9 @@ class EpisodeSession:
             try:
                 await asyncio.to_thread(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
                                         n_frames=self.room_sent, error_code=code, error_message=message,
-                                        stats=self.rec.stats, answered=self.frames_in > 0)
+                                        stats=self.rec.stats,
+                                        # only a silent departure (no error of the bridge's own) is "unstarted"
+                                        answered=self.frames_in > 0 or isinstance(err, MPEError))
             finally:
                 if self.observer is not None:
                     self.observer.end(reason)

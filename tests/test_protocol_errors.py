@@ -537,8 +537,10 @@ async def test_server_shutdown_closes_1012_and_requeues(settings, db, mini_suite
         await asyncio.wait_for(ws.recv(), T)
     assert ws.close_code == 1012
     with db.session() as s:
-        assert s.scalars(select(Attempt.status)).one() == "failed"
-        assert s.scalar(select(Episode.status).where(Episode.run_id == run_id)) == "queued"
+        # the bridge never answered: the attempt does not count against the episode
+        assert s.scalars(select(Attempt.status)).one() == "unstarted"
+        ep = s.scalars(select(Episode).where(Episode.run_id == run_id)).one()
+        assert ep.status == "queued" and ep.attempts == 0
     async with BackgroundServer(settings) as srv2:  # a restarted server finishes the episode
         await serve_one(srv2, token)
     with db.session() as s:
