@@ -27,8 +27,8 @@ sha256(engine name, engine version, voice, text); writes are atomic.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -42,7 +42,7 @@ import numpy as np
 import soundfile as sf
 
 from clients.errors import MPEError
-from server.suite import create_temp_file
+from server.suite import atomic_write_bytes
 
 OUTPUT_RATE = 24_000
 INSTALL_HINT = "pip install 'duplex-mpe[tts]'"
@@ -353,20 +353,9 @@ class ClipCache:
         if audio.dtype != np.int16 or audio.ndim != 1:
             raise ValueError("cached clips must be 1-D int16")
         path = self.path_for(self.key(engine.name, engine.version, voice, text))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = create_temp_file(path)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                sf.write(f, audio, OUTPUT_RATE, format="FLAC", subtype="PCM_16")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        buf = io.BytesIO()
+        sf.write(buf, audio, OUTPUT_RATE, format="FLAC", subtype="PCM_16")
+        atomic_write_bytes(path, buf.getvalue())
         return path
 
     def synthesize(self, engine: TTSEngine, text: str, voice: str) -> np.ndarray:

@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sqlalchemy as sa
 
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
@@ -23,28 +21,9 @@ from server.auth import create_token
 from server.db import Database
 from server.runs import run_progress
 from server.settings import Settings
-from tests.conftest import PG_URL
+from tests.conftest import database_url
 
 FRAME = 1920
-
-
-@asynccontextmanager
-async def database_url(kind: str, tmp: Path):
-    """Like conftest's db_url fixture, usable from module-scoped fixtures."""
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp / 'mpe.db'}"
-        return
-    schema = "t_" + uuid.uuid4().hex[:12]
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as c:
-        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    sep = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as c:
-            c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def make_settings(url: str, tmp: Path, **kw) -> Settings:
@@ -135,7 +114,7 @@ async def world_on(kind: str, tmp: Path, suite: Path, **settings_kw):
     root = tmp / "suites"  # a suites root of this world's own (tests add bad suites to it)
     shutil.copytree(suite, root / suite.name)
     suite = root / suite.name
-    async with database_url(kind, tmp) as url:
+    with database_url(kind, tmp) as url:
         settings = make_settings(url, tmp, suites_root=root, **settings_kw)
         db = await asyncio.to_thread(Database, settings.db_url)
         tokens = {"alpha": create_token(db, "alpha", label="alpha user"),

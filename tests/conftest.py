@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -17,21 +18,30 @@ from tests.audio_fixtures import speech_cache_dir, synthesize
 PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request, tmp_path):
-    """Every database test runs on SQLite and on the real PostgreSQL (own schema per test)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'mpe.db'}"
+@contextmanager
+def database_url(kind: str, tmp: Path):
+    """A fresh database: a SQLite file in ``tmp``, or its own schema in the test PostgreSQL."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp / 'mpe.db'}"
         return
     schema = "t_" + uuid.uuid4().hex[:12]
     admin = sa.create_engine(PG_URL)
     with admin.begin() as c:
         c.execute(sa.text(f"CREATE SCHEMA {schema}"))
     sep = "&" if "?" in PG_URL else "?"
-    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    with admin.begin() as c:
-        c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as c:
+            c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path):
+    """Every database test runs on SQLite and on the real PostgreSQL (own schema per test)."""
+    with database_url(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import soundfile as sf
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext

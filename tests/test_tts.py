@@ -249,18 +249,18 @@ def test_cache_stores_under_data_dir(tmp_path):
 
 
 def test_interrupted_write_leaves_no_cached_file(tmp_path, monkeypatch):
+    import server.suite as suite_mod
+
     engine = ToneEngine()
     cache = ClipCache(tmp_path)
-    real_write = tts.sf.write
 
-    def write_then_die(file, data, *args, **kwargs):
-        real_write(file, data[: len(data) // 2], *args, **kwargs)  # half a file on disk...
-        raise KeyboardInterrupt  # ...then the run is interrupted
+    def die(fd):  # the clip's bytes are in the temporary file, then the run is interrupted
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(tts.sf, "write", write_then_die)
+    monkeypatch.setattr(suite_mod.os, "fsync", die)
     with pytest.raises(KeyboardInterrupt):
         cache.synthesize(engine, "interrupted line", "v")
-    monkeypatch.setattr(tts.sf, "write", real_write)
+    monkeypatch.undo()
 
     cache_dir = tmp_path / "tts-cache"
     assert not [p for p in cache_dir.rglob("*") if p.is_file()]  # neither clip nor temp file

@@ -227,7 +227,7 @@ def task_recipe(c: Ctx) -> Task:
            "it says two hundred on the packet."),
           ("is there a shop open late near here?", "the one on the corner is open until eleven.",
            "I just remembered, the corner shop is open late.")]
-    follow = [f"okay, I'll start chopping.", "{name}, can you put the oven on?", "let's get the big pan out, then."]
+    follow = ["okay, I'll start chopping.", "{name}, can you put the oven on?", "let's get the big pan out, then."]
     openers = [f"so, {dish} tonight. Who's helping?", f"right, let's get the {dish} started.",
                f"okay, I found a {dish} recipe. Let's see what we need."]
     return Task(openers, facts, q, gold, keys, n4, follow)
@@ -377,7 +377,7 @@ def task_roadtrip(c: Ctx) -> Task:
                           f"on the motorway we'll do about {words(speed)} kilometres an hour."))),
              fact(f"and the car does about {words(tank)} kilometres on a full tank.")]
     c.rng.shuffle(facts)
-    q = f"how long will the drive take at that speed?"
+    q = "how long will the drive take at that speed?"
     gold = f"About {hours_phrase(half_hours)}."
     keys = [hours_keys(half_hours)]
     n4 = [("is there a service station on the way?", "there's one about halfway, we stopped there last year.",
