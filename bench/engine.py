@@ -12,8 +12,8 @@ Parts (``--parts``):
     Throughput in stream-seconds per wall-second (DESIGN §4 lockstep clock) with the
     ``silent`` and the ``always-talk`` bridge, for 1 and for 8 concurrent episodes, on
     SQLite and on PostgreSQL. Concurrency = N bridges connected at once serving a run of
-    ``N × --ls-episodes-per-bridge`` episodes. Wall time is the span from the first
-    attempt's start to the last attempt's end (``attempts`` table).
+    ``max(N × --ls-episodes-per-bridge, --ls-min-episodes)`` episodes. Wall time is the
+    span from the first attempt's start to the last attempt's end (``attempts`` table).
 ``realtime``
     Pacing of the realtime clock (§4: room frame n at t0 + n·80 ms on absolute monotonic
     deadlines) with 1, 16 and 64 concurrent episodes: the send-time error of every room
@@ -29,7 +29,7 @@ horizon (seq = rt_seconds / 0.08) minus the median error of its first 25 frames.
 
 Usage::
 
-    python bench/engine.py                       # everything (about 15 minutes)
+    python bench/engine.py                       # everything (about 12 minutes)
     python bench/engine.py --quick               # smoke run, under a minute
     python bench/engine.py --parts realtime,naive --rt-concurrency 64 --json out.json
 
@@ -208,7 +208,7 @@ class Env:
 async def bench_env(db_kind: str, workdir: Path, pg_url: str) -> AsyncIterator[Env]:
     with database_url(db_kind, workdir, pg_url) as url:
         data_dir = workdir / f"data-{uuid.uuid4().hex[:8]}"
-        settings = Settings(data_dir=data_dir, DATABASE_URL=url)  # production defaults otherwise
+        settings = Settings(data_dir=data_dir, DATABASE_URL=url)  # defaults (or MPE_* from the environment)
         db = await asyncio.to_thread(Database, url)
         try:
             token = await asyncio.to_thread(create_token, db, TEAM, label="bench")
@@ -641,9 +641,12 @@ def comparison(realtime: list[dict]) -> list[dict]:
 
 
 def code_version() -> str:
-    """The commit of the checkout being measured (plus "+dirty" for local changes to the engine)."""
+    """The commit of the checkout being measured (plus "+dirty" for local changes to the engine);
+    ``MPE_BENCH_CODE_VERSION`` names it where there is no git checkout (an exported tree)."""
     import subprocess
 
+    if os.environ.get("MPE_BENCH_CODE_VERSION"):
+        return os.environ["MPE_BENCH_CODE_VERSION"]
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -651,8 +654,16 @@ def code_version() -> str:
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "server", "clients", "model_bridges"],
                                cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("MPE_BENCH_CODE_VERSION", "unknown")
+        return "unknown"
     return head + ("+dirty" if dirty else "")
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
 
 
 def machine() -> dict[str, Any]:
@@ -661,7 +672,7 @@ def machine() -> dict[str, Any]:
     return {
         "code": code_version(),
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": _cpu_model() or platform.processor() or platform.machine(),
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
         "uvicorn": md.version("uvicorn"), "websockets": md.version("websockets"),
         "sqlalchemy": md.version("sqlalchemy"),
@@ -729,19 +740,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma list of lockstep, realtime, naive (default: all)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run (< 1 min): short episodes, N = 1,2 lockstep and 1,4 realtime, 5 s horizon")
-    p.add_argument("--ls-bridges", type=_words, default=["silent", "always-talk"])
-    p.add_argument("--ls-concurrency", type=_ints, default=[1, 8])
-    p.add_argument("--ls-dbs", type=_words, default=["sqlite", "postgres"])
+    p.add_argument("--ls-bridges", type=_words, default=["silent", "always-talk"], help="lockstep bridges")
+    p.add_argument("--ls-concurrency", type=_ints, default=[1, 8], help="bridges connected at once (comma list)")
+    p.add_argument("--ls-dbs", type=_words, default=["sqlite", "postgres"], help="sqlite and/or postgres")
     p.add_argument("--ls-seconds", type=float, default=40.0,
                    help="stream length of a lockstep scenario with the silent bridge (always-talk adds up to "
                         "60 s: the T wait runs to its cap)")
-    p.add_argument("--ls-episodes-per-bridge", type=int, default=2)
+    p.add_argument("--ls-episodes-per-bridge", type=int, default=2, help="episodes per bridge in a lockstep run")
     p.add_argument("--ls-min-episodes", type=int, default=8, help="at least this many episodes per lockstep run")
-    p.add_argument("--rt-concurrency", type=_ints, default=[1, 16, 64])
+    p.add_argument("--rt-concurrency", type=_ints, default=[1, 16, 64],
+                   help="concurrent realtime episodes (comma list)")
     p.add_argument("--rt-seconds", type=float, default=100.0, help="realtime horizon (drift measured here)")
-    p.add_argument("--rt-bridge", default="always-talk", choices=["silent", "always-talk"])
-    p.add_argument("--rt-db", default="sqlite", choices=["sqlite", "postgres"])
-    p.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    p.add_argument("--rt-bridge", default="always-talk", choices=["silent", "always-talk"],
+                   help="realtime bridge (always-talk: the detector and both audio directions are busy)")
+    p.add_argument("--rt-db", default="sqlite", choices=["sqlite", "postgres"], help="database for realtime")
+    p.add_argument("--pg-url", default=DEFAULT_PG_URL, help="PostgreSQL server (a schema per run, dropped after)")
     p.add_argument("--cache-dir", type=Path, default=None, help="TTS clip cache (default: the server data dir)")
     p.add_argument("--workdir", type=Path, default=None, help="keep databases and suites here (default: a temp dir)")
     p.add_argument("--timeout", type=float, default=600.0, help="per lockstep run")
