@@ -263,11 +263,13 @@ def finish_attempt(
 
 
 def _maybe_finish_run(s, run_id: str) -> None:
+    # Lock the run first: two last episodes finishing at once must not both see the other open.
+    run = s.execute(select(Run).where(Run.id == run_id).with_for_update()
+                    .execution_options(populate_existing=True)).scalar_one()
     open_ = s.scalar(
         select(func.count()).select_from(Episode).where(Episode.run_id == run_id, Episode.status.not_in(DONE_EPISODE))
     )
     if open_ == 0:
-        run = s.get(Run, run_id)
         if run.status in ACTIVE_RUN:
             run.status, run.finished_at = "finished", utcnow()
 
