@@ -149,7 +149,9 @@ class BridgeClient:
     async def _session(self) -> None:
         headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
         b = self.bridge
-        async with websockets.connect(self._url(), additional_headers=headers, max_size=1 << 20) as ws:
+        # compression=None: PCM does not compress, permessage-deflate would only cost CPU.
+        async with websockets.connect(self._url(), additional_headers=headers, max_size=1 << 20,
+                                      compression=None) as ws:
             hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
                           sample_rate=b.sample_rate, clocks=list(b.clocks))
             await ws.send(hello.dumps())

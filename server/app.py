@@ -58,8 +58,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, **kw) -> uvicorn.Config:
-    # Our own limits give clear errors; uvicorn's hard cap only stops abuse.
-    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", ws_max_size=1 << 20,
+    # Our own limits give clear errors; uvicorn's hard cap only stops abuse. PCM does not
+    # compress: permessage-deflate would only cost CPU on every frame.
+    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", ws_max_size=1 << 20, ws_per_message_deflate=False,
                           ws_ping_interval=20, ws_ping_timeout=60, log_level=kw.pop("log_level", "warning"),
                           lifespan="on", **kw)
 
