@@ -11,7 +11,7 @@ import asyncio
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -187,7 +187,6 @@ class SessionConfig:
 
 class EpisodeSession:
     def __init__(self, db: Database, conn: Connection, lease: Lease, owner: str, config: SessionConfig,
-                 on_progress: Callable[[dict], Awaitable[None]] | None = None,
                  observer: EpisodeObserver | None = None):
         self.db, self.conn, self.lease, self.owner, self.config = db, conn, lease, owner, config
         self.observer = observer
