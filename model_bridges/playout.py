@@ -58,6 +58,8 @@ Errors
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import asyncio
 import logging
 import math
@@ -607,10 +609,10 @@ class EndpointBridge(AsyncBridge):
 
     # to implement ----------------------------------------------------------------------
 
-    async def session(self) -> None:  # pragma: no cover - abstract
+    @abstractmethod
+    async def session(self) -> None:
         """Connect, handshake, call ready(), then send next_room() frames and receive audio
         into self.playout until cancelled. Raise (any exception) on failure."""
-        raise NotImplementedError
 
     def new_episode(self) -> None:
         """Reset per-episode state (called by reset before the session starts)."""
