@@ -150,8 +150,6 @@ class FreezeOmniBridge(FarewellMixin, EndpointBridge):
     name = "freeze-omni"
 
     def __init__(self, endpoint: str | None = None, **options: Any):
-        options = dict(options)
-        self.name = str(options.pop("model_name", None) or type(self).name)
         super().__init__(endpoint, **options)
         o = self.options
         self.instructions = duty_text(o)

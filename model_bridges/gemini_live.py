@@ -75,7 +75,7 @@ class GeminiLive(EndpointBridge):
         self.model = o.pop("model", DEFAULT_MODEL)
         if not self.model.startswith("models/"):
             self.model = "models/" + self.model
-        self.name = o.pop("model_name", None) or self.model.split("/", 1)[1]
+        self.name = self.model_name or self.model.split("/", 1)[1]
         self.voice = o.pop("voice", None)
         self.vad = o.pop("vad", "server")
         if self.vad not in ("server", "client"):

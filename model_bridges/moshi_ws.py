@@ -58,7 +58,7 @@ class MoshiWS(EndpointBridge):
     def __init__(self, endpoint: str | None = None, **options):
         options.setdefault("response_timeout_s", "5")
         super().__init__(endpoint, **options)
-        self.name = self.options.pop("model_name", None) or "moshi"
+        self.name = self.model_name or "moshi"
         key_env = self.options.pop("api_key_env", "MOSHI_API_KEY")
         self._key = load_secret(key_env, self.options.pop("api_key_file", None))
         self.text_flush_s = opt_float(self.options, "text_flush_s", 1.0)

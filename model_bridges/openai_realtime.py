@@ -78,7 +78,7 @@ class OpenAIRealtime(EndpointBridge):
         super().__init__(endpoint, **options)
         o = self.options
         self.model = o.pop("model", "gpt-realtime")
-        self.name = o.pop("model_name", None) or self.model
+        self.name = self.model_name or self.model
         self.voice = o.pop("voice", None)
         self.turn_detection = o.pop("turn_detection", "server_vad")
         if self.turn_detection not in TURN_DETECTION:

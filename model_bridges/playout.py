@@ -580,6 +580,10 @@ class EndpointBridge(AsyncBridge):
 
     def __init__(self, endpoint: str | None = None, **options: Any):
         super().__init__()
+        # The model name announced to our server (hello); each bridge has its own default.
+        self.model_name: str | None = options.pop("model_name", None)
+        if self.model_name:
+            self.name = str(self.model_name)
         self.endpoint = endpoint or options.pop("url", None) or self.default_endpoint
         if not self.endpoint:
             raise BridgeConfigError(f"{self.name} needs --endpoint URL")

@@ -26,21 +26,9 @@ from server.detector import detect_segments
 from server.export import episode_document, export_run, load_track
 from server.runs import create_run, run_progress
 from server.speech import Segment
+from tests.api_fixtures import wait_run
 
 FRAME = 1920
-
-
-async def wait_run(db, run_id, tasks=(), timeout=120):
-    t0 = time.monotonic()
-    while True:
-        p = await asyncio.to_thread(run_progress, db, run_id)
-        if p["status"] in ("finished", "cancelled"):
-            return p
-        for t in tasks:
-            if t.done() and t.exception():
-                raise t.exception()
-        assert time.monotonic() - t0 < timeout, f"run did not finish: {p}"
-        await asyncio.sleep(0.05)
 
 
 async def serve(db, server, bridges, run_id, timeout=120):

@@ -20,6 +20,7 @@ from server.tts import (
     get_engine,
     parse_piper_voice,
 )
+from tests.test_suite import CountingEngine
 
 TEXT = "The noodle bar does a big bowl for eleven dollars. That sounds like a good deal to me."
 
@@ -54,18 +55,6 @@ def dominant_f0(x: np.ndarray, rate: int = OUTPUT_RATE) -> float:
             est.append(rate / k)
     assert len(est) > 20, "too few voiced frames to estimate pitch"
     return float(np.median(est))
-
-
-class CountingEngine:
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.version = inner.version
-        self.calls: list[tuple[str, str]] = []
-
-    def synthesize(self, text: str, voice: str) -> np.ndarray:
-        self.calls.append((voice, text))
-        return self.inner.synthesize(text, voice)
 
 
 class ToneEngine:
