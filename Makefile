@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup system demo test bench clean
+.PHONY: setup system demo test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,8 +28,13 @@ system:
 	  else echo "missing:$$missing (install them as root; the tests that need them are skipped)"; fi; \
 	fi
 
-test: setup system
+test: setup system lint
 	$(BIN)/pytest -q
+
+# Lint and the import contracts (the layers of docs/DESIGN.md's map); both fail on a violation.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python bench/engine.py

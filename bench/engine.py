@@ -69,14 +69,16 @@ from sqlalchemy import select
 from clients.codec import STREAM_RATE, frame_samples
 from clients.messages import EpisodeStart
 from clients.sdk import BaseBridge, Bridge, BridgeClient, BridgeOptions
-from server import bridge_ws
 from server.app import BackgroundServer
 from server.auth import create_token
+from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
+from server.core.status import RunStatus
 from server.db import Attempt, Database, Episode, FrameRow
-from server.runs import cancel_run, create_run, run_progress
-from server.session import EpisodeSession
+from server.engine import bridge_ws
+from server.engine.leasing import cancel_run, create_run
+from server.engine.progress import run_progress
+from server.engine.session import EpisodeSession
 from server.settings import Settings
-from server.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.tts import DEFAULT_VOICES, ClipCache, get_engine
 
 FRAME = frame_samples(STREAM_RATE)  # 1920 samples = 80 ms
@@ -241,7 +243,7 @@ class Tracked(Bridge):
 
 
 def make_bridges(name: str, n: int, cache_dir: Path) -> list[Tracked]:
-    from model_bridges import create_bridge
+    from server.bridges import create_bridge
 
     return [Tracked(create_bridge(name, data_dir=str(cache_dir))) for _ in range(n)]
 
@@ -361,7 +363,7 @@ async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, episode
             while True:
                 p = await asyncio.to_thread(run_progress, env.db, run_id)
                 # Done when every episode is; the run's own status is reported, not waited for.
-                if p["completed"] + p["failed"] + p["cancelled"] == p["total"]:
+                if p.done == p.total:
                     break
                 if all(t.done() for t in tasks) or time.monotonic() > deadline:
                     await asyncio.to_thread(cancel_run, env.db, run_id)
@@ -371,9 +373,9 @@ async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, episode
             errors = bridge_errors(tasks)
     rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
     await asyncio.sleep(0.5)
-    run_status = (await asyncio.to_thread(run_progress, env.db, run_id))["status"]
-    if run_status != "finished":
-        log.warning("lockstep %s %s x%d: every episode is done but the run is %r", env.db_kind, bridge, n, run_status)
+    run_status = (await asyncio.to_thread(run_progress, env.db, run_id)).status
+    if run_status != RunStatus.finished:
+        log.warning("lockstep %s %s x%d: every episode is done but the run is %s", env.db_kind, bridge, n, run_status)
     done = [a for a in rows if a.status == "completed"]
     stream_s = sum(a.n_frames for a in done) * PERIOD_S
     wall_s = _span_s(rows)
@@ -547,7 +549,7 @@ async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str
                 await asyncio.to_thread(cancel_run, env.db, run_id)
                 for _ in range(150):  # sessions notice the cancel at their next flush (≤ flush_s)
                     p = await asyncio.to_thread(run_progress, env.db, run_id)
-                    if not p["running"]:
+                    if not p.running:
                         break
                     await asyncio.sleep(0.1)
         send_err = await asyncio.to_thread(room_errors, env.db, run_id, need)

@@ -46,9 +46,11 @@ from clients.sdk import BridgeClient, BridgeOptions  # noqa: E402
 from model_bridges import create_bridge  # noqa: E402
 from server.app import BackgroundServer  # noqa: E402
 from server.auth import create_token  # noqa: E402
+from server.benchmarks.mpe.demo_suite import build_demo_suite  # noqa: E402
+from server.core.status import RunStatus  # noqa: E402
 from server.db import Attempt, Database, Episode, FrameRow  # noqa: E402
-from server.demo_suite import build_demo_suite  # noqa: E402
-from server.runs import create_run, run_progress  # noqa: E402
+from server.engine.leasing import create_run  # noqa: E402
+from server.engine.progress import run_progress  # noqa: E402
 from server.settings import Settings  # noqa: E402
 
 
@@ -109,7 +111,7 @@ async def one_episode(settings: Settings, db: Database, suite: Path, n_listen: i
         client = BridgeClient(create_bridge("echo"), BridgeOptions(server=server.url, token=token))
         task = asyncio.create_task(client.run())
         hub = server.app.state.mpe.live
-        while (await asyncio.to_thread(run_progress, db, run))["status"] != "finished":
+        while (await asyncio.to_thread(run_progress, db, run)).status != RunStatus.finished:
             ch = hub.get(ep_id)
             for lst in list(ch.listeners) if ch else ():
                 dropped[id(lst)] = max(dropped.get(id(lst), 0), lst.dropped)

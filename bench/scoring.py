@@ -73,8 +73,8 @@ def main() -> None:
                 t = time.monotonic()
                 res = score_run(db, run_id, ScoreOptions(asr=asr, workers=workers, fresh=True))
                 wall = time.monotonic() - t
-                audio_s = sum(e["duration_s"] for e in res.episodes)
-                speech_s = sum(e["speech_ms"] for e in res.episodes) / 1000
+                audio_s = sum(e.duration_s for e in res.episodes)
+                speech_s = sum(e.speech_ms for e in res.episodes) / 1000
                 rows.append({"mode": mode, "model": model, "episodes": len(res.episodes), "audio_h": audio_s / 3600,
                              "speech_h": speech_s / 3600, "wall_s": wall, "asr_calls": res.calls["asr"],
                              "h_per_min": (audio_s / 3600) / (wall / 60), "failures": len(res.failures)})

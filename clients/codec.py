@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ProtocolError
+from clients.errors import ProtocolError
 
 PROTOCOL_VERSION = 1
 KIND_ROOM = 1

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from .codec import PROTOCOL_VERSION
-from .errors import ProtocolError
+from clients.codec import PROTOCOL_VERSION
+from clients.errors import ProtocolError
 
 MAX_TEXT_MESSAGE = 64 * 1024
 Clock = Literal["lockstep", "realtime"]

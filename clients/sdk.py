@@ -17,9 +17,19 @@ from dataclasses import dataclass
 import numpy as np
 import websockets
 
-from .codec import KIND_ASSISTANT, KIND_ROOM, PROTOCOL_VERSION, decode_frame, encode_frame, frame_samples
-from .errors import CLOSE_CODES, AuthError, MPEError, ProtocolError, RemoteError
-from .messages import EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Text, Welcome, parse_server_message
+from clients.codec import KIND_ASSISTANT, KIND_ROOM, PROTOCOL_VERSION, decode_frame, encode_frame, frame_samples
+from clients.errors import CLOSE_CODES, AuthError, MPEError, ProtocolError, RemoteError
+from clients.messages import (
+    EpisodeEnd,
+    EpisodeStart,
+    Error,
+    Hello,
+    ModelInfo,
+    Stats,
+    Text,
+    Welcome,
+    parse_server_message,
+)
 
 log = logging.getLogger("mpe.sdk")
 

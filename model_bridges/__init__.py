@@ -1,4 +1,7 @@
-"""Concrete bridges built on the SDK (``clients.sdk``), registered by name."""
+"""Concrete bridges built on the SDK (``clients.sdk``), registered by name.
+
+This package imports only ``clients``: external teams can use it without the server.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +20,20 @@ def register(name: str):
     return deco
 
 
-def create_bridge(name: str, **options: str) -> BaseBridge:
-    from . import reference  # noqa: F401  (registers the reference bridges)
-    from . import gemini_live, moshi_ws, openai_realtime  # noqa: F401  (endpoint bridges)
-    from . import freeze_omni_sio, minicpm_ws  # noqa: F401  (endpoint bridges)
+def load_all() -> None:
+    """Import every bridge module of this package (each registers its bridges)."""
+    from model_bridges import (  # noqa: F401
+        freeze_omni_sio,
+        gemini_live,
+        minicpm_ws,
+        moshi_ws,
+        openai_realtime,
+        reference,  # noqa: F401
+    )
 
+
+def create_bridge(name: str, **options: str) -> BaseBridge:
+    load_all()
     if name not in REGISTRY:
         raise KeyError(f"unknown bridge {name!r}; known: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name](**options)

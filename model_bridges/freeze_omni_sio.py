@@ -36,16 +36,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from . import register
-from .minicpm_ws import FarewellMixin, Rechunker
-from .playout import (
+from model_bridges import register
+from model_bridges.playout import (
     BridgeConfigError,
     EndpointBridge,
     EndpointProtocolError,
     EndpointRateLimited,
     EndpointTimeout,
     EndpointUnavailable,
+    FarewellMixin,
     PlayoutBuffer,
+    Rechunker,
     duty_text,
     float_to_pcm16,
     load_secret,

@@ -31,8 +31,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from . import register
-from .playout import (
+from model_bridges import register
+from model_bridges.playout import (
     BridgeConfigError,
     EndpointAuthError,
     EndpointBridge,

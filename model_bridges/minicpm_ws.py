@@ -49,8 +49,9 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import numpy as np
 import websockets
 
-from . import register
-from .playout import (
+from model_bridges import register
+from model_bridges.playout import (
+    WIRE_LOG,
     BridgeConfigError,
     EndpointBridge,
     EndpointError,
@@ -58,13 +59,13 @@ from .playout import (
     EndpointRateLimited,
     EndpointTimeout,
     EndpointUnavailable,
-    WIRE_LOG,
+    FarewellMixin,
     PlayoutBuffer,
+    Rechunker,
     duty_text,
     float_to_pcm16,
     load_secret,
     opt_bool,
-    pcm16_to_float,
     redact_url,
     run_together,
 )
@@ -75,32 +76,6 @@ CHUNK_SAMPLES = 16_000  # one model step = 1 s of input (DuplexConfig.chunk_ms =
 MAX_MESSAGE = 32 << 20  # a result may carry several seconds of float32 audio as base64
 MAX_ERROR_TEXT = 300
 LISTEN_AUDIBLE = 328  # int16 peak of about -40 dBFS: below it, audio on a listen result is silence
-
-
-class Rechunker:
-    """Room frames (int16, 24 kHz) -> float32 chunks of exactly ``chunk_samples`` at ``out_rate``.
-
-    soxr's streaming resampler keeps its state across frames (causal, no per-frame edges);
-    leftovers wait for the next frame, so the chunks tile the room stream without gaps.
-    """
-
-    def __init__(self, chunk_samples: int, in_rate: int = 24_000, out_rate: int = MODEL_RATE_IN):
-        import soxr
-
-        self.chunk = chunk_samples
-        self._stream = soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32", quality="HQ")
-        self._buf = np.zeros(0, dtype=np.float32)
-
-    def push(self, pcm: np.ndarray) -> list[np.ndarray]:
-        self._buf = np.concatenate([self._buf, self._stream.resample_chunk(pcm16_to_float(pcm))])
-        n = len(self._buf) // self.chunk
-        chunks = [self._buf[i * self.chunk:(i + 1) * self.chunk] for i in range(n)]
-        self._buf = self._buf[n * self.chunk:]
-        return chunks
-
-    @property
-    def pending(self) -> int:
-        return len(self._buf)
 
 
 def session_url(endpoint: str, session_id: str) -> str:
@@ -265,27 +240,6 @@ def _summary(values: list[int]) -> dict[str, Any]:
             "p90": v[min(len(v) - 1, -(-9 * len(v) // 10) - 1)], "max": v[-1]}
 
 
-class FarewellMixin:
-    """Closing an endpoint session politely takes round trips; it must never delay the next
-    episode's reset (a blocked reset shifts the whole realtime timeline, §4), so goodbyes
-    run detached and only ``close()`` waits for them, briefly."""
-
-    _farewells: set[asyncio.Task]
-
-    def farewell(self, coro) -> None:
-        if not hasattr(self, "_farewells"):
-            self._farewells = set()
-        task = asyncio.get_running_loop().create_task(coro)
-        self._farewells.add(task)
-        task.add_done_callback(self._farewells.discard)
-
-    async def close(self) -> None:
-        await super().close()
-        pending = getattr(self, "_farewells", set())
-        if pending:
-            await asyncio.wait(pending, timeout=3.0)
-
-
 def _ssl_context(url: str, verify: bool) -> ssl.SSLContext | None:
     if not url.startswith("wss:"):
         return None
@@ -358,7 +312,7 @@ class MiniCPMBridge(FarewellMixin, EndpointBridge):
 
     async def session(self) -> None:
         self.protocol = MiniCPMProtocol(self.playout, self.name)
-        self.chunker = Rechunker(CHUNK_SAMPLES)
+        self.chunker = Rechunker(CHUNK_SAMPLES, out_rate=MODEL_RATE_IN)
         url = session_url(self.endpoint, self.session_prefix + uuid.uuid4().hex[:12])
         key = load_secret(self._api_key_env, self._api_key_file)
         headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -24,13 +24,13 @@ import asyncio
 import re
 import struct
 
-from . import register
-from .playout import (
+from model_bridges import register
+from model_bridges.playout import (
+    BridgeConfigError,
     EndpointBridge,
     EndpointError,
     EndpointProtocolError,
     EndpointUnavailable,
-    BridgeConfigError,
     float_to_pcm16,
     load_secret,
     opt_float,

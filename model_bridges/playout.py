@@ -58,14 +58,13 @@ Errors
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import asyncio
 import logging
 import math
 import os
 import re
 import time
+from abc import abstractmethod
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -731,3 +730,50 @@ class EndpointBridge(AsyncBridge):
         if task is not None:
             task.cancel()
             await asyncio.wait({task}, timeout=wait_s)
+
+
+class Rechunker:
+    """Room frames (int16, 24 kHz) -> float32 chunks of exactly ``chunk_samples`` at ``out_rate``.
+
+    soxr's streaming resampler keeps its state across frames (causal, no per-frame edges);
+    leftovers wait for the next frame, so the chunks tile the room stream without gaps.
+    """
+
+    def __init__(self, chunk_samples: int, in_rate: int = 24_000, out_rate: int = 16_000):
+        import soxr
+
+        self.chunk = chunk_samples
+        self._stream = soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32", quality="HQ")
+        self._buf = np.zeros(0, dtype=np.float32)
+
+    def push(self, pcm: np.ndarray) -> list[np.ndarray]:
+        self._buf = np.concatenate([self._buf, self._stream.resample_chunk(pcm16_to_float(pcm))])
+        n = len(self._buf) // self.chunk
+        chunks = [self._buf[i * self.chunk:(i + 1) * self.chunk] for i in range(n)]
+        self._buf = self._buf[n * self.chunk:]
+        return chunks
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+
+class FarewellMixin:
+    """Closing an endpoint session politely takes round trips; it must never delay the next
+    episode's reset (a blocked reset shifts the whole realtime timeline, §4), so goodbyes
+    run detached and only ``close()`` waits for them, briefly."""
+
+    _farewells: set[asyncio.Task]
+
+    def farewell(self, coro) -> None:
+        if not hasattr(self, "_farewells"):
+            self._farewells = set()
+        task = asyncio.get_running_loop().create_task(coro)
+        self._farewells.add(task)
+        task.add_done_callback(self._farewells.discard)
+
+    async def close(self) -> None:
+        await super().close()
+        pending = getattr(self, "_farewells", set())
+        if pending:
+            await asyncio.wait(pending, timeout=3.0)

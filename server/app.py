@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 import uvicorn
 from fastapi import FastAPI
 
-from .api import install as install_api
-from .bridge_ws import bridge_endpoint
-from .db import Database
-from .live import LiveHub
-from .settings import Settings
+from server.api import install as install_api
+from server.db import Database
+from server.engine.bridge_ws import bridge_endpoint
+from server.engine.live import LiveHub
+from server.settings import Settings
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from clients.errors import AuthError
-from .db import Database, Token
+from server.db import Database, Token
 
 TEAM_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -43,3 +43,12 @@ def authenticate(db: Database, token: str | None) -> Principal:
     if row is None:
         raise AuthError("invalid token")
     return Principal(team=row.team, admin=row.admin, token_id=row.id)
+
+
+def socket_token(conn) -> str | None:
+    """The token of a WebSocket connection: ``Authorization: Bearer`` or, where a header is
+    impossible (browsers), ``?token=`` (DESIGN §4)."""
+    auth = conn.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return conn.query_params.get("token")

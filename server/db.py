@@ -10,6 +10,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,6 +32,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -41,6 +45,24 @@ def new_id() -> str:
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+class StatusType(TypeDecorator):
+    """A status enum stored as its string value (the column stays ``VARCHAR(16)``): rows read
+    back as the enum, and a value outside it is refused on write."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum]):
+        super().__init__()
+        self.enum = enum
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: str | None, dialect: Any) -> StrEnum | None:
+        return None if value is None else self.enum(value)
 
 
 class Base(DeclarativeBase):
@@ -63,6 +85,7 @@ class Suite(Base):
     __table_args__ = (UniqueConstraint("team", "content_hash"),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     team: Mapped[str] = mapped_column(String(64), index=True)
+    benchmark: Mapped[str] = mapped_column(String(40), server_default="duplex-mpe")
     name: Mapped[str] = mapped_column(String(200))
     version: Mapped[str] = mapped_column(String(64))
     path: Mapped[str] = mapped_column(Text)
@@ -77,15 +100,17 @@ class Run(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     team: Mapped[str] = mapped_column(String(64), index=True)
     model_name: Mapped[str] = mapped_column(String(100), index=True)
+    benchmark: Mapped[str] = mapped_column(String(40), server_default="duplex-mpe")
     suite_id: Mapped[str] = mapped_column(ForeignKey("suites.id"))
     conditions: Mapped[list[Any]] = mapped_column(JSON)
     clock: Mapped[str] = mapped_column(String(16))
     limit_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_inflight: Mapped[int] = mapped_column(Integer, default=1)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
-    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    status: Mapped[RunStatus] = mapped_column(StatusType(RunStatus), default=RunStatus.queued, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why a run failed (e.g. its suite changed)
 
 
 class Episode(Base):
@@ -101,8 +126,8 @@ class Episode(Base):
     pair_id: Mapped[str] = mapped_column(String(100))
     condition: Mapped[str] = mapped_column(String(16))
     scenario: Mapped[dict[str, Any]] = mapped_column(JSON)  # snapshot of the manifest line
-    # queued | running | completed | failed | cancelled
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    audio_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the clips it was created with
+    status: Mapped[EpisodeStatus] = mapped_column(StatusType(EpisodeStatus), default=EpisodeStatus.queued)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
     lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
@@ -121,8 +146,7 @@ class Attempt(Base):
     model_revision: Mapped[str] = mapped_column(String(200), default="")
     clock: Mapped[str] = mapped_column(String(16))
     bridge_rate: Mapped[int] = mapped_column(Integer)
-    # running | completed | failed | abandoned
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    status: Mapped[AttemptStatus] = mapped_column(StatusType(AttemptStatus), default=AttemptStatus.running)
     error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     end_sample: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -5,27 +5,55 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from clients.codec import STREAM_RATE
 from clients.sdk import BridgeClient, BridgeOptions
-from .app import BackgroundServer
-from .auth import create_token
-from .db import Database, Episode
-from .export import episode_document
-from .runs import create_run, run_progress
-from .settings import Settings
-from .summary import summarize
+from server.app import BackgroundServer
+from server.auth import create_token
+from server.benchmarks.mpe.outcome import MPEOutcome, outcome_of_windows
+from server.benchmarks.mpe.rules import episode_windows, parse_timeline
+from server.core.events import Event
+from server.db import Database, Episode
+from server.engine.export import episode_document
+from server.engine.leasing import create_run
+from server.engine.progress import runs_progress
+from server.settings import Settings
 
 ADMIN_ONLY = {"oracle"}
 
 
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """One demo episode as the scheduler saw it (durations only; `mpe score` judges speech)."""
+
+    t_wait: str | None  # why the wait after T ended (§3)
+    onset_after_t_s: float | None  # the fresh onset after T ends
+    speech_s: float  # assistant speech (live detector)
+    duration_s: float
+    outcome: MPEOutcome | None  # the pages' live outcome, from the §6 window rules
+
+
+def summarize(doc: dict) -> EpisodeSummary:
+    events = [Event.from_json(e) for e in doc["events"]]
+    segs = [(g["start"], g["end"]) for g in doc["live_segments"]]
+    end = doc.get("end_sample") or 0
+    tl = parse_timeline(events, end, end)
+    w = episode_windows(tl, segs)
+    onset = None if not w.t.fresh or w.t.onset is None else round((w.t.onset - w.t.e_t) / STREAM_RATE, 2)
+    return EpisodeSummary(t_wait=tl.t_wait[2] if tl.t_wait else None, onset_after_t_s=onset,
+                          speech_s=round(sum(e - s for s, e in w.segments) / STREAM_RATE, 2),
+                          duration_s=round(tl.end / STREAM_RATE, 1), outcome=outcome_of_windows(w))
+
+
 async def run_demo(settings: Settings, models: list[str], *, clock: str = "lockstep", console: Console | None = None,
                    score: bool = True, asr: str = "faster-whisper") -> dict:
-    from model_bridges import create_bridge
-    from .demo_suite import build_demo_suite
+    from server.benchmarks.mpe.demo_suite import build_demo_suite
+    from server.bridges import create_bridge
 
     console = console or Console(stderr=True)
     console.width = max(console.width, 150)  # the summary table is wide
@@ -37,7 +65,8 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
     db = await asyncio.to_thread(Database, settings.db_url)
     team_token = create_token(db, "local", label="demo")
     admin_token = create_token(db, "local", admin=True, label="demo oracle")
-    runs = {m: create_run(db, team="local", model=m, suite_path=str(suite_path), clock=clock) for m in models}
+    runs = {m: create_run(db, team="local", model=m, suite_path=str(suite_path), clock=clock,
+                          max_attempts=settings.max_attempts, max_inflight=settings.max_inflight) for m in models}
     console.print(f"suite [bold]{suite_path}[/bold]; runs: " + ", ".join(f"{m}={r}" for m, r in runs.items()))
 
     async with BackgroundServer(settings) as server:
@@ -50,14 +79,15 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
         with _progress(console) as bar:
             ids = {m: bar.add_task(m, total=None) for m in models}
             while True:
-                progress = {m: await asyncio.to_thread(run_progress, db, r) for m, r in runs.items()}
+                by_run = await asyncio.to_thread(runs_progress, db, runs.values())
+                progress = {m: by_run[r] for m, r in runs.items()}
                 for m, p in progress.items():
-                    bar.update(ids[m], total=p["total"], completed=p["completed"] + p["failed"],
-                               description=f"{m:12s} running={p['running']} failed={p['failed']}")
+                    bar.update(ids[m], total=p.total, completed=p.done,
+                               description=f"{m:12s} running={p.running} failed={p.failed}")
                 failed = [t for t in tasks if t.done() and t.exception()]
                 if failed:
                     raise failed[0].exception()
-                if all(p["status"] in ("finished", "cancelled") for p in progress.values()):
+                if not any(p.active for p in progress.values()):
                     break
                 await asyncio.sleep(0.25)
         for c in clients:
@@ -66,7 +96,7 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
 
     table = Table(title="Demo episodes (scheduler view; `mpe score` gives the benchmark's numbers)")
     for col in ("model", "scenario", "condition", "status", "length s", "T wait", "onset after T s",
-                "assistant speech s", "quiet N1-N3 windows", "N4 yield"):
+                "assistant speech s", "quiet N1-N3 windows", "N4 yield (§6)"):
         table.add_column(col)
     summaries = {}
     for m, run_id in runs.items():
@@ -76,10 +106,11 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
             doc = episode_document(db, ep.id)
             sm = summarize(doc)
             summaries[(m, ep.scenario_id, ep.condition)] = sm
-            n4 = ", ".join("yes" if (e["speaking_at_t_R"] and e["silent_at_t_R+2s"]) else "no" for e in sm["n4"]) or "-"
-            table.add_row(m, ep.scenario_id, ep.condition, ep.status, str(sm["duration_s"]), str(sm["t_wait"]),
-                          "-" if sm["t_onset_s"] is None else str(sm["t_onset_s"]), str(sm["speech_s"]),
-                          sm["silence_windows"], n4)
+            clean, windows = sm.outcome.silence if sm.outcome else (0, 0)
+            n4 = ", ".join(sm.outcome.n4) if sm.outcome and sm.outcome.n4 else "-"
+            table.add_row(m, ep.scenario_id, ep.condition, ep.status, str(sm.duration_s), str(sm.t_wait),
+                          "-" if sm.onset_after_t_s is None else str(sm.onset_after_t_s), str(sm.speech_s),
+                          f"{clean}/{windows}", n4)
     console.print(table)
     scored = await asyncio.to_thread(_score_and_report, db, settings, runs, console, asr) if score else {}
     console.print(f"database: {settings.db_url}   total time {time.monotonic() - t_start:.0f} s")
@@ -116,9 +147,9 @@ def sanity_problems(metrics: dict, *, semantic: bool = True) -> list[str]:
 
 def _score_and_report(db: Database, settings: Settings, runs: dict[str, str], console: Console, asr: str) -> dict:
     """Score every run with the offline backends, print the benchmark's table, write the HTML report."""
-    from .scoring.errors import ScoringError
-    from .scoring.report import print_tables, render_html, report_from_entries
-    from .scoring.runner import ScoreOptions, score_run
+    from server.benchmarks.mpe.report import print_tables, render_html, report_from_entries
+    from server.scoring.errors import ScoringError
+    from server.scoring.runner import ScoreOptions, score_run
 
     results, entries, sources = {}, [], []
     with _progress(console) as bar:

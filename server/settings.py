@@ -19,15 +19,16 @@ class Settings(BaseSettings):
     server_id: str | None = None
     # Leasing (§10): a dead server or bridge costs only a retry once its lease expires.
     lease_s: float = 20.0
-    max_attempts: int = 3
     poll_s: float = 0.5
+    # New runs (mpe run create, POST /v1/runs, mpe demo) unless they say otherwise.
+    max_attempts: int = Field(default=3, ge=1, description="attempts per episode")
+    max_inflight: int = Field(default=1, ge=1, le=64, description="lockstep: room frames in flight")
     # Recording (§8): chunks are flushed at least this often.
     flush_s: float = 1.0
     # Wire protocol
     handshake_timeout_s: float = 10.0
     lockstep_timeout_s: float = 30.0
     realtime_grace_frames: int = 25  # realtime: how far ahead of its arrival slot a frame may be queued
-    max_inflight: int = 1
     # REST API: runs may name a suite directory only below this root (unset: registered suites only).
     suites_root: Path | None = None
 
@@ -39,3 +40,10 @@ class Settings(BaseSettings):
 
     def ensure_dirs(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, with the data directory created (the CLI's entry)."""
+    s = Settings()
+    s.ensure_dirs()
+    return s

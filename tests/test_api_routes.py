@@ -16,9 +16,11 @@ import soundfile as sf
 from sqlalchemy import func, select
 
 from server.api.signed import sign
-from server.db import Attempt, Episode, EventRow, SegmentRow, Suite as SuiteRow, Token
-from server.export import load_track
-from server.runs import create_run
+from server.db import Attempt, Episode, EventRow, SegmentRow, Token
+from server.db import Suite as SuiteRow
+from server.engine.export import load_track
+from server.engine.leasing import create_run, finish_attempt, lease_episode
+from server.engine.progress import run_progress
 from tests.api_fixtures import Scripted, bridge, wait_run, world_on
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -205,6 +207,42 @@ async def test_cancel(world):
         assert (await a.post(f"/v1/runs/{run['id']}/cancel")).status_code == 200  # idempotent
         e = err(await a.post(f"/v1/runs/{world.runs['done']}/cancel"), 409, "conflict")
         assert "finished" in e["message"]
+
+
+async def test_unstarted_attempts_are_not_failures_for_the_cli_or_the_api(world):
+    """A bridge that leaves before answering costs no attempt and is no failure: `mpe run status`
+    (run_progress) and GET /v1/runs agree on every count."""
+    run = create_run(world.db, team="alpha", model="leaver", suite_path=str(world.suite), clock="lockstep", limit=1,
+                     conditions=["explicit"])
+    for answered in (False, True):  # one unstarted attempt, then one that failed after answering
+        lease = lease_episode(world.db, team="alpha", admin=False, model="leaver", clocks=["lockstep"], owner="t",
+                              bridge_id="b", bridge_rate=24000, model_revision="", lease_s=20.0)
+        finish_attempt(world.db, lease, ok=False, error_code="disconnected", answered=answered)
+    cli = run_progress(world.db, run)
+    assert (cli.total, cli.queued, cli.failed, cli.failed_attempts) == (1, 1, 0, 1)
+    async with client(world, "alpha") as a:
+        one = (await a.get(f"/v1/runs/{run}")).json()
+        listed = next(r for r in (await a.get("/v1/runs", params={"model": "leaver"})).json()["items"])
+    expected = {k: v for k, v in cli.to_json().items() if k in one["progress"]}
+    assert one["progress"] == listed["progress"] == expected and len(expected) == 7
+    assert one["status"] == listed["status"] == cli.status == "running"
+
+
+async def test_run_defaults_come_from_the_settings(world):
+    s = world.settings
+    saved = s.max_attempts, s.max_inflight
+    s.max_attempts, s.max_inflight = 5, 4
+    try:
+        async with client(world, "alpha") as a:
+            body = {"model": "d", "suite_id": world.suites["alpha"], "limit": 1}
+            r = (await a.post("/v1/runs", json=body)).json()
+            assert (r["max_attempts"], r["max_inflight"]) == (5, 4)
+            r2 = (await a.post("/v1/runs", json={**body, "max_attempts": 2, "max_inflight": 1})).json()
+            assert (r2["max_attempts"], r2["max_inflight"]) == (2, 1)
+            for rid in (r["id"], r2["id"]):
+                await a.post(f"/v1/runs/{rid}/cancel")
+    finally:
+        s.max_attempts, s.max_inflight = saved
 
 
 # --- episodes ---------------------------------------------------------------------------------
@@ -419,8 +457,8 @@ async def test_scored_run_shows_metrics_and_verdicts(world):
         assert (await a.get(f"/v1/runs/{world.runs['done']}")).json()["scored"] is True
         err(await b.get(f"/v1/runs/{world.runs['done']}/metrics"), 404, "not_found")
         d = (await a.get(f"/v1/episodes/{im.id}")).json()
-        entry = next(e for e in res.episodes if e["episode_id"] == im.id)
-        assert d["scores"]["silence_windows"] == entry["silence_windows"] and d["scores"]["t"] == entry["t"]
+        entry = next(e for e in res.episodes if e.episode_id == im.id)
+        assert d["scores"] == {**entry.model_dump(mode="json"), "scoring_id": res.scoring_id}
         assert d["outcome"]["source"] == "score" and "intrusion" in d["outcome"]["failures"]
         page = (await a.get(f"/v1/runs/{world.runs['done']}/episodes")).json()
         by = {e["id"]: e["outcome"] for e in page["items"]}

@@ -31,8 +31,8 @@ from model_bridges.playout import (
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.db import Attempt, Episode, EventRow
-from server.export import load_track
-from server.runs import create_run
+from server.engine.export import load_track
+from server.engine.leasing import create_run
 from tests.peers.freeze_omni_peer import FreezeOmniPeer, FreezeOmniScript, Reply
 from tests.test_bridge_minicpm import mini_timeline, nonzero, serve_run
 
@@ -117,7 +117,7 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
             if peer.disconnects:
                 break
             await asyncio.sleep(0.05)
-    assert p["completed"] == 1, p
+    assert p.completed == 1, p
     with db.session() as s:
         ep = s.scalars(select(Episode)).one()
         att = s.get(Attempt, ep.completed_attempt_id)
@@ -182,7 +182,7 @@ async def test_endpoint_failures_end_attempts_with_errors(db, settings, mini_sui
         bridge = create_bridge("freeze-omni-sio", endpoint=peer.url, connect_timeout_s="1.5",
                                response_timeout_s="1.5")
         p = await serve_run(db, server, bridge, tok, run)
-    assert p["status"] == "finished" and p["failed"] == 4 and p["completed"] == 0, p
+    assert p.status == "finished" and p.failed == 4 and p.completed == 0, p
     assert peer.connections == len(FAULTS)
     with db.session() as s:
         atts = s.scalars(select(Attempt).order_by(Attempt.started_at)).all()

@@ -16,7 +16,16 @@ import pytest
 from model_bridges import create_bridge
 from model_bridges.playout import DUTY_TEXT, EndpointError
 from tests.peers.gemini_live_peer import GeminiAnswer, GeminiPeer, GeminiScript
-from tests.peers.peer_tools import FRAME, audible_frames, build_n4_suite, drive, event, no_zero, run_endpoint_episode, t_end_sample
+from tests.peers.peer_tools import (
+    FRAME,
+    audible_frames,
+    build_n4_suite,
+    drive,
+    event,
+    no_zero,
+    run_endpoint_episode,
+    t_end_sample,
+)
 
 KEY = "AIza-test-secret-0123456789"
 SHORT = "About two kilometres."

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from clients.messages import EpisodeEnd, EpisodeStart
 from clients.sdk import BridgeClient, BridgeOptions
 from model_bridges import create_bridge
-from model_bridges.minicpm_ws import MiniCPMProtocol, Rechunker, session_url
+from model_bridges.minicpm_ws import MiniCPMProtocol, session_url
 from model_bridges.playout import (
     DUTY_TEXT,
     BridgeConfigError,
@@ -33,14 +33,16 @@ from model_bridges.playout import (
     EndpointRateLimited,
     EndpointTimeout,
     PlayoutBuffer,
+    Rechunker,
 )
 from server.app import BackgroundServer
 from server.auth import create_token
+from server.benchmarks.mpe.suite import Suite
+from server.core.detector import detect_segments
 from server.db import Attempt, Episode, EventRow
-from server.detector import detect_segments
-from server.export import load_track
-from server.runs import create_run, run_progress
-from server.suite import Suite
+from server.engine.export import load_track
+from server.engine.leasing import create_run
+from server.engine.progress import run_progress
 from tests.peers.minicpm_peer import MiniCPMPeer, MiniCPMScript, Utterance
 
 FRAME = 1920
@@ -79,7 +81,7 @@ async def serve_run(db, server, bridge, token, run_id, timeout=90):
     try:
         while True:
             p = await asyncio.to_thread(run_progress, db, run_id)
-            if p["status"] in ("finished", "cancelled"):
+            if not p.active:
                 return p
             if task.done():
                 task.result()
@@ -226,7 +228,7 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
             if peer.stopped:
                 break
             await asyncio.sleep(0.05)
-    assert p["completed"] == 1, p
+    assert p.completed == 1, p
     with db.session() as s:
         ep = s.scalars(select(Episode)).one()
         att = s.get(Attempt, ep.completed_attempt_id)
@@ -303,7 +305,7 @@ async def test_endpoint_failures_end_attempts_with_errors(db, settings, mini_sui
     async with MiniCPMPeer(scripts) as peer, BackgroundServer(settings) as server:
         bridge = create_bridge("minicpm-o-ws", endpoint=peer.url, connect_timeout_s="1.5", response_timeout_s="1.5")
         p = await serve_run(db, server, bridge, tok, run)
-    assert p["status"] == "finished" and p["failed"] == 4 and p["completed"] == 0, p
+    assert p.status == "finished" and p.failed == 4 and p.completed == 0, p
     assert peer.connections == len(FAULTS)
     with db.session() as s:
         atts = s.scalars(select(Attempt).order_by(Attempt.started_at)).all()

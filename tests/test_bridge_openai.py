@@ -17,7 +17,14 @@ from model_bridges import create_bridge
 from model_bridges.playout import DUTY_TEXT, EndpointError
 from tests.peers.openai_realtime_peer import Answer, RealtimePeer, RealtimeScript
 from tests.peers.peer_tools import (
-    FRAME, audible_frames, build_n4_suite, drive, event, no_zero, run_endpoint_episode, t_end_sample,
+    FRAME,
+    audible_frames,
+    build_n4_suite,
+    drive,
+    event,
+    no_zero,
+    run_endpoint_episode,
+    t_end_sample,
 )
 
 KEY = "sk-test-secret-0123456789"

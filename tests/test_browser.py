@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from model_bridges.reference import Oracle
+from server.benchmarks.mpe.oracle import Oracle
+from server.benchmarks.mpe.suite import Suite
 from server.db import Episode
-from server.runs import create_run
-from server.suite import Suite
+from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
 from tests.api_fixtures import Scripted, bridge, wait_run, world_on
 
@@ -75,7 +75,7 @@ async def test_sign_in_watch_live_and_replay(tmp_path, mini_suite, speech_frames
         r_oracle = create_run(w.db, team="alpha", model="oracle", suite_path=str(w.suite), clock="lockstep", limit=1)
         async with bridge(w, Scripted("scripted", speech_frames)) as task:
             await wait_run(w.db, r_scripted, [task])
-        oracle = await asyncio.to_thread(SlowOracle, 0.06, suite=str(w.suite), data_dir=str(w.settings.data_dir))
+        oracle = await asyncio.to_thread(SlowOracle, 0.06, data_dir=w.settings.data_dir, suite=str(w.suite))
         shutil.copytree(w.settings.data_dir, tts_cache, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db*"))
 
         async with async_playwright() as p:

@@ -15,8 +15,8 @@ from sqlalchemy import create_engine
 from server.db import Base
 
 
-def mpe(settings, *args, check=True):
-    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir))
+def mpe(settings, *args, check=True, env: dict[str, str] | None = None):
+    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), **(env or {}))
     p = subprocess.run([sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True,
                        timeout=300)
     if check:
@@ -64,6 +64,22 @@ def test_token_run_status_and_errors(settings, mini_suite):
     assert json.loads(mpe(settings, "run", "status", run["run_id"], "--json").stdout)["status"] == "cancelled"
 
 
+def test_run_create_takes_its_defaults_from_the_settings(settings, mini_suite):
+    from server.db import Database, Run
+
+    env = {"MPE_MAX_ATTEMPTS": "5", "MPE_MAX_INFLIGHT": "4"}
+    create = ("run", "create", "--model", "m1", "--suite", str(mini_suite), "--limit", "1")
+    from_env = mpe(settings, *create, env=env).stdout.strip()
+    given = mpe(settings, *create, "--max-attempts", "2", "--max-inflight", "1", env=env).stdout.strip()
+    db = Database(settings.db_url)
+    try:
+        with db.session() as s:
+            got = {r.id: (r.max_attempts, r.max_inflight) for r in s.query(Run)}
+    finally:
+        db.dispose()
+    assert got == {from_env: (5, 4), given: (2, 1)}
+
+
 def test_invalid_suite_is_refused(settings, mini_suite, tmp_path):
     import shutil
 
@@ -79,10 +95,10 @@ def test_invalid_suite_is_refused(settings, mini_suite, tmp_path):
 
 
 async def test_export_bundles(settings, db, mini_suite):
+    from model_bridges import create_bridge
     from server.app import BackgroundServer
     from server.auth import create_token
-    from server.runs import create_run
-    from model_bridges import create_bridge
+    from server.engine.leasing import create_run
     from tests.test_engine_e2e import serve
 
     tok = create_token(db, "local")

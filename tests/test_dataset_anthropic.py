@@ -13,13 +13,13 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from server.benchmarks.mpe.dataset.anthropic_gen import SCRIPT_SCHEMA, SYSTEM_PROMPT, TOOL_NAME, AnthropicGenerator
+from server.benchmarks.mpe.dataset.build import build_text_suite
+from server.benchmarks.mpe.dataset.compose import Composition, plan_pairs
+from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
+from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan
+from server.benchmarks.mpe.suite import Suite, check_suite
 from server.cli import app
-from server.dataset.anthropic_gen import SCRIPT_SCHEMA, SYSTEM_PROMPT, TOOL_NAME, AnthropicGenerator
-from server.dataset.build import build_text_suite
-from server.dataset.compose import Composition, plan_pairs
-from server.dataset.procedural import ProceduralGenerator
-from server.dataset.schema import DatasetError, PairPlan
-from server.suite import Suite, check_suite
 from tests.fake_anthropic import FakeAnthropic, Reply
 
 KEY = "sk-test"

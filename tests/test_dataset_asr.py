@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import soxr
 
-from server.dataset.inventory import NAMES
-from server.dataset.spoken import ordinal, words
+from server.benchmarks.mpe.dataset.inventory import NAMES
+from server.benchmarks.mpe.dataset.spoken import ordinal, words
 from server.tts import DEFAULT_VOICES, INSTALL_HINT, ClipCache, TTSUnavailable, get_engine
 
 LINES = [  # (speaker, text): scenario s0003 of the mini suite, then two lines of speaker D

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from server.benchmarks.mpe.dataset import inventory as inv
+from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
+from server.benchmarks.mpe.dataset.builtin import BUILTINS, build_builtin
+from server.benchmarks.mpe.dataset.compose import Composition, apportion, plan_pairs
+from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
+from server.benchmarks.mpe.dataset.rules import check_script
+from server.benchmarks.mpe.dataset.schema import DatasetError
+from server.benchmarks.mpe.suite import Suite, bucket_of, check_suite, mentions_aria
 from server.cli import app
-from server.dataset import inventory as inv
-from server.dataset.build import build_text_suite, make_generator
-from server.dataset.builtin import BUILTINS, build_builtin
-from server.dataset.compose import Composition, apportion, plan_pairs
-from server.dataset.procedural import ProceduralGenerator
-from server.dataset.rules import check_script
-from server.dataset.schema import DatasetError
-from server.suite import Suite, bucket_of, check_suite, mentions_aria
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -172,8 +172,8 @@ def test_same_seed_same_suite_byte_for_byte(tmp_path):
 
 def test_same_seed_same_suite_in_fresh_processes(tmp_path):
     """Nothing depends on hash randomisation or process state."""
-    code = ("import sys; from pathlib import Path; from server.dataset.build import build_text_suite;"
-            "from server.dataset.procedural import ProceduralGenerator;"
+    code = ("import sys; from pathlib import Path; from server.benchmarks.mpe.dataset.build import build_text_suite;"
+            "from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator;"
             "build_text_suite(Path(sys.argv[1]), name='s', pairs=40, seed=9, generator=ProceduralGenerator(9))")
     for i, hashseed in enumerate(("1", "2")):
         env = {**os.environ, "PYTHONHASHSEED": hashseed}

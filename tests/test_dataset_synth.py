@@ -9,10 +9,10 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
+from server.benchmarks.mpe.dataset.stats import suite_stats
+from server.benchmarks.mpe.dataset.synth import synthesize_suite
+from server.benchmarks.mpe.suite import Suite, audio_pending, check_suite
 from server.cli import app
-from server.dataset.stats import suite_stats
-from server.dataset.synth import synthesize_suite
-from server.suite import Suite, audio_pending, check_suite
 from server.tts import ESPEAK_VOICES, OUTPUT_RATE
 from tests.dataset_support import ToneEngine, text_suite
 

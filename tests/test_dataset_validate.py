@@ -13,8 +13,8 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
+from server.benchmarks.mpe.suite import RULES, Scenario, Suite, SuiteMeta, check_suite, write_suite
 from server.cli import app
-from server.suite import RULES, Scenario, Suite, SuiteMeta, check_suite, write_suite
 from tests.dataset_support import text_suite, voiced_suite
 
 runner = CliRunner()

@@ -19,14 +19,15 @@ async def test_demo_reference_bridges(tmp_path):
     per_model = {m: sum(1 for k in summaries if k[0] == m) for m in ("silent", "always-talk", "oracle")}
     assert len(set(per_model.values())) == 1 and per_model["oracle"] >= 6  # every version, every model
     for (model, scenario, condition), sm in summaries.items():
-        quiet, total = map(int, sm["silence_windows"].split("/"))
+        quiet, total = sm.outcome.silence
         if model == "silent":
-            assert sm["t_wait"] == "no_response" and sm["speech_s"] == 0 and quiet == total
+            assert sm.t_wait == "no_response" and sm.speech_s == 0 and quiet == total
+            assert sm.outcome.failures == ["no_response"]
         elif model == "always-talk":
-            assert sm["t_wait"] == "cap" and quiet == 0
+            assert sm.t_wait == "cap" and quiet == 0 and sm.outcome.t == "already_speaking"
         else:  # the oracle behaves ideally
-            assert sm["t_wait"] == "silence" and 0 < sm["t_onset_s"] < 1 and quiet == total
-            assert all(e["speaking_at_t_R"] and e["silent_at_t_R+2s"] for e in sm["n4"])
+            assert sm.t_wait == "silence" and 0 < sm.onset_after_t_s < 1 and quiet == total
+            assert sm.outcome.ok and all(o == "pass" for o in sm.outcome.n4)
     assert sanity_problems(result["metrics"], semantic=False) == []  # each at its known extreme
     assert result["metrics"]["oracle"]["explicit"]["silence_preservation"]["value"] == 1.0
     assert result["metrics"]["silent"]["implicit"]["response_presence"]["num"] == 0

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soxr
 
-from server.detector import (
+from server.core.detector import (
     CHUNK_STREAM_SAMPLES,
     DETECTOR_VERSION,
     DetectorConfig,
@@ -27,7 +27,7 @@ from server.detector import (
     model_path,
     speech_probabilities,
 )
-from server.speech import Segment, SpeechEvent
+from server.core.timebase import Segment, SpeechEvent
 
 try:
     from tests.audio_fixtures import energy_extent, noise, place, speech_cache_dir, synthesize, trim
@@ -185,7 +185,7 @@ def test_model_session_is_shared_and_single_threaded():
 
 def test_detector_module_does_not_import_torch():
     code = (
-        "import sys, numpy as np; from server.detector import detect_segments;"
+        "import sys, numpy as np; from server.core.detector import detect_segments;"
         "detect_segments(np.ones(4800, np.int16));"
         "print('torch' in sys.modules, 'silero_vad' in sys.modules)"
     )

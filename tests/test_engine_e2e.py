@@ -18,14 +18,15 @@ from sqlalchemy import func, select
 
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
-from model_bridges import create_bridge
 from server.app import BackgroundServer
 from server.auth import create_token
+from server.bridges import create_bridge
+from server.core.detector import detect_segments
+from server.core.timebase import Segment
 from server.db import Attempt, AudioChunk, Episode, EventRow, FrameRow, SegmentRow
-from server.detector import detect_segments
-from server.export import episode_document, export_run, load_track
-from server.runs import create_run, run_progress
-from server.speech import Segment
+from server.engine.export import episode_document, export_run, load_track
+from server.engine.leasing import create_run
+from server.engine.progress import run_progress
 from tests.api_fixtures import wait_run
 
 FRAME = 1920
@@ -72,7 +73,7 @@ async def test_lockstep_silent_and_oracle(db, settings, mini_suite):
         clients = [(create_bridge("silent"), tok), (oracle, adm)]
         p = await serve(db, server, clients, r_silent)
         p2 = await wait_run(db, r_oracle)
-    assert p["completed"] == p["total"] == 4 and p2["completed"] == 4
+    assert p.completed == p.total == 4 and p2.completed == 4
     with db.session() as s:
         eps = {(e.run_id, e.scenario_id, e.condition): e for e in s.scalars(select(Episode))}
     for (run, sid, cond), ep in eps.items():
@@ -140,12 +141,12 @@ async def test_bridge_killed_mid_episode_is_retried(db, settings, mini_suite):
             await client.run()
         for _ in range(100):  # the server notices the dropped connection and requeues at once
             p = await asyncio.to_thread(run_progress, db, run)
-            if p["queued"] == 1:
+            if p.queued == 1:
                 break
             await asyncio.sleep(0.02)
-        assert p["status"] == "running" and p["queued"] == 1 and p["failed"] == 0
+        assert p.status == "running" and p.queued == 1 and p.failed == 0
         p = await serve(db, server, [(Flaky(die_after=10**9), tok)], run)
-    assert p["completed"] == 1 and p["failed_attempts"] == 1
+    assert p.completed == 1 and p.failed_attempts == 1
     with db.session() as s:
         ep = s.scalars(select(Episode)).one()
         atts = s.scalars(select(Attempt).order_by(Attempt.number)).all()
@@ -170,7 +171,7 @@ async def test_retries_exhausted_fail_the_episode_and_finish_the_run(db, setting
             with pytest.raises(ConnectionResetError):
                 await client.run()
     p = run_progress(db, run)
-    assert p["status"] == "finished" and p["failed"] == 1 and p["completed"] == 0
+    assert p.status == "finished" and p.failed == 1 and p.completed == 0
 
 
 async def test_realtime_episode(db, settings, mini_suite, speech_frames):
@@ -242,7 +243,7 @@ async def test_16k_bridge_and_max_inflight(db, settings, mini_suite):
                      conditions=["explicit"], max_inflight=3)
     async with BackgroundServer(settings) as server:
         p = await serve(db, server, [(Echo16(), tok)], run)
-    assert p["completed"] == 1, p
+    assert p.completed == 1, p
     with db.session() as s:
         ep = s.scalars(select(Episode)).one()
     room, assistant, _ = check_attempt_recording(db, ep.completed_attempt_id)
@@ -262,7 +263,7 @@ async def test_team_isolation(db, settings, mini_suite):
         client = BridgeClient(create_bridge("silent"), BridgeOptions(server=server.url, token=other))
         task = asyncio.create_task(client.run())
         await asyncio.sleep(1.0)
-        assert run_progress(db, run)["queued"] == 1  # another team's bridge never gets it
+        assert run_progress(db, run).queued == 1  # another team's bridge never gets it
         client.stop()
         await task
 
@@ -311,7 +312,7 @@ async def test_server_killed_mid_run_resumes(db, settings, mini_suite):
     try:
         while True:  # kill -9 once one episode is done and the next is running
             p = await asyncio.to_thread(run_progress, db, run)
-            if p["completed"] >= 1 and p["running"] >= 1:
+            if p.completed >= 1 and p.running >= 1:
                 break
             await asyncio.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
@@ -325,7 +326,7 @@ async def test_server_killed_mid_run_resumes(db, settings, mini_suite):
         await asyncio.gather(task, return_exceptions=True)
         proc.terminate()
         proc.wait()
-    assert p["status"] == "finished" and p["completed"] == 4 and p["failed"] == 0
+    assert p.status == "finished" and p.completed == 4 and p.failed == 0
     with db.session() as s:
         eps = s.scalars(select(Episode)).all()
         abandoned = s.scalars(select(Attempt).where(Attempt.status == "abandoned")).all()

@@ -20,8 +20,8 @@ from sqlalchemy import select
 
 from server.app import BackgroundServer
 from server.db import Attempt, Episode, EventRow, FrameRow
-from server.export import load_track
-from server.runs import cancel_run, create_run
+from server.engine.export import load_track
+from server.engine.leasing import cancel_run, create_run
 from tests.api_fixtures import FRAME, Scripted, bridge, wait_run, world_on
 
 
@@ -322,8 +322,8 @@ async def test_an_episode_on_another_server_is_tailed_from_the_database(tmp_path
 async def test_listener_queues_are_bounded():
     """The hub's core, driven directly: audio keeps the newest frames, status only the latest
     value, JSON overflow cuts the listener off, the final message comes after everything."""
-    from server.live import Listener, ListenerOverflow, LiveHub
-    from server.scheduler import Event
+    from server.benchmarks.mpe.scheduler import Event
+    from server.engine.live import Listener, ListenerOverflow, LiveHub
 
     hub = LiveHub(audio_max=8, json_max=5)
     ch = hub.open(episode_id="e", attempt_id="a", run_id="r", clock="lockstep",

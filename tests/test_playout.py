@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from model_bridges.playout import (
+    WIRE_LOG,
     EndpointAuthError,
     EndpointRateLimited,
     PlayoutBuffer,
     RoomActivity,
     Truncation,
-    WIRE_LOG,
     classify,
     load_secret,
     redact_url,
@@ -167,8 +167,8 @@ def test_wire_log_masks_credentials(caplog):
 
 def test_classify_transport_errors():
     import websockets.exceptions as wse
-    from websockets.http11 import Response
     from websockets.datastructures import Headers
+    from websockets.http11 import Response
 
     def status(code):
         return wse.InvalidStatus(Response(code, "x", Headers(), b""))
@@ -185,13 +185,15 @@ def test_classify_transport_errors():
 
 
 async def test_fatal_endpoint_error_stops_the_bridge(db, settings, mini_suite, monkeypatch):
+    from sqlalchemy import select
+
     from clients.sdk import BridgeClient, BridgeOptions
     from model_bridges import create_bridge
     from server.app import BackgroundServer
     from server.auth import create_token
-    from server.runs import create_run, run_progress
     from server.db import Attempt
-    from sqlalchemy import select
+    from server.engine.leasing import create_run
+    from server.engine.progress import run_progress
     from tests.peers.openai_realtime_peer import RealtimePeer, RealtimeScript
 
     monkeypatch.setenv("OPENAI_API_KEY", "wrong")
@@ -204,14 +206,14 @@ async def test_fatal_endpoint_error_stops_the_bridge(db, settings, mini_suite, m
         with pytest.raises(EndpointAuthError):
             await asyncio.wait_for(client.run(), 30)
         for _ in range(100):
-            if run_progress(db, run)["queued"] == 1:
+            if run_progress(db, run).queued == 1:
                 break
             await asyncio.sleep(0.05)
     with db.session() as s:
         att = s.scalars(select(Attempt)).one()
     assert att.status == "failed" and att.error_code == "endpoint_unauthorized"
     assert "endpoint_unauthorized" in att.error_message and "wrong" not in att.error_message
-    assert run_progress(db, run)["queued"] == 1  # the episode waits for a bridge that works
+    assert run_progress(db, run).queued == 1  # the episode waits for a bridge that works
 
 
 # --- the mpe bridge command ------------------------------------------------------------------
@@ -242,13 +244,15 @@ def _doc_example() -> str:
 
 
 async def test_docs_sdk_example_runs(db, settings, mini_suite, tmp_path):
+    from sqlalchemy import select
+
     from clients.sdk import BridgeClient, BridgeOptions
     from server.app import BackgroundServer
     from server.auth import create_token
     from server.db import Attempt, Episode, EventRow
-    from server.export import load_track
-    from server.runs import create_run, run_progress
-    from sqlalchemy import select
+    from server.engine.export import load_track
+    from server.engine.leasing import create_run
+    from server.engine.progress import run_progress
 
     code = _doc_example()
     assert len(code.strip().splitlines()) < 60
@@ -263,7 +267,7 @@ async def test_docs_sdk_example_runs(db, settings, mini_suite, tmp_path):
     async with BackgroundServer(settings) as server:
         client = BridgeClient(mod.ToneAfterSpeech(), BridgeOptions(server=server.url, token=tok, max_episodes=1))
         await asyncio.wait_for(client.run(), 120)
-    assert run_progress(db, run)["completed"] == 1
+    assert run_progress(db, run).completed == 1
     with db.session() as s:
         att = s.get(Attempt, s.scalars(select(Episode)).one().completed_attempt_id)
         texts = s.scalars(select(EventRow).where(EventRow.attempt_id == att.id, EventRow.type == "text")).all()

@@ -24,10 +24,10 @@ from sqlalchemy import func, select
 from clients.errors import CLOSE_CODES
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
 from server.app import BackgroundServer
-from server.audio import decode_audio
 from server.auth import create_token
+from server.core.audio import decode_audio
 from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
-from server.runs import cancel_run, create_run
+from server.engine.leasing import cancel_run, create_run
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 HEADER = struct.Struct("<BBHI")

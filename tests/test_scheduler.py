@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from server.scheduler import (
+from server.benchmarks.mpe.scheduler import (
     PREAMBLE,
     EpisodePlan,
     Event,
@@ -21,7 +21,7 @@ from server.scheduler import (
     Scheduler,
     TurnPlan,
 )
-from server.speech import SpeechEvent
+from server.core.timebase import SpeechEvent
 
 F = 1920
 ONSET_LAT = 2880  # 120 ms: detector confirms an onset this long after it
@@ -644,3 +644,18 @@ def test_status_in_each_state() -> None:
     assert d.sched.status() == {"state": "n4_gap", "remaining_s": 2.94}
     d.run()
     assert d.sched.status() == {"state": "ended"}
+
+
+def test_phases_are_guarded():
+    """Phases are an enum with a transition table: the scheduler cannot jump, e.g. from the
+    end back into a clip, or from the preamble straight into the wait after T."""
+    from server.benchmarks.mpe.scheduler import _NEXT, Phase
+    from server.core.states import IllegalTransition, advance
+
+    assert advance(_NEXT, Phase.CLIP, Phase.T_WAIT) is Phase.T_WAIT
+    for a, b in [(Phase.ENDED, Phase.CLIP), (Phase.PREAMBLE, Phase.T_WAIT), (Phase.T_WAIT, Phase.N4_GAP),
+                 (Phase.INIT, Phase.CLIP)]:
+        with pytest.raises(IllegalTransition):
+            advance(_NEXT, a, b)
+    # every phase but the end has a way forward, and the end has none
+    assert set(_NEXT) == set(Phase) - {Phase.ENDED}

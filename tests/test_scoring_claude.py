@@ -8,7 +8,7 @@ import json
 import anthropic
 import pytest
 
-from server.audio import write_wav
+from server.core.audio import write_wav
 from server.scoring.errors import JudgeError
 from server.scoring.judges import AnswerInput, ClaudeJudge, HumanTurn, SilenceInput, parse_label
 from server.scoring.runner import ScoreOptions, score_bundles
@@ -134,19 +134,18 @@ def test_scoring_bundles_with_the_claude_judge_and_its_cache(db, tmp_path, say, 
         dirs = [bundle(tmp_path, say, "ep1", "Okay.", "Nine dollars.", "The noodle bar, eleven dollars each."),
                 bundle(tmp_path, say, "ep2", "Mm-hmm.", "Eleven dollars.", "The burger place, fourteen dollars.")]
         res = score_bundles(db, [tmp_path], ScoreOptions(judge="claude:claude-test-1", workers=1))
-        assert not res.failures and {e["episode_id"] for e in res.episodes} == {"ep1", "ep2"}
+        assert not res.failures and {e.episode_id for e in res.episodes} == {"ep1", "ep2"}
         n_requests = len(fake.message_requests)
         assert n_requests == 6  # per episode: two silence windows with speech, one answer
         first = fake.message_requests[0].body["messages"][0]["content"]
-        by_id = {e["episode_id"]: e for e in res.episodes}
+        by_id = {e.episode_id: e for e in res.episodes}
         # ep1 is scored first, T before its windows: its answer got the unparseable reply -> incorrect.
         assert "Gold answer" in first and "noodle" in first.lower()
-        t1 = by_id["ep1"]["t"]
-        assert t1["reason"] == "unparseable" and t1["correct"] is False and t1["verdict"] is None
-        assert by_id["ep2"]["t"]["verdict"] == "INCORRECT" and by_id["ep2"]["t"]["correct"] is False
-        assert [w["verdict"] for e in res.episodes for w in e["silence_windows"] if w["turn_idx"] == 0] == \
-            ["BACKCHANNEL"] * 2
-        assert [w["verdict"] for e in res.episodes for w in e["silence_windows"] if w["turn_idx"] == 1] == \
+        t1 = by_id["ep1"].t
+        assert t1.reason == "unparseable" and t1.correct is False and t1.verdict is None
+        assert by_id["ep2"].t.verdict == "INCORRECT" and by_id["ep2"].t.correct is False
+        assert [w.verdict for e in res.episodes for w in e.silence_windows if w.turn_idx == 0] == ["BACKCHANNEL"] * 2
+        assert [w.verdict for e in res.episodes for w in e.silence_windows if w.turn_idx == 1] == \
             ["SUBSTANTIVE_INTRUSION"] * 2
         m = res.metrics["claude-test"]["explicit"]
         assert m["answer_accuracy"] == {"num": 0, "den": 2, "value": 0.0}

@@ -18,16 +18,19 @@ from sqlalchemy import inspect as sa_inspect
 from typer.testing import CliRunner
 
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
-from model_bridges import create_bridge
 from server.app import BackgroundServer
 from server.auth import create_token
+from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.report import collect_report, render_html
+from server.bridges import create_bridge
 from server.db import EpisodeScoreRow, MetricValueRow, ScoringRow
-from server.export import export_run
-from server.runs import create_run, run_progress
+from server.engine.export import export_run
+from server.engine.leasing import create_run
+from server.engine.progress import run_progress
 from server.scoring.audit import import_sheet, sample
-from server.scoring.report import collect_report, render_html
 from server.scoring.results import load_episode_scores, load_run_metrics
 from server.scoring.runner import ScoreOptions, score_bundles, score_run
+from server.scoring.store import ScoringStatus
 
 FRAME = 1920
 
@@ -45,18 +48,19 @@ class Talker(Bridge):
         self.suite, self.lines = suite, {"price": say("Nine dollars."), "ack": say("Okay.")}
 
     def reset(self, episode):
-        from server.session import build_plan, load_suite
+        from server.engine.clips import episode_audio, load_suite
 
-        sc = load_suite(self.suite).scenario(episode.reference.scenario_id, episode.reference.condition)
-        plan, _ = build_plan(sc.model_dump(mode="json"), self.suite)
+        suite = load_suite(self.suite)
+        sc = suite.suite.scenario(episode.reference.scenario_id, episode.reference.condition).model_dump(mode="json")
+        clips, _ = episode_audio(suite, sc)
         # §3: before T every clip is followed by 0.5 s of silence, so the clip starts are fixed.
-        t = plan.preamble_samples + 12_000
+        t = len(clips["preamble"]) + 12_000
         self.speech = []
-        for turn, line in zip(plan.turns, ("price", "ack")):
-            if turn.label == "T":
+        for turn, line in zip(sc["turns"], ("price", "ack")):
+            if turn["label"] == "T":
                 break
             self.speech.append((t + 7_200, self.lines[line]))
-            t += turn.n_samples + 12_000
+            t += len(clips[turn["idx"]]) + 12_000
 
     def step(self, seq, room):
         out = np.zeros(self.frame_samples, dtype=np.int16)
@@ -81,7 +85,7 @@ async def run_models(db, settings, suite, say) -> dict[str, str]:
         try:
             while True:
                 ps = [await asyncio.to_thread(run_progress, db, r) for r in runs.values()]
-                if all(p["status"] == "finished" for p in ps):
+                if all(p.status == "finished" for p in ps):
                     break
                 for t in tasks:
                     if t.done() and t.exception():
@@ -92,7 +96,7 @@ async def run_models(db, settings, suite, say) -> dict[str, str]:
             for c in clients:
                 c.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(p["completed"] == 4 for p in ps)
+    assert all(p.completed == 4 for p in ps)
     return runs
 
 
@@ -159,9 +163,9 @@ class ScoreJson(Strict):
     episodes: list[EpisodeOut]
 
 
-def strip(e: dict) -> dict:
+def strip(e: EpisodeScore) -> dict:
     """An entry without what legitimately differs between a DB and a bundle scoring."""
-    return {k: v for k, v in e.items() if k not in ("source",)}
+    return e.model_dump(exclude={"source"})
 
 
 async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, monkeypatch):
@@ -180,8 +184,7 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
         # Every eligible event passes (< 30 eligible: no value). Whether the oracle is still voicing
         # at t_R depends on where its randomly synthesised hold-on pauses, so eligibility may vary.
         assert m["window_yield"]["num"] == m["window_yield"]["den"] <= 1 and m["window_yield"]["value"] is None
-    assert all(n["category"] == "fresh_onset" and n["outcome"] in ("pass", None) for e in oracle.episodes
-               for n in e["n4"])
+    assert all(n.category == "fresh_onset" and n.outcome in ("pass", None) for e in oracle.episodes for n in e.n4)
 
     silent = await asyncio.to_thread(score_run, db, runs["silent"], opts)
     ms = silent.metrics["silent"]["explicit"]
@@ -192,8 +195,8 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
     for cond in ("explicit", "implicit"):
         # p1: N2 "Nine dollars." fails, N1 "Okay." passes, N3 passes; p2: N2 fails, N3 passes.
         assert talker.metrics["talker"][cond]["silence_preservation"] == {"num": 3, "den": 5, "value": 0.6}
-    verdicts = sorted((e["scenario_id"], w["turn_idx"], w["verdict"]) for e in talker.episodes
-                      for w in e["silence_windows"] if e["condition"] == "explicit")
+    verdicts = sorted((e.scenario_id, w.turn_idx, w.verdict) for e in talker.episodes
+                      for w in e.silence_windows if e.condition == "explicit")
     assert verdicts == [("s-p1", 0, "SUBSTANTIVE_INTRUSION"), ("s-p1", 1, "BACKCHANNEL"), ("s-p1", 3, None),
                         ("s-p2", 0, "SUBSTANTIVE_INTRUSION"), ("s-p2", 4, None)]
 
@@ -202,8 +205,9 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
     assert rm["metrics"] == oracle.metrics and rm["scoring"]["scoring_id"] == oracle.scoring_id
     assert rm["analyses"]["paired_addressing"]["oracle"]["n_pairs"] == 2
     e0 = oracle.episodes[0]
-    assert {k: v for k, v in load_episode_scores(db, e0["episode_id"]).items() if k != "scoring_id"} == e0
-    assert load_run_metrics(db, "nope") is None and load_episode_scores(db, "nope") is None
+    found = load_episode_scores(db, e0.episode_id, EpisodeScore)
+    assert found.entry == e0 and found.scoring_id == oracle.scoring_id
+    assert load_run_metrics(db, "nope") is None and load_episode_scores(db, "nope", EpisodeScore) is None
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(MetricValueRow)
                         .where(MetricValueRow.scoring_id == oracle.scoring_id)) == 2 * 6
@@ -218,7 +222,7 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
     out = json.loads(r.stdout)
     ScoreJson.model_validate(out)
     assert out["metrics"] == talker.metrics and out["scoring_id"] == talker.scoring_id
-    assert len(out["episodes"]) == 4
+    assert [EpisodeScore.model_validate(e) for e in out["episodes"]] == talker.episodes
 
     # Bundles of the same run give the same scores as the database.
     export_run(db, runs["oracle"], tmp_path / "export")
@@ -255,7 +259,7 @@ async def test_resume_after_interruption_and_parallel_workers(db, settings, mini
         await asyncio.to_thread(score_run, db, run, ScoreOptions(workers=1), interrupt)
     with db.session() as s:
         (sc,) = s.scalars(select(ScoringRow).where(ScoringRow.run_id == run)).all()
-        assert sc.status == "running"
+        assert sc.status == ScoringStatus.running
         assert s.scalar(select(func.count()).select_from(EpisodeScoreRow)
                         .where(EpisodeScoreRow.scoring_id == sc.id)) == 2
     assert load_run_metrics(db, run) is None  # nothing published yet

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from server.benchmarks.mpe.scoring import score_episode
 from server.db import TranscriptRow, VerdictRow
 from server.scoring.asr import ASRBackend, ASRResult, FasterWhisperASR, NoASR, join_fragments, make_asr
-from server.scoring.episode import score_episode
 from server.scoring.errors import BackendUnavailable
 from server.scoring.judges import AnswerInput, RuleJudge, SilenceInput, make_judge, normalize
 from server.scoring.store import Cache
@@ -48,25 +48,25 @@ def test_offline_semantic_path_on_real_speech(say, asr):
     ep = episode(say, "The noodle bar, eleven dollars each.")
     cache = Cache()
     e = score_episode(ep, asr, RuleJudge(), cache)
-    t = e["t"]
-    assert t["fresh"] and t["present"] and not t["already_speaking"]
-    assert "noodle" in t["transcript"].lower()
-    assert t["correct"] is True and t["verdict"] == "CORRECT"
-    w = {x["turn_idx"]: x for x in e["silence_windows"]}
-    assert w[0]["verdict"] == "BACKCHANNEL" and w[0]["passed"] and w[0]["speech_ms"] > 0
-    assert w[1]["verdict"] == "SUBSTANTIVE_INTRUSION" and not w[1]["passed"]
-    assert "9" in normalize(w[1]["transcript"])
-    assert w[3]["passed"] and w[3]["transcript"] is None and w[3]["reason"] == "no_speech"  # nothing in N3
-    assert w[6]["passed"]
-    (n4,) = e["n4"]
-    assert n4["category"] == "fresh_onset" and n4["eligible"] and n4["outcome"] == "pass"
+    t = e.t
+    assert t.fresh and t.present and not t.already_speaking
+    assert "noodle" in t.transcript.lower()
+    assert t.correct is True and t.verdict == "CORRECT"
+    w = {x.turn_idx: x for x in e.silence_windows}
+    assert w[0].verdict == "BACKCHANNEL" and w[0].passed and w[0].speech_ms > 0
+    assert w[1].verdict == "SUBSTANTIVE_INTRUSION" and not w[1].passed
+    assert "9" in normalize(w[1].transcript)
+    assert w[3].passed and w[3].transcript is None and w[3].reason == "no_speech"  # nothing in N3
+    assert w[6].passed
+    (n4,) = e.n4
+    assert n4.category == "fresh_onset" and n4.eligible and n4.outcome == "pass"
     # Only detected speech was transcribed: three windows, three ASR calls, two judge calls + one answer.
     assert cache.calls["asr"] == 3 and cache.calls["judge"] == 3
 
 
 def test_wrong_answer_is_incorrect(say, asr):
     e = score_episode(episode(say, "The burger place, fourteen dollars."), asr, RuleJudge(), Cache())
-    assert e["t"]["present"] and e["t"]["correct"] is False and e["t"]["verdict"] == "INCORRECT"
+    assert e.t.present and e.t.correct is False and e.t.verdict == "INCORRECT"
 
 
 def test_fragments_of_one_window_are_joined_and_transcribed_together(say, asr):
@@ -75,9 +75,9 @@ def test_fragments_of_one_window_are_joined_and_transcribed_together(say, asr):
     ep = simulate(TURNS, place(sec(40), *parts), gold=GOLD, answer_keys=KEYS)
     cache = Cache()
     e = score_episode(ep, asr, RuleJudge(), cache)
-    w0 = e["silence_windows"][0]
-    assert len(w0["fragments"]) == 2 and cache.calls["asr"] == 1
-    assert "9" in normalize(w0["transcript"]) and not w0["passed"]
+    w0 = e.silence_windows[0]
+    assert len(w0.fragments) == 2 and cache.calls["asr"] == 1
+    assert "9" in normalize(w0.transcript) and not w0.passed
 
 
 class EmptyASR(ASRBackend):
@@ -94,16 +94,16 @@ class EmptyASR(ASRBackend):
 
 def test_empty_transcript_is_incorrect_and_fails(say):
     e = score_episode(episode(say, "The noodle bar, eleven dollars each."), EmptyASR(), RuleJudge(), Cache())
-    assert e["t"]["present"] and e["t"]["correct"] is False and e["t"]["reason"] == "empty_transcript"
-    assert e["t"]["verdict"] is None
-    w0 = e["silence_windows"][0]
-    assert not w0["passed"] and w0["reason"] == "empty_transcript"
+    assert e.t.present and e.t.correct is False and e.t.reason == "empty_transcript"
+    assert e.t.verdict is None
+    w0 = e.silence_windows[0]
+    assert not w0.passed and w0.reason == "empty_transcript"
 
 
 def test_without_asr_speech_fails_and_accuracy_is_not_judged(say):
     e = score_episode(episode(say, "The noodle bar, eleven dollars each."), NoASR(), RuleJudge(), Cache())
-    assert e["t"]["present"] and e["t"]["correct"] is None and e["t"]["reason"] == "no_asr"
-    assert [w["passed"] for w in e["silence_windows"]] == [False, False, True, True]
+    assert e.t.present and e.t.correct is None and e.t.reason == "no_asr"
+    assert [w.passed for w in e.silence_windows] == [False, False, True, True]
 
 
 def test_rescoring_makes_no_new_calls_and_keeps_provenance(db, say, asr):
@@ -118,10 +118,10 @@ def test_rescoring_makes_no_new_calls_and_keeps_provenance(db, say, asr):
     assert e1 == e2
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(TranscriptRow)) == 3
-        t = s.scalar(select(TranscriptRow).where(TranscriptRow.id == e1["t"]["transcript_id"]))
-        v = s.scalar(select(VerdictRow).where(VerdictRow.id == e1["t"]["verdict_id"]))
+        t = s.scalar(select(TranscriptRow).where(TranscriptRow.id == e1.t.transcript_id))
+        v = s.scalar(select(VerdictRow).where(VerdictRow.id == e1.t.verdict_id))
     assert t.backend == "faster-whisper" and "tiny.en" in t.model and "Aria" in t.config["initial_prompt"]
-    assert t.config["compute_type"] == "int8" and t.config["beam_size"] == 5 and t.text == e1["t"]["transcript"]
+    assert t.config["compute_type"] == "int8" and t.config["beam_size"] == 5 and t.text == e1.t.transcript
     assert (v.task, v.backend, v.prompt_version, v.label) == ("answer", "rule", "rule-answer-v2", "CORRECT")
     assert v.raw_reply and v.inputs["gold_answer"] == GOLD
 
@@ -224,13 +224,13 @@ def test_rule_judge_decides_long_speech_on_duration_without_asr(say):
                   gold=GOLD, answer_keys=KEYS)
     asr = CountingASR()
     e = score_episode(ep, asr, judge, Cache())
-    spoken = [w for w in e["silence_windows"] if w["speech_ms"] > 0]
-    assert any(w["speech_ms"] > 2000 for w in spoken)
+    spoken = [w for w in e.silence_windows if w.speech_ms > 0]
+    assert any(w.speech_ms > 2000 for w in spoken)
     for w in spoken:
-        if w["speech_ms"] > 2000:  # decided by length: no transcript needed, none made
-            assert w["reason"] == "duration" and w["transcript"] is None and not w["passed"]
-            assert w["verdict"] == "SUBSTANTIVE_INTRUSION"
+        if w.speech_ms > 2000:  # decided by length: no transcript needed, none made
+            assert w.reason == "duration" and w.transcript is None and not w.passed
+            assert w.verdict == "SUBSTANTIVE_INTRUSION" and w.verdict_note
         else:
-            assert w["transcript"] == "okay"
-    assert e["t"]["transcript"] == "okay"  # a short answer is still transcribed
-    assert len(asr.lengths) == 1 + sum(1 for w in spoken if w["speech_ms"] <= 2000)
+            assert w.transcript == "okay"
+    assert e.t.transcript == "okay"  # a short answer is still transcribed
+    assert len(asr.lengths) == 1 + sum(1 for w in spoken if w.speech_ms <= 2000)

@@ -8,9 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from server.scoring import stats
-from server.scoring.metrics import METRICS, best_per_column, compute_metrics
-from server.scoring.stats import bonferroni, mcnemar_exact
+from server.benchmarks.mpe import stats
+from server.benchmarks.mpe.metrics import METRICS, best_per_column, compute_metrics
+from server.benchmarks.mpe.stats import bonferroni, mcnemar_exact
 from tests.scoring_support import entry
 
 

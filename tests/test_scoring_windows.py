@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from server.benchmarks.mpe.rules import episode_windows
+from server.benchmarks.mpe.rules import parse_timeline as _parse_timeline
+from server.core.events import Event
 from server.scoring.errors import BadBundle
-from server.scoring.windows import episode_windows, parse_timeline
 from tests.scoring_support import R, events_for, sec
+
+
+def parse_timeline(events, *args):
+    return _parse_timeline([Event.from_json(e) for e in events], *args)
 
 
 def windows(clips, segments, *, end=None, t_wait=None, n_samples=None):

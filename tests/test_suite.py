@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from server.dataset import builtin as builtin_mod
-from server.demo_suite import build_demo_suite
-from server.suite import (
+from server.benchmarks.mpe.dataset import builtin as builtin_mod
+from server.benchmarks.mpe.demo_suite import build_demo_suite
+from server.benchmarks.mpe.suite import (
     LABELS,
     Preamble,
     Scenario,
@@ -385,7 +385,7 @@ def test_write_suite_is_byte_deterministic(tiny, tmp_path):
     assert len(lines) == 2
     keys = list(json.loads(lines[0]))
     assert keys == sorted(keys)
-    assert (a / "suite.json").read_text().startswith('{\n  "name": "tiny"')
+    assert (a / "suite.json").read_text().startswith('{\n  "benchmark": "duplex-mpe",\n  "name": "tiny"')  # suites name their benchmark
     assert not [p for p in a.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -238,7 +238,7 @@ def test_cache_stores_under_data_dir(tmp_path):
 
 
 def test_interrupted_write_leaves_no_cached_file(tmp_path, monkeypatch):
-    import server.suite as suite_mod
+    import server.files as files_mod
 
     engine = ToneEngine()
     cache = ClipCache(tmp_path)
@@ -246,7 +246,7 @@ def test_interrupted_write_leaves_no_cached_file(tmp_path, monkeypatch):
     def die(fd):  # the clip's bytes are in the temporary file, then the run is interrupted
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(suite_mod.os, "fsync", die)
+    monkeypatch.setattr(files_mod.os, "fsync", die)
     with pytest.raises(KeyboardInterrupt):
         cache.synthesize(engine, "interrupted line", "v")
     monkeypatch.undo()

@@ -13,8 +13,8 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from . import audio, episodes, listen, runs, suites, tokens
-from .errors import error_body, install_error_handlers
+from server.api import audio, episodes, listen, runs, suites, tokens
+from server.api.errors import error_body, install_error_handlers
 
 STATIC_DIR = Path(__file__).resolve().parent.parent.parent / "static"
 MAX_BODY = 64 * 1024  # API request bodies are small JSON documents
@@ -102,6 +102,8 @@ async def _too_large(send, limit: int, close: bool = True) -> None:
 
 
 def install(app: FastAPI) -> None:
+    """Add the API to ``app``: JSON error handlers, the ``/v1`` routers and the listen socket, the
+    :class:`Guard` middleware, and the pages at ``/ui/``."""
     install_error_handlers(app)
     for module in (runs, episodes, audio, suites, tokens):
         app.include_router(module.router)

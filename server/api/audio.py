@@ -18,14 +18,15 @@ from fastapi import APIRouter, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials
 
 from clients.codec import STREAM_RATE
-from ..auth import authenticate
-from ..db import Attempt, Database, Episode
-from ..export import load_track
-from ..live import levels
-from .deps import Caller, State, bearer, visible_episode
-from .errors import NotFound, RangeNotSatisfiable
-from .schemas import ERRORS, AudioUrl
-from .signed import query_string, signed_query, verify
+from server.api.deps import Caller, State, bearer, visible_episode
+from server.api.errors import NotFound, RangeNotSatisfiable
+from server.api.schemas import ERRORS, AudioUrl
+from server.api.signed import query_string, signed_query, verify
+from server.auth import authenticate
+from server.core.status import AttemptStatus
+from server.db import Attempt, Database, Episode
+from server.engine.export import load_track
+from server.engine.live import levels
 
 router = APIRouter(prefix="/v1", tags=["audio"], responses=ERRORS)
 Track = Literal["room", "assistant", "mix"]
@@ -60,12 +61,15 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 
 def wav_bytes(pcm: np.ndarray) -> bytes:
+    """``pcm`` as a 24 kHz 16-bit WAV file (mono, or stereo given (n, 2) samples)."""
     buf = io.BytesIO()
     sf.write(buf, pcm, STREAM_RATE, format="WAV", subtype="PCM_16")
     return buf.getvalue()
 
 
 def track_wav(db: Database, attempt_id: str, track: str) -> bytes:
+    """WAV bytes of an attempt's ``room`` or ``assistant`` track, or of ``mix`` (stereo: left room,
+    right assistant, the shorter padded with silence)."""
     if track != "mix":
         return wav_bytes(load_track(db, attempt_id, track))
     room, assistant = load_track(db, attempt_id, "room"), load_track(db, attempt_id, "assistant")
@@ -156,7 +160,7 @@ def audio(request: Request, episode_id: str, track: Track, state: State,
     with state.db.session() as s:
         ep, _ = visible_episode(s, p, episode_id)
         att = _attempt(s, ep, attempt)
-        final = att.status != "running"
+        final = att.status != AttemptStatus.running
     key = (att.id, track)
     data = CACHE.get(key) if final else None
     if data is None:

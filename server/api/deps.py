@@ -16,9 +16,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from clients.errors import AuthError
-from ..auth import Principal, authenticate
-from ..db import Episode, Run, Suite as SuiteRow
-from .errors import Forbidden, NotFound
+from server.api.errors import Forbidden, NotFound
+from server.auth import Principal, authenticate
+from server.db import Episode, Run
+from server.db import Suite as SuiteRow
 
 MAX_PAGE = 200
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -37,12 +38,14 @@ State = Annotated[Any, Depends(get_state)]
 
 def current_principal(request: Request,
                       creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None) -> Principal:
+    """The caller, from the request's bearer token; raises AuthError (401) when it is missing or invalid."""
     if creds is None:
         raise AuthError("missing token: send 'Authorization: Bearer <token>'")
     return authenticate(get_state(request).db, creds.credentials)
 
 
 def admin_principal(p: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    """The caller, who must hold an admin token; raises Forbidden (403) otherwise."""
     if not p.admin:
         raise Forbidden("this needs an admin token")
     return p
@@ -54,12 +57,15 @@ Admin = Annotated[Principal, Depends(admin_principal)]
 
 @dataclass(frozen=True)
 class Page:
+    """One page of a list: at most ``limit`` items after skipping ``offset``."""
+
     limit: int
     offset: int
 
 
 def page(limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size (at most {MAX_PAGE})")] = 50,
          offset: Annotated[int, Query(ge=0, le=10_000_000, description="items to skip")] = 0) -> Page:
+    """The ``limit`` and ``offset`` query parameters of a list route."""
     return Page(limit, offset)
 
 
@@ -71,6 +77,7 @@ def _sees(p: Principal, team: str) -> bool:
 
 
 def visible_run(s: Session, p: Principal, run_id: str) -> Run:
+    """The run if the caller may see it; NotFound (404) alike for an unknown id and another team's run."""
     run = s.get(Run, run_id) if ID_RE.match(run_id or "") else None
     if run is None or not _sees(p, run.team):
         raise NotFound("no such run")
@@ -78,6 +85,8 @@ def visible_run(s: Session, p: Principal, run_id: str) -> Run:
 
 
 def visible_episode(s: Session, p: Principal, episode_id: str) -> tuple[Episode, Run]:
+    """The episode and its run if the caller may see them; NotFound (404) alike for an unknown id and
+    another team's episode."""
     ep = s.get(Episode, episode_id) if ID_RE.match(episode_id or "") else None
     run = s.get(Run, ep.run_id) if ep is not None else None
     if ep is None or run is None or not _sees(p, run.team):
@@ -86,6 +95,8 @@ def visible_episode(s: Session, p: Principal, episode_id: str) -> tuple[Episode,
 
 
 def visible_suite(s: Session, p: Principal, suite_id: str) -> SuiteRow:
+    """The suite row if the caller may see it; NotFound (404) alike for an unknown id and another
+    team's suite."""
     row = s.get(SuiteRow, suite_id) if ID_RE.match(suite_id or "") else None
     if row is None or not _sees(p, row.team):
         raise NotFound("no such suite")

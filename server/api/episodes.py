@@ -9,16 +9,20 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 
 from clients.codec import STREAM_RATE
-from ..db import Attempt, Episode, EventRow, SegmentRow
-from ..export import episode_document
-from . import scores
-from .deps import Caller, Paging, State, visible_episode, visible_run
-from .errors import BadRequest, NotFound
-from .outcomes import OUTCOME_FILTERS, live_outcome, matches, scored_outcome
-from .schemas import ERRORS, AttemptOut, Condition, EpisodeItem, EpisodeOut, EpisodeStatus, Outcome, PageOf
+from server.api import scores
+from server.api.deps import Caller, Paging, State, visible_episode, visible_run
+from server.api.errors import BadRequest, NotFound
+from server.api.schemas import ERRORS, AttemptOut, Condition, EpisodeItem, EpisodeOut, EpisodeScores, PageOf
+from server.core.benchmark import Benchmark, Outcome, outcome_matches
+from server.core.episode import FRAME
+from server.core.events import Event
+from server.core.status import AttemptStatus, EpisodeStatus
+from server.db import Attempt, Episode, EventRow, SegmentRow
+from server.engine.export import episode_document
+from server.engine.registry import get_benchmark
+from server.scoring.results import load_episode_scores
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERRORS)
-OUTCOME_EVENTS = ("clip.start", "clip.end", "t_wait.end", "episode.end")
 CHUNK = 500  # ids per IN (...) query
 
 
@@ -27,25 +31,27 @@ def _chunks(ids: list[str]):
         yield ids[i:i + CHUNK]
 
 
-def outcomes_for(state: Any, run_id: str, eps: list[Episode]) -> dict[str, dict]:
+def outcomes_for(state: Any, bench: Benchmark, run_id: str, eps: list[Episode]) -> dict[str, Outcome | None]:
     """Outcomes of completed episodes: scored where scores exist, live otherwise."""
-    done = [e for e in eps if e.status == "completed" and e.completed_attempt_id]
-    scored = scores.run_episode_scores(state.db, run_id, [e.id for e in done]) if done else {}
-    out = {eid: scored_outcome(sc) for eid, sc in scored.items()}
+    done = [e for e in eps if e.status == EpisodeStatus.completed and e.completed_attempt_id]
+    scored = scores.run_episode_scores(state.db, bench, run_id, [e.id for e in done]) if done else {}
+    out: dict[str, Outcome | None] = {eid: bench.scored_outcome(sc) for eid, sc in scored.items()}
     rest = {e.completed_attempt_id: e.id for e in done if e.id not in out}
-    events: dict[str, list[dict]] = {a: [] for a in rest}
+    events: dict[str, list[Event]] = {a: [] for a in rest}
     segs: dict[str, list[tuple[int, int]]] = {a: [] for a in rest}
+    frames: dict[str, int] = {}
     with state.db.session() as s:
         for ids in _chunks(list(rest)):
             for a, t, typ, data in s.execute(select(EventRow.attempt_id, EventRow.t, EventRow.type, EventRow.data)
-                                             .where(EventRow.attempt_id.in_(ids), EventRow.type.in_(OUTCOME_EVENTS))
+                                             .where(EventRow.attempt_id.in_(ids), ~EventRow.type.startswith("vad."))
                                              .order_by(EventRow.id)):
-                events[a].append({"t": t, "type": typ, "data": data})
+                events[a].append(Event(t, typ, data))
             for a, start, end in s.execute(select(SegmentRow.attempt_id, SegmentRow.start, SegmentRow.end)
                                            .where(SegmentRow.attempt_id.in_(ids))):
                 segs[a].append((start, end))
+            frames.update(s.execute(select(Attempt.id, Attempt.n_frames).where(Attempt.id.in_(ids))).all())
     for a, eid in rest.items():
-        out[eid] = live_outcome(events[a], segs[a])
+        out[eid] = bench.live_outcome(events[a], segs[a], frames.get(a, 0) * FRAME)
     return out
 
 
@@ -61,10 +67,13 @@ def list_episodes(
     run_id: str, p: Caller, state: State, paging: Paging,
     condition: Annotated[Condition | None, Query()] = None,
     status: Annotated[EpisodeStatus | None, Query()] = None,
-    outcome: Annotated[str | None, Query(description="ok | " + " | ".join(OUTCOME_FILTERS[1:]))] = None,
+    outcome: Annotated[str | None, Query(description="ok | a failure type of the run's benchmark (Duplex-MPE: "
+                                         + " | ".join(get_benchmark(None).failure_types)
+                                         + ") | unfinished | unscored")] = None,
 ) -> PageOf[EpisodeItem]:
-    if outcome is not None and outcome not in OUTCOME_FILTERS:
-        raise BadRequest(f"outcome must be one of {', '.join(OUTCOME_FILTERS)}")
+    """The run's episodes in order, each with its status, duration and outcome (from the latest
+    scoring, else from the live events). Filters: condition, status, outcome. 404 when the run
+    is not visible to you; 400 for an outcome the run's benchmark does not know."""
     where = [Episode.run_id == run_id]
     if condition:
         where.append(Episode.condition == condition)
@@ -72,15 +81,17 @@ def list_episodes(
         where.append(Episode.status == status)
     q = select(Episode).options(defer(Episode.scenario)).where(*where).order_by(Episode.ordinal)
     with state.db.session() as s:
-        visible_run(s, p, run_id)
+        bench = get_benchmark(visible_run(s, p, run_id).benchmark)
+        if outcome is not None and outcome not in bench.outcome_filters:
+            raise BadRequest(f"outcome must be one of {', '.join(bench.outcome_filters)}")
         if outcome is None:
             total = s.scalar(select(func.count()).select_from(Episode).where(*where))
             eps = s.scalars(q.limit(paging.limit).offset(paging.offset)).all()
         else:
             eps = s.scalars(q).all()
-    found = outcomes_for(state, run_id, eps)
+    found = outcomes_for(state, bench, run_id, eps)
     if outcome is not None:  # outcomes are computed, not stored: filter, then page
-        eps = [e for e in eps if matches(found.get(e.id), e.status, outcome)]
+        eps = [e for e in eps if outcome_matches(found.get(e.id), e.status == EpisodeStatus.completed, outcome)]
         total = len(eps)
         eps = eps[paging.offset:paging.offset + paging.limit]
     with state.db.session() as s:
@@ -99,8 +110,11 @@ def list_episodes(
 def get_episode(episode_id: str, p: Caller, state: State,
                 attempt: Annotated[int | None, Query(ge=1, le=1000, description="attempt number (default: the "
                                                      "completed one, else the latest)")] = None) -> dict:
+    """One episode: the chosen attempt's events and detector segments (stream times in samples at
+    24 kHz), every attempt, the outcome, and the latest scores (null when not scored). 404 for
+    an unknown episode or attempt number."""
     with state.db.session() as s:
-        ep, _run = visible_episode(s, p, episode_id)
+        ep, run = visible_episode(s, p, episode_id)
         atts = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id).order_by(Attempt.number)).all()
     if attempt is not None:
         chosen = next((a for a in atts if a.number == attempt), None)
@@ -110,21 +124,24 @@ def get_episode(episode_id: str, p: Caller, state: State,
         chosen = next((a for a in atts if a.id == ep.completed_attempt_id), None) or (atts[-1] if atts else None)
     doc = episode_document(state.db, ep.id, chosen.id if chosen else None)
     doc["segments"] = doc.pop("live_segments")
-    scored = scores.episode_scores(state.db, ep.id) if chosen is not None and chosen.id == ep.completed_attempt_id else None
+    bench = get_benchmark(run.benchmark)
+    scored = load_episode_scores(state.db, ep.id, bench.entry_model) \
+        if chosen is not None and chosen.id == ep.completed_attempt_id else None
     outcome = None
     if scored is not None:
-        outcome = scored_outcome(scored)
-    elif chosen is not None and chosen.status == "completed":
-        outcome = live_outcome(doc["events"], [(g["start"], g["end"]) for g in doc["segments"]])
+        outcome = bench.scored_outcome(scored.entry)
+    elif chosen is not None and chosen.status == AttemptStatus.completed:
+        outcome = bench.live_outcome([Event.from_json(e) for e in doc["events"]],
+                                     [(g["start"], g["end"]) for g in doc["segments"]], chosen.n_frames * FRAME)
     end = doc.get("end_sample")
     doc.update(
-        live=state.live.is_live(ep.id) and chosen is not None and chosen.status == "running",
+        live=state.live.is_live(ep.id) and chosen is not None and chosen.status == AttemptStatus.running,
         attempts=[AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,
                              error_message=a.error_message, n_frames=a.n_frames, started_at=a.started_at,
                              ended_at=a.ended_at, model_revision=a.model_revision) for a in atts],
         duration_s=None if end is None else round(end / STREAM_RATE, 3),
-        outcome=None if outcome is None else Outcome(**outcome),
-        scores=scored,
+        outcome=outcome,
+        scores=None if scored is None else EpisodeScores(**dict(scored.entry), scoring_id=scored.scoring_id),
     )
     doc.pop("team", None)
     return doc

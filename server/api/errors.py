@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clients.errors import CLOSE_POLICY_VIOLATION, CLOSE_TRY_AGAIN_LATER, MPEError
-from ..runs import BadRequest, NotFound
+from server.engine.leasing import BadRequest, NotFound
 
 log = logging.getLogger("mpe.api")
 
@@ -82,6 +82,8 @@ _WS_CLIENT = {"unauthorized", "forbidden", "not_found", "bad_request", "invalid_
 
 
 def ws_close_code(exc: MPEError) -> int:
+    """The close code of the listen socket for ``exc``: 1008 for the client's mistakes, 1013 for
+    overload, otherwise the error's own."""
     if exc.code in _WS_CLIENT:
         return CLOSE_POLICY_VIOLATION
     if exc.code in ("busy", "too_slow"):
@@ -90,6 +92,7 @@ def ws_close_code(exc: MPEError) -> int:
 
 
 def error_body(code: str, message: str) -> dict:
+    """The JSON body of every error response: ``{"error": {"code": ..., "message": ...}}``."""
     return {"error": {"code": code, "message": message}}
 
 
@@ -112,6 +115,8 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Turn every failure into a JSON error body with its stable code and HTTP status
+    (:data:`HTTP_STATUS`); unexpected ones are logged and answered as ``internal`` (500)."""
     @app.exception_handler(MPEError)
     async def mpe_error(_request: Request, exc: MPEError) -> JSONResponse:
         headers = None

@@ -2,7 +2,7 @@
 state, live, for any number of listeners (browsers pass the token as ``?token=``).
 
 The socket follows the episode: while it is queued it says ``waiting``; while an attempt
-runs in this process it streams from the live hub (server.live); while it runs on another
+runs in this process it streams from the live hub (server.engine.live); while it runs on another
 replica it tails the database (audio chunks and events as they are flushed, about a second
 behind); when the episode is done it says ``done`` and closes normally. Nothing a listener
 does reaches the episode: its sender reads bounded queues and gives up on a stalled socket.
@@ -21,31 +21,25 @@ from starlette.websockets import WebSocketState
 
 from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame
 from clients.errors import CLOSE_INTERNAL_ERROR, MPEError
-from ..audio import decode_audio
-from ..auth import authenticate
-from ..db import Attempt, AudioChunk, Database, Episode, EventRow, now
-from ..live import FRAME, Listener, ListenerOverflow, event_message, level
-from .deps import Caller, State, visible_episode
-from .errors import Busy, SlowListener, ws_close_code
-from .schemas import ERRORS, AudioUrl
-from .signed import query_string, signed_query, verify
+from server.api.deps import Caller, State, visible_episode
+from server.api.errors import Busy, SlowListener, ws_close_code
+from server.api.schemas import ERRORS, AudioUrl
+from server.api.signed import query_string, signed_query, verify
+from server.auth import authenticate, socket_token
+from server.core.audio import decode_audio
+from server.core.status import DONE_EPISODE, AttemptStatus, EpisodeStatus
+from server.db import Attempt, AudioChunk, Database, Episode, EventRow, now
+from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, level
 
 log = logging.getLogger("mpe.listen")
 router = APIRouter()
 LISTEN_URL_TTL_S = 300
 SEND_TIMEOUT_S = 20.0  # a socket that takes this long to accept one message is given up
-DONE = ("completed", "failed", "cancelled")
 
 
 class ClientGone(Exception):
+    """The listener left or stopped reading; its stream ends quietly."""
     pass
-
-
-def _token(ws: WebSocket) -> str | None:
-    auth = ws.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return ws.query_params.get("token")
 
 
 def _dumps(obj: dict) -> str:
@@ -58,7 +52,7 @@ def _check(db: Database, p, episode_id: str) -> dict[int, str]:
         return {t["idx"]: t.get("text", "") for t in ep.scenario.get("turns", [])}
 
 
-def _episode_state(db: Database, episode_id: str) -> tuple[str, str | None, float | None, str | None]:
+def _episode_state(db: Database, episode_id: str) -> tuple[EpisodeStatus, str | None, float | None, str | None]:
     with db.session() as s:
         ep = s.get(Episode, episode_id)
         return ep.status, ep.lease_owner, ep.lease_expires, ep.current_attempt_id
@@ -76,6 +70,9 @@ async def _drain_client(ws: WebSocket) -> None:
 
 
 class Stream:
+    """One listener's socket: follows the episode from waiting through the live hub (or another
+    replica's rows in the database) to done."""
+
     def __init__(self, ws: WebSocket, state: Any, episode_id: str, texts: dict[int, str]):
         self.ws, self.state, self.episode_id, self.texts = ws, state, episode_id, texts
         self.client = asyncio.create_task(_drain_client(ws))
@@ -119,10 +116,11 @@ class Stream:
                 await self.pump(listener)
                 continue
             status, owner, expires, attempt_id = await asyncio.to_thread(_episode_state, db, self.episode_id)
-            if status in DONE:
+            if status in DONE_EPISODE:
                 await self.send(_dumps({"type": "done", "status": status}))
                 return
-            remote = status == "running" and owner not in (None, self.state.server_id) and (expires or 0) > now()
+            remote = (status == EpisodeStatus.running and owner not in (None, self.state.server_id)
+                      and (expires or 0) > now())
             if remote and attempt_id:
                 await self.from_database(attempt_id)
                 continue
@@ -193,7 +191,7 @@ class Stream:
                 await self.send(event_message(et, etype, edata, self.texts))
             for f in frames:
                 await self.send(f)
-            if att_status != "running":
+            if att_status != AttemptStatus.running:
                 await self.send(_dumps({"type": "end", "reason": att_status, "t": t}))
                 return
             if not alive:  # its server stopped renewing the lease: a retry will follow
@@ -232,7 +230,7 @@ def listen_url(episode_id: str, p: Caller, state: State) -> AudioUrl:
 
 
 def _principal(db: Database, ws: WebSocket, episode_id: str):
-    token = _token(ws)
+    token = socket_token(ws)
     if token is not None or "sig" not in ws.query_params:
         return authenticate(db, token)
     q = ws.query_params

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Iterable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
-from ..db import Attempt, Episode, Run, Suite as SuiteRow
-from ..runs import ACTIVE_RUN, cancel_run, create_run
-from ..suite import SUITE_FILE, SuiteError
-from . import scores
-from .deps import Caller, Paging, State, team_filter, visible_run, visible_suite
-from .errors import BadRequest, Conflict, Forbidden
-from .schemas import ERRORS, Metrics, PageOf, Principal, Progress, RunCreate, RunOut, RunStatus, SuiteRef
+from server.api.deps import Caller, Paging, State, team_filter, visible_run, visible_suite
+from server.api.errors import BadRequest, Conflict, Forbidden
+from server.api.schemas import ERRORS, Metrics, PageOf, Principal, Progress, RunCreate, RunOut, SuiteRef
+from server.benchmarks.mpe.suite import SUITE_FILE, SuiteError
+from server.core.status import ACTIVE_RUN, RunStatus
+from server.db import Run
+from server.db import Suite as SuiteRow
+from server.engine.leasing import cancel_run, create_run
+from server.engine.progress import RunProgress, runs_progress
+from server.scoring.results import latest_scoring, load_run_metrics
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
-STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 
 
 @router.get("/me", response_model=Principal, tags=["auth"], summary="Who this token is")
 def me(p: Caller) -> Principal:
+    """The team of the calling token and whether it is an admin token."""
     return Principal(team=p.team, admin=p.admin)
 
 
@@ -48,36 +51,32 @@ def _clean(message: str, path: Path, shown: str) -> str:
     return message
 
 
-def progress_of(s, run_ids: Iterable[str]) -> dict[str, Progress]:
-    ids = list(run_ids)
-    counts: dict[str, dict[str, int]] = {i: {} for i in ids}
-    retries: dict[str, int] = {}
-    if ids:
-        for run_id, status, n in s.execute(select(Episode.run_id, Episode.status, func.count())
-                                           .where(Episode.run_id.in_(ids)).group_by(Episode.run_id, Episode.status)):
-            counts[run_id][status] = n
-        retries = dict(s.execute(
-            select(Episode.run_id, func.count()).select_from(Attempt).join(Episode, Attempt.episode_id == Episode.id)
-            .where(Episode.run_id.in_(ids), Attempt.status.in_(("failed", "abandoned"))).group_by(Episode.run_id)).all())
-    return {i: Progress(total=sum(c.values()), **{k: c.get(k, 0) for k in STATUSES}, failed_attempts=retries.get(i, 0))
-            for i, c in counts.items()}
+def _or(given: int | None, default: int) -> int:
+    return default if given is None else given
+
+
+def progress_out(p: RunProgress) -> Progress:
+    """A run's progress as the API returns it."""
+    return Progress.model_validate(p, from_attributes=True)
 
 
 def run_out(run: Run, suite: SuiteRow, progress: Progress, state: Any, scored: bool | None = None) -> RunOut:
+    """A run as the API returns it: its suite, settings, status, progress and the episodes streaming
+    live on this server."""
     live = [ch.episode_id for ch in list(state.live.channels.values()) if ch.run_id == run.id]
-    return RunOut(id=run.id, team=run.team, model=run.model_name,
+    return RunOut(id=run.id, team=run.team, model=run.model_name, benchmark=run.benchmark,
                   suite=SuiteRef(id=suite.id, name=suite.name, version=suite.version), clock=run.clock,
                   conditions=list(run.conditions), limit=run.limit_n, max_attempts=run.max_attempts,
                   max_inflight=run.max_inflight, status=run.status, created_at=run.created_at,
-                  finished_at=run.finished_at, progress=progress, live_episodes=live, scored=scored)
+                  finished_at=run.finished_at, error=run.error, progress=progress, live_episodes=live, scored=scored)
 
 
 def _get(state: Any, p, run_id: str, *, with_scored: bool = False) -> RunOut:
     with state.db.session() as s:
         run = visible_run(s, p, run_id)
         suite = s.get(SuiteRow, run.suite_id)
-        prog = progress_of(s, [run.id])[run.id]
-    scored = scores.run_metrics(state.db, run.id) is not None if with_scored else None
+    prog = progress_out(runs_progress(state.db, [run.id])[run.id])
+    scored = latest_scoring(state.db, run.id) is not None if with_scored else None
     return run_out(run, suite, prog, state, scored)
 
 
@@ -99,8 +98,9 @@ def create(body: RunCreate, p: Caller, state: State) -> RunOut:
         path, shown = resolve_suite_dir(state.settings.suites_root, body.suite), f"suite {body.suite!r}"
     try:
         run_id = create_run(state.db, team=team, model=body.model, suite_path=str(path), clock=body.clock,
-                            conditions=list(body.conditions), limit=body.limit, max_attempts=body.max_attempts,
-                            max_inflight=body.max_inflight)
+                            conditions=list(body.conditions), limit=body.limit,
+                            max_attempts=_or(body.max_attempts, state.settings.max_attempts),
+                            max_inflight=_or(body.max_inflight, state.settings.max_inflight))
     except SuiteError as exc:
         raise BadRequest(_clean(f"{shown} cannot be loaded: {exc}", path, shown)) from None
     except BadRequest as exc:
@@ -114,6 +114,8 @@ def list_runs(p: Caller, state: State, paging: Paging,
               model: Annotated[str | None, Query(max_length=100)] = None,
               team: Annotated[str | None, Query(max_length=64, description="admin only: one team")] = None
               ) -> PageOf[RunOut]:
+    """Your team's runs, newest first, each with its progress. Filters: status, model, and (admin
+    only) team."""
     where = [c for c in (team_filter(p, Run.team, team),
                          Run.status == status if status else None,
                          Run.model_name == model if model else None) if c is not None]
@@ -122,13 +124,14 @@ def list_runs(p: Caller, state: State, paging: Paging,
         runs = s.scalars(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id)
                          .limit(paging.limit).offset(paging.offset)).all()
         suites = {r.id: r for r in s.scalars(select(SuiteRow).where(SuiteRow.id.in_({r.suite_id for r in runs})))}
-        prog = progress_of(s, [r.id for r in runs])
-    return PageOf[RunOut](items=[run_out(r, suites[r.suite_id], prog[r.id], state) for r in runs], total=total,
-                          limit=paging.limit, offset=paging.offset)
+    prog = runs_progress(state.db, [r.id for r in runs])
+    items = [run_out(r, suites[r.suite_id], progress_out(prog[r.id]), state) for r in runs]
+    return PageOf[RunOut](items=items, total=total, limit=paging.limit, offset=paging.offset)
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, tags=["runs"], summary="One run with live progress")
 def get_run(run_id: str, p: Caller, state: State) -> RunOut:
+    """One run with its progress and whether it has been scored. 404 when the run is not visible to you."""
     return _get(state, p, run_id, with_scored=True)
 
 
@@ -138,7 +141,7 @@ def cancel(run_id: str, p: Caller, state: State) -> RunOut:
     """Queued episodes are dropped; running ones stop at their next flush (about a second)."""
     with state.db.session() as s:
         run = visible_run(s, p, run_id)
-        if run.status not in ACTIVE_RUN and run.status != "cancelled":
+        if run.status not in ACTIVE_RUN and run.status != RunStatus.cancelled:
             raise Conflict(f"the run is already {run.status}")
     cancel_run(state.db, run_id)
     return _get(state, p, run_id)
@@ -146,7 +149,9 @@ def cancel(run_id: str, p: Caller, state: State) -> RunOut:
 
 @router.get("/runs/{run_id}/metrics", response_model=Metrics, tags=["runs"], summary="Scored metrics of a run")
 def metrics(run_id: str, p: Caller, state: State) -> Metrics:
+    """The run's latest complete scoring (metrics per model, condition and quantity, and analyses);
+    `scored` false and `results` null until it is scored. 404 when the run is not visible to you."""
     with state.db.session() as s:
         visible_run(s, p, run_id)
-    results = scores.run_metrics(state.db, run_id)
+    results = load_run_metrics(state.db, run_id)
     return Metrics(run_id=run_id, scored=results is not None, results=results)

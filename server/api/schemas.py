@@ -7,21 +7,27 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.outcome import MPEOutcome as Outcome  # the outcome of each benchmark's episodes
+from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
+
 T = TypeVar("T")
 Clock = Literal["lockstep", "realtime"]
 Condition = Literal["explicit", "implicit"]
-EpisodeStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-RunStatus = Literal["queued", "running", "finished", "cancelled"]
 MODEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"  # as bridges announce it (wire hello)
 TEAM_RE = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 
 
 class ErrorBody(BaseModel):
+    """An error: its stable code and a message."""
+
     code: str = Field(description="stable error code (unauthorized, forbidden, not_found, bad_request, ...)")
     message: str
 
 
 class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
     error: ErrorBody
 
 
@@ -29,6 +35,8 @@ ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 422)}
 
 
 class PageOf(BaseModel, Generic[T]):
+    """One page of a list: its items, how many match the filters, and the paging used."""
+
     items: list[T]
     total: int = Field(description="items matching the filters")
     limit: int
@@ -36,6 +44,8 @@ class PageOf(BaseModel, Generic[T]):
 
 
 class Principal(BaseModel):
+    """Who a token belongs to: its team and whether it is an admin token."""
+
     team: str
     admin: bool
 
@@ -44,6 +54,8 @@ class Principal(BaseModel):
 
 
 class RunCreate(BaseModel):
+    """A run to queue: the model, exactly one of `suite_id` and `suite`, and its settings."""
+
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, max_length=100, pattern=MODEL_RE,
@@ -54,8 +66,10 @@ class RunCreate(BaseModel):
     clock: Clock = "lockstep"
     conditions: list[Condition] = Field(default_factory=lambda: ["explicit", "implicit"], min_length=1, max_length=2)
     limit: int | None = Field(default=None, ge=1, le=1_000_000, description="only the first N pairs")
-    max_attempts: int = Field(default=3, ge=1, le=10)
-    max_inflight: int = Field(default=1, ge=1, le=64)
+    max_attempts: int | None = Field(default=None, ge=1, le=10,
+                                     description="attempts per episode (default: the server's MPE_MAX_ATTEMPTS)")
+    max_inflight: int | None = Field(default=None, ge=1, le=64,
+                                     description="lockstep: frames in flight (default: the server's MPE_MAX_INFLIGHT)")
     team: str | None = Field(default=None, pattern=TEAM_RE, description="admin only: create the run for this team")
 
     @model_validator(mode="after")
@@ -66,6 +80,8 @@ class RunCreate(BaseModel):
 
 
 class Progress(BaseModel):
+    """A run's episodes counted by status, and its failed attempts."""
+
     total: int
     queued: int
     running: int
@@ -76,15 +92,20 @@ class Progress(BaseModel):
 
 
 class SuiteRef(BaseModel):
+    """The suite a run plays."""
+
     id: str
     name: str
     version: str
 
 
 class RunOut(BaseModel):
+    """A run: its model, suite, settings, status and progress."""
+
     id: str
     team: str
     model: str
+    benchmark: str = Field(description="the benchmark plug-in of the run's suite (duplex-mpe)")
     suite: SuiteRef
     clock: Clock
     conditions: list[str]
@@ -94,12 +115,15 @@ class RunOut(BaseModel):
     status: RunStatus
     created_at: datetime
     finished_at: datetime | None
+    error: str | None = Field(default=None, description="why a failed run stopped (e.g. its suite changed on disk)")
     progress: Progress
     live_episodes: list[str] = Field(default_factory=list, description="episodes streaming live on this server")
     scored: bool | None = Field(default=None, description="whether metrics exist (run detail only)")
 
 
 class Metrics(BaseModel):
+    """A run's scored metrics (null until it is scored)."""
+
     run_id: str
     scored: bool
     results: dict[str, Any] | None = Field(
@@ -109,17 +133,9 @@ class Metrics(BaseModel):
 # --- episodes -----------------------------------------------------------------------------
 
 
-class Outcome(BaseModel):
-    source: Literal["live", "score"]
-    t: str | None = Field(description="fresh | already_speaking | none (no response)")
-    correct: bool | None
-    silence: list[int] = Field(description="[clean N1-N3 windows, all N1-N3 windows]")
-    n4: list[str]
-    failures: list[str]
-    ok: bool
-
-
 class EpisodeItem(BaseModel):
+    """An episode in a run's list: its status, attempts, duration in seconds and outcome."""
+
     id: str
     run_id: str
     ordinal: int
@@ -135,9 +151,11 @@ class EpisodeItem(BaseModel):
 
 
 class AttemptOut(BaseModel):
+    """One attempt at an episode: its status, error, frames played and times."""
+
     id: str
     number: int
-    status: str
+    status: AttemptStatus
     error_code: str | None
     error_message: str | None
     n_frames: int
@@ -146,7 +164,15 @@ class AttemptOut(BaseModel):
     model_revision: str
 
 
+class EpisodeScores(EpisodeScore):
+    """An episode's scoring entry (the ``episodes[]`` entry of ``mpe score --json``) and its scoring."""
+
+    scoring_id: str
+
+
 class EpisodeOut(BaseModel):
+    """One episode in full: events and segments (samples at 24 kHz), attempts, outcome and scores."""
+
     model_config = ConfigDict(extra="allow")
 
     episode_id: str
@@ -159,10 +185,13 @@ class EpisodeOut(BaseModel):
     segments: list[dict[str, Any]] = Field(description="detector segments of the assistant track, in samples")
     duration_s: float | None
     outcome: Outcome | None
-    scores: dict[str, Any] | None = Field(description="verdicts of the scoring subsystem, or null when not scored")
+    scores: EpisodeScores | None = Field(description="windows, transcripts and verdicts of the latest scoring, "
+                                                     "or null when not scored")
 
 
 class AudioUrl(BaseModel):
+    """A signed URL and when it expires."""
+
     url: str = Field(description="a URL that plays in <audio> without headers (signed, expires)")
     expires_at: int = Field(description="epoch seconds")
 
@@ -171,6 +200,8 @@ class AudioUrl(BaseModel):
 
 
 class SuiteOut(BaseModel):
+    """A suite registered to a team, pinned by its content hash."""
+
     id: str
     team: str
     name: str
@@ -182,6 +213,8 @@ class SuiteOut(BaseModel):
 
 
 class SuiteDetail(SuiteOut):
+    """One suite with its metadata and its scenarios counted by condition and by turn label."""
+
     meta: dict[str, Any]
     available: bool = Field(description="whether the suite's files are readable on this server")
     conditions: dict[str, int]
@@ -189,6 +222,8 @@ class SuiteDetail(SuiteOut):
 
 
 class ScenarioItem(BaseModel):
+    """One scenario version of a suite: pair, condition, speakers, turn labels and duration in seconds."""
+
     scenario_id: str
     pair_id: str
     condition: str
@@ -199,6 +234,8 @@ class ScenarioItem(BaseModel):
 
 
 class SuiteDir(BaseModel):
+    """A suite directory below the server's suites root."""
+
     path: str = Field(description="relative to the suites root; pass as `suite` when creating a run")
     name: str
     version: str
@@ -209,6 +246,8 @@ class SuiteDir(BaseModel):
 
 
 class TokenCreate(BaseModel):
+    """A token to create: its team, whether it is an admin token, and a label."""
+
     model_config = ConfigDict(extra="forbid")
 
     team: str = Field(pattern=TEAM_RE)
@@ -217,6 +256,8 @@ class TokenCreate(BaseModel):
 
 
 class TokenOut(BaseModel):
+    """An API token (never its secret)."""
+
     id: int
     team: str
     admin: bool
@@ -226,4 +267,6 @@ class TokenOut(BaseModel):
 
 
 class TokenCreated(TokenOut):
+    """A token just created, with its secret."""
+
     token: str = Field(description="the secret, shown only this once")

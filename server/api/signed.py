@@ -11,18 +11,21 @@ import time
 from urllib.parse import urlencode
 
 from clients.errors import AuthError
-from ..auth import Principal
-from ..db import Database, Token
+from server.auth import Principal
+from server.db import Database, Token
 
 TTL_S = 3600
 
 
 def sign(token_hash: str, *parts: object) -> str:
+    """The HMAC-SHA256 of ``parts`` keyed by a stored token hash (hex, 40 characters)."""
     msg = "|".join("" if p is None else str(p) for p in parts).encode()
     return hmac.new(token_hash.encode(), msg, hashlib.sha256).hexdigest()[:40]
 
 
 def signed_query(db: Database, p: Principal, *parts: object, ttl_s: int = TTL_S) -> tuple[dict, int]:
+    """Query parameters (``tid``, ``exp``, ``sig``) that sign ``parts`` with the caller's token for
+    ``ttl_s`` seconds, and their expiry in epoch seconds."""
     with db.session() as s:
         token_hash = s.get(Token, p.token_id).token_hash
     exp = int(time.time()) + ttl_s
@@ -46,4 +49,5 @@ def verify(db: Database, tid: int | str | None, exp: int | str | None, sig: str 
 
 
 def query_string(q: dict) -> str:
+    """``q`` as a URL query string."""
     return urlencode(q)

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
-from ..db import Suite as SuiteRow
-from ..suite import SCENARIOS_FILE, SUITE_FILE, Suite, SuiteError, SuiteMeta
-from .deps import Caller, Paging, State, team_filter, visible_suite
-from .schemas import ERRORS, Condition, PageOf, ScenarioItem, SuiteDetail, SuiteDir, SuiteOut
+from server.api.deps import Caller, Paging, State, team_filter, visible_suite
+from server.api.schemas import ERRORS, Condition, PageOf, ScenarioItem, SuiteDetail, SuiteDir, SuiteOut
+from server.benchmarks.mpe.suite import SCENARIOS_FILE, SUITE_FILE, Suite, SuiteError, SuiteMeta
+from server.db import Suite as SuiteRow
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
 MAX_DIRS = 200
@@ -35,6 +35,7 @@ def _load(row: SuiteRow) -> Suite | None:
 def list_suites(p: Caller, state: State, paging: Paging,
                 team: Annotated[str | None, Query(max_length=64, description="admin only: one team")] = None
                 ) -> PageOf[SuiteOut]:
+    """The suites registered to your team, newest first (admin: every team's, or one team's)."""
     where = [c for c in (team_filter(p, SuiteRow.team, team),) if c is not None]
     with state.db.session() as s:
         total = s.scalar(select(func.count()).select_from(SuiteRow).where(*where))
@@ -47,6 +48,8 @@ def list_suites(p: Caller, state: State, paging: Paging,
 @router.get("/suites/available", response_model=list[SuiteDir],
             summary="Suite directories below the suites root (for creating runs)")
 def available(p: Caller, state: State) -> list[SuiteDir]:
+    """The readable suite directories up to two levels below the server's suites root (at most 200),
+    with name, version and scenario count; empty when the server has no suites root."""
     root = state.settings.suites_root
     if root is None or not root.is_dir():
         return []
@@ -71,6 +74,9 @@ def available(p: Caller, state: State) -> list[SuiteDir]:
 
 @router.get("/suites/{suite_id}", response_model=SuiteDetail, summary="One suite")
 def get_suite(suite_id: str, p: Caller, state: State) -> SuiteDetail:
+    """One suite: its metadata and scenario counts by condition and turn label (no counts, and
+    `available` false, when its files are missing or changed on disk). 404 when the suite is
+    not visible to you."""
     with state.db.session() as s:
         row = visible_suite(s, p, suite_id)
     suite = _load(row)
@@ -86,6 +92,8 @@ def get_suite(suite_id: str, p: Caller, state: State) -> SuiteDetail:
 @router.get("/suites/{suite_id}/scenarios", response_model=PageOf[ScenarioItem], summary="Scenarios of a suite")
 def scenarios(suite_id: str, p: Caller, state: State, paging: Paging,
               condition: Annotated[Condition | None, Query()] = None) -> PageOf[ScenarioItem]:
+    """A suite's scenarios, optionally of one condition (none when its files are missing or changed
+    on disk). 404 when the suite is not visible to you."""
     with state.db.session() as s:
         row = visible_suite(s, p, suite_id)
     suite = _load(row)

@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
-from ..auth import create_token, hash_token
-from ..db import Token
-from .deps import Admin, Paging, State
-from .errors import NotFound
-from .schemas import ERRORS, PageOf, TokenCreate, TokenCreated, TokenOut
+from server.api.deps import Admin, Paging, State
+from server.api.errors import NotFound
+from server.api.schemas import ERRORS, PageOf, TokenCreate, TokenCreated, TokenOut
+from server.auth import create_token, hash_token
+from server.db import Token
 
 router = APIRouter(prefix="/v1", tags=["tokens"], responses={**ERRORS, 403: ERRORS[401]})
 
@@ -24,6 +24,7 @@ def _out(t: Token) -> dict:
 def list_tokens(_p: Admin, state: State, paging: Paging,
                 team: Annotated[str | None, Query(max_length=64)] = None,
                 revoked: Annotated[bool | None, Query()] = None) -> PageOf[TokenOut]:
+    """API tokens (never their secrets), optionally of one team or revoked state. Admin only (403)."""
     where = [c for c in (Token.team == team if team else None,
                          Token.revoked.is_(revoked) if revoked is not None else None) if c is not None]
     with state.db.session() as s:
@@ -35,6 +36,7 @@ def list_tokens(_p: Admin, state: State, paging: Paging,
 
 @router.post("/tokens", status_code=201, response_model=TokenCreated, summary="Create a token")
 def create(body: TokenCreate, _p: Admin, state: State) -> TokenCreated:
+    """A new token for a team, with its secret, shown only this once. Admin only (403)."""
     secret = create_token(state.db, body.team, admin=body.admin, label=body.label)
     with state.db.session() as s:
         row = s.scalar(select(Token).where(Token.token_hash == hash_token(secret)))
@@ -43,6 +45,8 @@ def create(body: TokenCreate, _p: Admin, state: State) -> TokenCreated:
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut, summary="Revoke a token")
 def revoke(token_id: int, _p: Admin, state: State) -> TokenOut:
+    """Revoke a token: its requests and signed URLs fail at once. Admin only (403); 404 for an
+    unknown token."""
     with state.db.session() as s:
         row = s.get(Token, token_id)
         if row is None:

@@ -22,11 +22,10 @@ is part of the cache key of every transcript it makes.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import hashlib
 import json
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,9 +33,8 @@ from typing import Any, Sequence
 import numpy as np
 import soxr
 
-from server.speech import STREAM_RATE
-
-from .errors import BackendUnavailable
+from server.core.timebase import STREAM_RATE
+from server.scoring.errors import BackendUnavailable
 
 ASR_RATE = 16_000
 JOIN_GAP = STREAM_RATE * 3 // 10  # 0.3 s of silence between joined fragments

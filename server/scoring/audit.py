@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
-from server.audio import write_wav
+from server.core.audio import write_wav
+from server.core.benchmark import JudgedItem, ScoreEntry
 from server.db import Database, VerdictRow
-
-from .asr import join_fragments
-from .errors import NotScored, ScoringError
-from .judges import ANSWER_LABELS, SILENCE_LABELS
-from .results import get_scoring, latest_scoring, load_scoring_entries
+from server.scoring.asr import join_fragments
+from server.scoring.errors import NotScored, ScoringError
+from server.scoring.judges import ANSWER_LABELS, SILENCE_LABELS
+from server.scoring.results import benchmark_of, get_scoring, latest_scoring
+from server.scoring.store import ScoringStatus, load_entries
 
 AUDIT_SEED = 20260902
 FIELDS = ["item_id", "run_id", "scoring_id", "episode_id", "model", "condition", "task", "turn_idx", "clip",
@@ -39,75 +40,59 @@ SYNONYMS = {"INTRUSION": "SUBSTANTIVE_INTRUSION", "SUBSTANTIVE": "SUBSTANTIVE_IN
             "RIGHT": "CORRECT", "WRONG": "INCORRECT"}
 
 
-def _items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    items = []
-    for e in entries:
-        t = e["t"]
-        if t.get("verdict_id") is not None or t.get("reason") == "unparseable":
-            items.append({"entry": e, "task": "answer", "turn_idx": t["turn_idx"], "fragments": t["fragments"],
-                          "transcript": t["transcript"], "verdict_id": t.get("verdict_id"),
-                          "label": t.get("verdict") or "UNPARSEABLE"})
-        for w in e["silence_windows"]:
-            if w.get("verdict_id") is not None:
-                items.append({"entry": e, "task": "silence", "turn_idx": w["turn_idx"], "fragments": w["fragments"],
-                              "transcript": w["transcript"], "verdict_id": w["verdict_id"],
-                              "label": w.get("verdict") or "UNPARSEABLE"})
-    return items
+def _label(item: JudgedItem) -> str:
+    return item.label or "UNPARSEABLE"
 
 
-def _track(db: Database, entry: dict[str, Any], cache: dict[str, np.ndarray]) -> np.ndarray:
-    key = entry.get("attempt_id") or entry["episode_id"]
+def _track(db: Database, entry: ScoreEntry, cache: dict[str, np.ndarray]) -> np.ndarray:
+    key = entry.attempt_id or entry.episode_id
     if key not in cache:
-        src = entry.get("source") or "db"
-        if src == "db":
-            from server.export import load_track
+        if entry.source == "db":
+            from server.engine.export import load_track
 
-            cache[key] = load_track(db, entry["attempt_id"], "assistant")
+            cache[key] = load_track(db, entry.attempt_id, "assistant")
         else:
             import soundfile as sf
 
-            cache[key], _ = sf.read(str(Path(src) / "assistant.wav"), dtype="int16")
+            cache[key], _ = sf.read(str(Path(entry.source) / "assistant.wav"), dtype="int16")
     return cache[key]
 
 
 def sample(db: Database, ref: str, out: Path, *, per_label: int = 5, seed: int = AUDIT_SEED) -> dict[str, Any]:
     row = latest_scoring(db, ref) or get_scoring(db, ref)
-    if row is None or row.status != "complete":
+    if row is None or row.status != ScoringStatus.complete:
         raise NotScored(f"{ref!r} has no complete scoring; run `mpe score {ref}` first")
-    entries = load_scoring_entries(db, row.id)
-    items = _items(entries)
+    items = [(e, it) for e in load_entries(db, row.id, benchmark_of(row).entry_model) for it in e.judged()]
     if not items:
         raise NotScored(f"scoring {row.id} holds no judge verdicts to audit (no speech was judged)")
-    strata: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for it in items:
-        e = it["entry"]
-        strata[(e["model"], e["condition"], it["task"], it["label"])].append(it)
+    strata: dict[tuple, list[tuple[ScoreEntry, JudgedItem]]] = defaultdict(list)
+    for e, it in items:
+        strata[(e.model, e.condition, it.task, _label(it))].append((e, it))
     rng = random.Random(seed)
-    chosen = []
+    chosen: list[tuple[ScoreEntry, JudgedItem]] = []
     for key in sorted(strata):
-        pool = sorted(strata[key], key=lambda it: (it["entry"]["episode_id"], it["turn_idx"]))
+        pool = sorted(strata[key], key=lambda p: (p[0].episode_id, p[1].turn_idx))
         chosen.extend(rng.sample(pool, min(per_label, len(pool))))
     with db.session() as s:
         vrows = {v.id: v for v in s.scalars(select(VerdictRow).where(
-            VerdictRow.id.in_([it["verdict_id"] for it in chosen if it["verdict_id"] is not None])))}
+            VerdictRow.id.in_([it.verdict_id for _, it in chosen])))}
     out = Path(out)
     (out / "clips").mkdir(parents=True, exist_ok=True)
     tracks: dict[str, np.ndarray] = {}
     rows = []
-    for n, it in enumerate(chosen, start=1):
-        e = it["entry"]
+    for n, (e, it) in enumerate(chosen, start=1):
         item_id = f"a{n:04d}"
         clip = f"clips/{item_id}.wav"
-        write_wav(out / clip, join_fragments(_track(db, e, tracks), [tuple(f) for f in it["fragments"]]))
-        v = vrows.get(it["verdict_id"])
-        label = it["label"]
+        write_wav(out / clip, join_fragments(_track(db, e, tracks), it.fragments))
+        v = vrows.get(it.verdict_id)
+        label = _label(it)
         rows.append({
-            "item_id": item_id, "run_id": e.get("run_id") or "", "scoring_id": row.id, "episode_id": e["episode_id"],
-            "model": e["model"], "condition": e["condition"], "task": it["task"], "turn_idx": it["turn_idx"],
-            "clip": clip, "transcript": it["transcript"] or "", "gold_answer": e.get("gold_answer") or "",
+            "item_id": item_id, "run_id": e.run_id or "", "scoring_id": row.id, "episode_id": e.episode_id,
+            "model": e.model, "condition": e.condition, "task": it.task, "turn_idx": it.turn_idx,
+            "clip": clip, "transcript": it.transcript or "", "gold_answer": it.reference or "",
             "judge": v.backend if v else "", "judge_model": v.model if v else "",
             "prompt_version": v.prompt_version if v else "", "judge_label": label,
-            "judge_effective": label if label in LABELS[it["task"]] else EFFECTIVE[it["task"]],
+            "judge_effective": label if label in LABELS[it.task] else EFFECTIVE[it.task],
             "human_label": "", "notes": ""})
     with open(out / "sheet.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)

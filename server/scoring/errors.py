@@ -17,6 +17,12 @@ class BadBundle(ScoringError):
     code = "bad_bundle"
 
 
+class BadEntry(ScoringError):
+    """A stored scoring entry does not match its benchmark's entry model."""
+
+    code = "bad_entry"
+
+
 class BackendUnavailable(ScoringError):
     """An ASR or judge backend cannot be used (not installed, no weights, no key)."""
 

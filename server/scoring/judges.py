@@ -22,21 +22,22 @@ through the ``anthropic`` SDK; ``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import hashlib
 import json
 import os
 import re
+from abc import ABC, abstractmethod
 from difflib import SequenceMatcher
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from .errors import BackendUnavailable, JudgeError
+from server.scoring.errors import BackendUnavailable, JudgeError
 
-ANSWER_LABELS = ("CORRECT", "INCORRECT")
-SILENCE_LABELS = ("BACKCHANNEL", "SUBSTANTIVE_INTRUSION")
+AnswerLabel = Literal["CORRECT", "INCORRECT"]
+SilenceLabel = Literal["BACKCHANNEL", "SUBSTANTIVE_INTRUSION"]
+ANSWER_LABELS: tuple[AnswerLabel, ...] = get_args(AnswerLabel)
+SILENCE_LABELS: tuple[SilenceLabel, ...] = get_args(SilenceLabel)
 PASSING = {"answer": "CORRECT", "silence": "BACKCHANNEL"}
 
 

@@ -1,15 +1,28 @@
-"""Read access to scoring results for other parts of the server (REST API, dashboard, reports).
+"""Read access to scoring results for other parts of the server (REST API, reports, audit).
 
-All return values are JSON-able dicts; ``None`` when nothing has been scored.
+Metrics come as JSON-able dicts, entries as their benchmark's :class:`ScoreEntry` model
+(parsed by :func:`server.scoring.store.parse_entry`); ``None`` when nothing has been scored.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic
 
 from sqlalchemy import select
 
+from server.core.benchmark import Benchmark
 from server.db import Database, EpisodeScoreRow, ScoringRow
+from server.engine.registry import get_benchmark
+from server.scoring.store import EntryT, ScoringStatus, parse_entry
+
+
+@dataclass(frozen=True)
+class ScoredEntry(Generic[EntryT]):
+    """An episode's entry and the scoring it belongs to."""
+
+    scoring_id: str
+    entry: EntryT
 
 
 def _scoring_info(row: ScoringRow) -> dict[str, Any]:
@@ -18,10 +31,17 @@ def _scoring_info(row: ScoringRow) -> dict[str, Any]:
             "finished_at": row.finished_at.isoformat() if row.finished_at else None}
 
 
+def benchmark_of(row: ScoringRow) -> Benchmark:
+    """The benchmark a scoring scored: its configuration names it, except the default's
+    (:func:`server.scoring.runner.scoring_config` keeps older scorings' hashes)."""
+    return get_benchmark(row.config.get("benchmark"))
+
+
 def latest_scoring(db: Database, run_id: str) -> ScoringRow | None:
     """The most recently finished complete scoring of a run."""
     with db.session() as s:
-        return s.scalar(select(ScoringRow).where(ScoringRow.run_id == run_id, ScoringRow.status == "complete")
+        return s.scalar(select(ScoringRow).where(ScoringRow.run_id == run_id,
+                                                 ScoringRow.status == ScoringStatus.complete)
                         .order_by(ScoringRow.finished_at.desc(), ScoringRow.created_at.desc()).limit(1))
 
 
@@ -30,34 +50,28 @@ def get_scoring(db: Database, scoring_id: str) -> ScoringRow | None:
         return s.get(ScoringRow, scoring_id)
 
 
-def load_run_metrics(db: Database, run_id: str) -> dict | None:
+def load_run_metrics(db: Database, run_id: str) -> dict[str, Any] | None:
     """The latest complete scoring of ``run_id``: ``{"scoring": {...}, "metrics": ..., "analyses": ...}``
     where ``metrics[model][condition][quantity] = {"num", "den", "value"}``; None if never scored."""
     row = latest_scoring(db, run_id)
-    if row is None or row.results is None:
+    if row is None:
         return None
-    return {"scoring": _scoring_info(row), "metrics": row.results.get("metrics", {}),
-            "analyses": row.results.get("analyses", {})}
+    assert row.results is not None  # a complete scoring has published its results
+    return {"scoring": _scoring_info(row), "metrics": row.results["metrics"], "analyses": row.results["analyses"]}
 
 
-def load_episode_scores(db: Database, episode_id: str) -> dict | None:
-    """The episode's ``episodes[]`` entry (windows, transcripts, verdicts) from the latest
-    complete scoring that holds it (else from any scoring in progress); None if not scored."""
+def load_episode_scores(db: Database, episode_id: str,
+                        model: type[EntryT]) -> ScoredEntry[EntryT] | None:
+    """The episode's entry (windows, transcripts, verdicts) from the latest complete scoring
+    that holds it (else from any scoring in progress); None if not scored."""
     with db.session() as s:
         row = s.execute(
             select(EpisodeScoreRow.data, EpisodeScoreRow.scoring_id)
             .join(ScoringRow, ScoringRow.id == EpisodeScoreRow.scoring_id)
             .where(EpisodeScoreRow.episode_id == episode_id)
-            .order_by((ScoringRow.status == "complete").desc(), EpisodeScoreRow.created_at.desc(),
+            .order_by((ScoringRow.status == ScoringStatus.complete).desc(), EpisodeScoreRow.created_at.desc(),
                       EpisodeScoreRow.id.desc())
             .limit(1)).first()
     if row is None:
         return None
-    return {**row.data, "scoring_id": row.scoring_id}
-
-
-def load_scoring_entries(db: Database, scoring_id: str) -> list[dict[str, Any]]:
-    with db.session() as s:
-        rows = s.scalars(select(EpisodeScoreRow.data).where(EpisodeScoreRow.scoring_id == scoring_id)
-                         .order_by(EpisodeScoreRow.id)).all()
-    return list(rows)
+    return ScoredEntry(row.scoring_id, parse_entry(model, row.data, row.scoring_id, episode_id))

@@ -27,16 +27,24 @@ from typing import Any, Callable
 from sqlalchemy import select
 
 from clients.errors import MPEError
+from server.core.benchmark import Benchmark, ScoreEntry
+from server.core.detector import DETECTOR_VERSION
+from server.core.status import ACTIVE_RUN
 from server.db import Database, Episode, Run
-from server.detector import DETECTOR_VERSION
-
-from .asr import make_asr
-from .episode import SCORING_VERSION, find_bundles, load_bundle, load_db_episode, score_episode
-from .errors import ScoringError
-from .judges import make_judge
-from .metrics import compute_metrics
-from .stats import analyses
-from .store import Cache, done_episodes, finish_scoring, load_entries, open_scoring, save_episode
+from server.engine.registry import DEFAULT, get_benchmark
+from server.scoring.asr import make_asr
+from server.scoring.errors import BadBundle, ScoringError
+from server.scoring.judges import make_judge
+from server.scoring.loading import find_bundles, load_bundle, load_db_episode
+from server.scoring.store import (
+    Cache,
+    ScoringStatus,
+    done_episodes,
+    finish_scoring,
+    load_entries,
+    open_scoring,
+    save_episode,
+)
 
 Progress = Callable[[int, int], None]
 
@@ -54,6 +62,16 @@ class Job:
     episode_id: str
     attempt_id: str | None
     path: str | None = None  # bundle directory; None = from the database
+    benchmark: str = DEFAULT
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a worker reports of one episode: the ASR/judge calls it made, or why it failed."""
+
+    episode_id: str
+    error: str | None = None
+    calls: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -63,7 +81,7 @@ class ScoringResult:
     config: dict[str, Any]
     metrics: dict[str, Any]
     analyses: dict[str, Any]
-    episodes: list[dict[str, Any]]
+    episodes: list[ScoreEntry]
     failures: list[dict[str, str]] = field(default_factory=list)
     skipped: int = 0  # episodes found already scored (resumed)
     calls: dict[str, int] = field(default_factory=dict)
@@ -73,7 +91,8 @@ class ScoringResult:
     def to_json(self) -> dict[str, Any]:
         """The ``mpe score --json`` object."""
         return {"scoring_id": self.scoring_id, "run_id": self.run_id, "config": self.config,
-                "metrics": self.metrics, "analyses": self.analyses, "episodes": self.episodes,
+                "metrics": self.metrics, "analyses": self.analyses,
+                "episodes": [e.model_dump(mode="json") for e in self.episodes],
                 "failures": self.failures, "warnings": self.warnings}
 
 
@@ -84,11 +103,14 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def scoring_config(asr_spec: str, judge_spec: str) -> tuple[dict[str, Any], str]:
+def scoring_config(asr_spec: str, judge_spec: str, bench: Benchmark | None = None) -> tuple[dict[str, Any], str]:
     """Build both backends (cheap: models load on first use) and describe the settings."""
+    bench = bench or get_benchmark(None)
     asr, judge = make_asr(asr_spec), make_judge(judge_spec)
-    config = {"scoring_version": SCORING_VERSION, "detector": DETECTOR_VERSION, "asr": asr.describe(),
+    config = {"scoring_version": bench.scoring_version, "detector": DETECTOR_VERSION, "asr": asr.describe(),
               "judge": judge.describe()}
+    if bench.name != DEFAULT:  # scorings made before benchmarks were plug-ins keep their hash
+        config["benchmark"] = bench.name
     return config, hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 
@@ -104,18 +126,18 @@ class _Worker:
         self.judge = make_judge(judge_spec)
         self.cache = Cache(self.db)
 
-    def run(self, scoring_id: str, job: Job) -> dict[str, Any]:
+    def run(self, scoring_id: str, job: Job) -> JobResult:
         before = dict(self.cache.calls)
         try:
             ep = load_bundle(Path(job.path)) if job.path else load_db_episode(self.db, job.episode_id, job.attempt_id)
-            entry = score_episode(ep, self.asr, self.judge, self.cache)
-            entry["episode_id"] = job.episode_id  # the id the scoring knows it by
-            save_episode(self.db, scoring_id, entry)
+            entry = get_benchmark(job.benchmark).score_episode(ep, self.asr, self.judge, self.cache)
+            # the id the scoring knows it by
+            save_episode(self.db, scoring_id, entry.model_copy(update={"episode_id": job.episode_id}))
         except MPEError as exc:
-            return {"episode_id": job.episode_id, "error": f"{exc.code}: {exc}"}
+            return JobResult(job.episode_id, error=f"{exc.code}: {exc}")
         except Exception as exc:  # one broken episode must not stop the others
-            return {"episode_id": job.episode_id, "error": f"{type(exc).__name__}: {exc}"}
-        return {"episode_id": job.episode_id, "calls": {k: v - before[k] for k, v in self.cache.calls.items()}}
+            return JobResult(job.episode_id, error=f"{type(exc).__name__}: {exc}")
+        return JobResult(job.episode_id, calls={k: v - before[k] for k, v in self.cache.calls.items()})
 
 
 _worker: _Worker | None = None
@@ -126,7 +148,7 @@ def _init_worker(db_url: str, asr_spec: str, judge_spec: str) -> None:
     _worker = _Worker(db_url, asr_spec, judge_spec)
 
 
-def _run_job(scoring_id: str, job: Job) -> dict[str, Any]:
+def _run_job(scoring_id: str, job: Job) -> JobResult:
     assert _worker is not None
     return _worker.run(scoring_id, job)
 
@@ -142,10 +164,11 @@ def run_jobs(db: Database, run_id: str) -> tuple[list[Job], list[str]]:
             raise ScoringError(f"no run {run_id!r} in {_redact(db.url)}", code="not_found")
         rows = s.execute(select(Episode.id, Episode.completed_attempt_id, Episode.status)
                          .where(Episode.run_id == run_id).order_by(Episode.ordinal)).all()
-        status = run.status
-    jobs = [Job(r.id, r.completed_attempt_id) for r in rows if r.status == "completed" and r.completed_attempt_id]
+        status, bench = run.status, run.benchmark
+    jobs = [Job(r.id, r.completed_attempt_id, benchmark=bench) for r in rows
+            if r.status == "completed" and r.completed_attempt_id]
     warnings = []
-    if status not in ("finished", "cancelled"):
+    if status in ACTIVE_RUN:
         warnings.append(f"run {run_id} is still {status}: scoring the {len(jobs)} episodes completed so far")
     failed = sum(r.status == "failed" for r in rows)
     if failed:
@@ -162,13 +185,13 @@ def bundle_jobs(paths: list[Path]) -> list[Job]:
         eid = str(doc["episode_id"])
         if eid in jobs:
             continue  # the same episode given twice
-        jobs[eid] = Job(eid, doc.get("attempt_id"), str(p.resolve()))
+        jobs[eid] = Job(eid, doc.get("attempt_id"), str(p.resolve()), str(doc.get("benchmark") or DEFAULT))
+    if len({j.benchmark for j in jobs.values()}) > 1:
+        raise BadBundle("the bundles belong to different benchmarks; score each benchmark's bundles separately")
     return list(jobs.values())
 
 
 def load_bundle_header(p: Path) -> dict[str, Any]:
-    from .errors import BadBundle
-
     try:
         doc = json.loads((p / "episode.json").read_text("utf-8"))
     except (OSError, ValueError) as exc:
@@ -196,7 +219,8 @@ def score_bundles(db: Database, paths: list[Path], opts: ScoreOptions = ScoreOpt
 def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None, opts: ScoreOptions,
            progress: Progress | None) -> ScoringResult:
     t0 = time.monotonic()
-    config, config_hash = scoring_config(opts.asr, opts.judge)
+    bench = get_benchmark(jobs[0].benchmark if jobs else None)
+    config, config_hash = scoring_config(opts.asr, opts.judge, bench)
     scoring_id, _ = open_scoring(db, source_key=source_key, run_id=run_id, config=config, config_hash=config_hash,
                                  n_episodes=len(jobs), fresh=opts.fresh)
     done = done_episodes(db, scoring_id)
@@ -208,12 +232,11 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
     calls = {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0}
     failures: list[dict[str, str]] = []
 
-    def collect(r: dict[str, Any], n_done: int) -> None:
-        if "error" in r:
-            failures.append({"episode_id": r["episode_id"], "error": r["error"]})
-        else:
-            for k, v in r["calls"].items():
-                calls[k] += v
+    def collect(r: JobResult, n_done: int) -> None:
+        if r.error is not None:
+            failures.append({"episode_id": r.episode_id, "error": r.error})
+        for k, v in r.calls.items():
+            calls[k] += v
         if progress:
             progress(n_done, total)
 
@@ -244,15 +267,15 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
                 raise
 
     ids = {j.episode_id for j in jobs}
-    entries = sorted(load_entries(db, scoring_id, ids), key=lambda e: (e["model"], e["scenario_id"], e["condition"],
-                                                                       e["episode_id"]))
+    entries = sorted(load_entries(db, scoring_id, bench.entry_model, ids),
+                     key=lambda e: (e.model, e.scenario_id, e.condition, e.episode_id))
     if failures:
-        finish_scoring(db, scoring_id, None, "incomplete")
+        finish_scoring(db, scoring_id, None, ScoringStatus.incomplete)
         metrics, an = {}, {}
     else:
-        metrics = compute_metrics(entries)
-        an = analyses(entries, metrics)
-        finish_scoring(db, scoring_id, {"metrics": metrics, "analyses": an}, "complete")
+        metrics = bench.metrics(entries)
+        an = bench.analyses(entries, metrics)
+        finish_scoring(db, scoring_id, {"metrics": metrics, "analyses": an}, ScoringStatus.complete)
     return ScoringResult(scoring_id=scoring_id, run_id=run_id, config=config, metrics=metrics, analyses=an,
                          episodes=entries, failures=failures, skipped=skipped, calls=calls,
                          seconds=time.monotonic() - t0)

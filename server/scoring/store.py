@@ -9,12 +9,14 @@ uses its own short session (§11).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
+from server.core.benchmark import ScoreEntry
 from server.db import (
     Database,
     EpisodeScoreRow,
@@ -24,9 +26,11 @@ from server.db import (
     VerdictRow,
     utcnow,
 )
+from server.scoring.asr import ASRBackend, ASRResult, audio_hash
+from server.scoring.errors import BadEntry
+from server.scoring.judges import Judge, Verdict
 
-from .asr import ASRBackend, ASRResult, audio_hash
-from .judges import Judge, Verdict
+EntryT = TypeVar("EntryT", bound=ScoreEntry)
 
 
 def transcript_key(asr: ASRBackend, a_hash: str) -> str:
@@ -125,6 +129,15 @@ class Cache:
 # --- scorings ----------------------------------------------------------------------------------
 
 
+class ScoringStatus(StrEnum):
+    """A scoring is running until its last episode is done; then complete (metrics published)
+    or incomplete (some episodes failed: no metrics; the same command resumes it)."""
+
+    running = "running"
+    complete = "complete"
+    incomplete = "incomplete"
+
+
 def open_scoring(db: Database, *, source_key: str, run_id: str | None, config: dict[str, Any], config_hash: str,
                  n_episodes: int, fresh: bool) -> tuple[str, bool]:
     """The scoring row to work in: the latest one with the same source and settings (resumed),
@@ -135,11 +148,11 @@ def open_scoring(db: Database, *, source_key: str, run_id: str | None, config: d
             .order_by(ScoringRow.created_at.desc()).limit(1))
         if row is None:
             row = ScoringRow(run_id=run_id, source_key=source_key, config_hash=config_hash, config=config,
-                             status="running", n_episodes=n_episodes)
+                             status=ScoringStatus.running, n_episodes=n_episodes)
             s.add(row)
             s.flush()
             return row.id, False
-        row.status, row.n_episodes, row.finished_at = "running", n_episodes, None
+        row.status, row.n_episodes, row.finished_at = ScoringStatus.running, n_episodes, None
         return row.id, True
 
 
@@ -150,27 +163,39 @@ def done_episodes(db: Database, scoring_id: str) -> dict[str, str | None]:
                               .where(EpisodeScoreRow.scoring_id == scoring_id)).all())
 
 
-def save_episode(db: Database, scoring_id: str, entry: dict[str, Any]) -> None:
+def save_episode(db: Database, scoring_id: str, entry: ScoreEntry) -> None:
     """Store (or replace) one episode's entry. Two scorers racing on the same episode compute
     the same entry from the same caches, so the loser of the race simply keeps the winner's."""
     try:
         with db.session() as s:
             s.execute(delete(EpisodeScoreRow).where(EpisodeScoreRow.scoring_id == scoring_id,
-                                                    EpisodeScoreRow.episode_id == entry["episode_id"]))
-            s.add(EpisodeScoreRow(scoring_id=scoring_id, episode_id=entry["episode_id"],
-                                  attempt_id=entry.get("attempt_id"), data=entry))
+                                                    EpisodeScoreRow.episode_id == entry.episode_id))
+            s.add(EpisodeScoreRow(scoring_id=scoring_id, episode_id=entry.episode_id, attempt_id=entry.attempt_id,
+                                  data=entry.model_dump(mode="json")))
     except IntegrityError:
         pass
 
 
-def load_entries(db: Database, scoring_id: str, episode_ids: set[str] | None = None) -> list[dict[str, Any]]:
+def parse_entry(model: type[EntryT], data: Any, scoring_id: str, episode_id: str) -> EntryT:
+    """A stored entry read back as its benchmark's model (the one place stored JSON is parsed)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadEntry(f"scoring {scoring_id}: the stored entry of episode {episode_id} is not a valid "
+                       f"{model.__name__}: {exc}") from None
+
+
+def load_entries(db: Database, scoring_id: str, model: type[EntryT],
+                 episode_ids: set[str] | None = None) -> list[EntryT]:
+    """A scoring's entries in the order they were stored (all, or those of ``episode_ids``)."""
     with db.session() as s:
         rows = s.execute(select(EpisodeScoreRow.episode_id, EpisodeScoreRow.data)
                          .where(EpisodeScoreRow.scoring_id == scoring_id).order_by(EpisodeScoreRow.id)).all()
-    return [r.data for r in rows if episode_ids is None or r.episode_id in episode_ids]
+    return [parse_entry(model, r.data, scoring_id, r.episode_id) for r in rows
+            if episode_ids is None or r.episode_id in episode_ids]
 
 
-def finish_scoring(db: Database, scoring_id: str, results: dict[str, Any] | None, status: str) -> None:
+def finish_scoring(db: Database, scoring_id: str, results: dict[str, Any] | None, status: ScoringStatus) -> None:
     rows = [] if results is None else [
         {"scoring_id": scoring_id, "model": model, "condition": cond, "quantity": q,
          "num": v["num"], "den": v["den"], "value": v["value"]}

@@ -56,9 +56,8 @@ function renderTurns() {
       el("td", {}, t.text), el("td", {}, verdict));
   });
   $("turns").replaceChildren(...rows);
-  const t = doc.scores?.t;
-  const said = t?.transcript ?? t?.text;
-  $("answer").replaceChildren(...(said !== undefined && said !== null
+  const said = doc.scores ? doc.scores.t.transcript : null;
+  $("answer").replaceChildren(...(said !== null
     ? [el("p", {}, el("strong", {}, "Aria's answer: "), said || el("em", {}, "(empty transcript)"))] : []));
 }
 

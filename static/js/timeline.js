@@ -74,21 +74,18 @@ export class EpisodeModel {
   windows(scores) {
     const out = [];
     const starts = this.clips;
-    const silenceScores = scores?.silence_windows ?? [];
-    const n4Scores = scores?.n4 ?? [];
-    let silenceI = 0, n4I = 0;
+    const silenceScores = scores ? scores.silence_windows : [];
+    const n4Scores = scores ? scores.n4 : [];
     starts.forEach((c, i) => {
       const next = i + 1 < starts.length ? starts[i + 1].start : this.end;
       if (["N1", "N2", "N3"].includes(c.label)) {
-        const sc = silenceScores.find((w) => (w.turn_idx ?? w.idx) === c.idx) ?? silenceScores[silenceI];
-        silenceI++;
+        const sc = silenceScores.find((w) => w.turn_idx === c.idx);
         const end = next ?? this.head;
         const speech = this.segments.some((g) => g.start < end && (g.end ?? this.head) > c.start);
         out.push({ kind: "silence", label: c.label, idx: c.idx, start: c.start, end, open: next === null,
           verdict: verdictOf(sc, speech) });
       } else if (c.label === "N4Q") {
-        const sc = n4Scores.find((w) => w.idx === c.idx || w.q_idx === c.idx) ?? n4Scores[n4I];
-        n4I++;
+        const sc = n4Scores.find((w) => w.q_idx === c.idx);
         const qEnd = c.end ?? this.head;
         const r = starts[i + 1];
         out.push({ kind: "n4", label: "N4", idx: c.idx, start: c.start, end: qEnd + 3, open: c.end === null,
@@ -96,7 +93,7 @@ export class EpisodeModel {
       }
     });
     for (const w of this.tWaits) {
-      const t = scores?.t;
+      const t = scores ? scores.t : null;
       out.push({ kind: "t", label: "T wait", start: w.start, end: w.end ?? this.head, open: w.end === null, reason: w.reason,
         verdict: tVerdict(t, w) });
     }
@@ -106,17 +103,16 @@ export class EpisodeModel {
 
 function verdictOf(sc, speech) {
   if (sc) {
-    const pass = sc.passed ?? sc.pass ?? sc.ok;
-    const why = sc.verdict ?? (sc.reason && sc.reason !== "judged" ? sc.reason : null);
-    const text = why ? String(why).toLowerCase().replaceAll("_", " ") : pass ? "pass" : "fail";
-    return { state: pass === true ? "pass" : pass === false ? "fail" : "none", text, scored: true };
+    const why = sc.verdict ?? (sc.reason !== "judged" ? sc.reason : null);
+    const text = why ? why.toLowerCase().replaceAll("_", " ") : sc.passed ? "pass" : "fail";
+    return { state: sc.passed ? "pass" : "fail", text, scored: true };
   }
   return speech ? { state: "speech", text: "speech (not scored)", scored: false } : { state: "quiet", text: "silent", scored: false };
 }
 
 function n4Verdict(sc) {
   if (!sc) return { state: "none", text: "", scored: false };
-  const o = String(sc.outcome ?? sc.yield ?? (sc.eligible === false ? "not eligible" : "")).replaceAll("_", " ");
+  const o = (sc.eligible ? sc.outcome : "not eligible").replaceAll("_", " ");
   return { state: o === "pass" ? "pass" : ["still voicing", "resumed"].includes(o) ? "fail" : "none", text: o, scored: true };
 }
 

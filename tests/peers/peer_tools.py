@@ -132,7 +132,7 @@ def build_n4_suite(root, say):
     """A one-pair suite (explicit and implicit) whose explicit version is N4_TURNS."""
     import soundfile as sf
 
-    from server.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
+    from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 
     def clip(rel: str, text: str) -> float:
         pcm = say(text)
@@ -193,10 +193,11 @@ async def run_endpoint_episode(db, settings, suite, bridge, *, max_attempts: int
     from clients.sdk import BridgeClient, BridgeOptions
     from server.app import BackgroundServer
     from server.auth import create_token
+    from server.core.timebase import Segment
     from server.db import Attempt, Episode, FrameRow, SegmentRow
-    from server.export import episode_document, load_track
-    from server.runs import create_run, run_progress
-    from server.speech import Segment
+    from server.engine.export import episode_document, load_track
+    from server.engine.leasing import create_run
+    from server.engine.progress import run_progress
 
     tok = create_token(db, "local")
     run = create_run(db, team="local", model=bridge.name, suite_path=str(suite), clock="realtime",
@@ -209,7 +210,7 @@ async def run_endpoint_episode(db, settings, suite, bridge, *, max_attempts: int
         try:
             while True:
                 p = await asyncio.to_thread(run_progress, db, run)
-                if p["status"] in ("finished", "cancelled"):
+                if not p.active:
                     break
                 if task.done():
                     task.result()

@@ -1,0 +1,82 @@
+"""Duplex-MPE: one request to Aria among 3-4 people (DESIGN §1-§6), the first benchmark plug-in.
+
+Parts: ``suite`` (schema and validator, §2), ``scheduler`` (the pure runtime protocol, §3),
+``rules`` (the window rules of §6, the one place they are written), ``outcome`` (the pages'
+outcome from those rules), ``scoring`` / ``entry`` (a scored episode) / ``metrics`` / ``stats`` /
+``report`` (§6 scoring), ``dataset`` (generators and synthesis), ``oracle`` (the reference behaviour).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from server.benchmarks.mpe import outcome
+from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
+from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
+from server.core.benchmark import Benchmark, EpisodeSpec, Span
+from server.core.events import Event
+from server.core.schedule import PREAMBLE
+
+
+def episode_plan(scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> EpisodePlan:
+    """The scheduler's plan of one scenario version; clip lengths come from the audio itself."""
+    return EpisodePlan(preamble_samples=lengths[PREAMBLE], turns=tuple(
+        TurnPlan(idx=t["idx"], label=t["label"], n_samples=lengths[t["idx"]], speaker=t["speaker"])
+        for t in scenario["turns"]))
+
+
+class DuplexMPE(Benchmark):
+    name = "duplex-mpe"
+    conditions = tuple(CONDITIONS)
+    failure_types = outcome.FAILURES
+
+    def load_suite(self, path: str | Path) -> Suite:
+        return Suite.load(path)
+
+    def problems(self, suite: Suite) -> list[str]:
+        return validate_suite(suite)
+
+    def episodes(self, suite: Suite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+        """One episode per scenario version; ``limit`` counts pairs, so both conditions stay paired."""
+        pairs = list(dict.fromkeys(sc.pair_id for sc in suite.scenarios))
+        keep = set(pairs[:limit] if limit else pairs)
+        return [EpisodeSpec(sc.scenario_id, sc.pair_id, sc.condition, sc.model_dump(mode="json"))
+                for sc in suite.scenarios if sc.pair_id in keep and sc.condition in conditions]
+
+    def clip_refs(self, suite: Suite, scenario: Mapping[str, Any]) -> dict[str | int, str]:
+        refs: dict[str | int, str] = {PREAMBLE: suite.meta.preamble.clip}  # §3.1: the duty preamble
+        refs.update({t["idx"]: t["clip"] for t in scenario["turns"]})
+        return refs
+
+    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> Scheduler:
+        return Scheduler(episode_plan(scenario, lengths))
+
+    def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int):
+        return outcome.live_outcome(events, segments, n_samples)
+
+    def scored_outcome(self, entry: EpisodeScore):
+        return outcome.scored_outcome(entry)
+
+    scoring_version = "mpe-scoring-v1"
+    entry_model = EpisodeScore
+
+    def score_episode(self, episode, asr, judge, cache) -> EpisodeScore:
+        from server.benchmarks.mpe.scoring import score_episode
+
+        return score_episode(episode, asr, judge, cache)
+
+    def metrics(self, entries):
+        from server.benchmarks.mpe.metrics import compute_metrics
+
+        return compute_metrics(entries)
+
+    def analyses(self, entries, metrics):
+        from server.benchmarks.mpe.stats import analyses
+
+        return analyses(entries, metrics)
+
+
+BENCHMARK = DuplexMPE()

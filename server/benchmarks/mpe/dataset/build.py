@@ -1,0 +1,172 @@
+"""From plans to a suite directory: generate scripts, lay out clips, write the manifest.
+
+A freshly generated suite is text-only: ``suite.json`` says ``"audio": "pending"``, every
+turn has its clip path and ``duration_s`` 0. :mod:`server.benchmarks.mpe.dataset.synth` fills in the
+audio and the durations. The text of a suite depends only on the generator, its seed and
+the composition, so regenerating gives the same bytes.
+
+Clip layout: a turn whose text is the same in both conditions is one clip shared by both
+(``clips/<pair>/<idx>.wav``); a turn that differs has one clip per condition
+(``clips/<pair>/<condition>/<idx>.wav``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from server.benchmarks.mpe.dataset.compose import Composition, plan_pairs
+from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan, PairScript, ScenarioGenerator
+from server.benchmarks.mpe.suite import (
+    AUDIO_PENDING,
+    CONDITIONS,
+    SCENARIOS_FILE,
+    SUITE_FILE,
+    Scenario,
+    Suite,
+    SuiteError,
+    SuiteMeta,
+    Turn,
+    write_suite,
+)
+from server.tts import default_voices
+
+SUITE_VERSION = "1"
+PREAMBLE_CLIP = "clips/preamble.wav"
+PREAMBLE_SPEAKER = "B"  # the voice as shipped reads the duty
+
+# §3: the spoken duty preamble -- Aria, spelled out; answer only when spoken to directly and
+# asked something answerable; silent for talk between people or to another device, for
+# thinking aloud, and once someone else has answered.
+PREAMBLE_TEXT = (
+    "Hello. You are Aria, the voice assistant in this room. "
+    "Your name is spelled A, R, I, A. "
+    "Several people will be talking here. "
+    "Only answer when someone speaks to you, Aria, directly, "
+    "and asks you something you can answer. "
+    "Stay quiet when people are talking to each other or to another device, "
+    "or when someone is just thinking out loud. "
+    "And if someone else has already answered the question, let it go and stay quiet."
+)
+
+Progress = Callable[[int, int], None]
+
+
+def clip_path(pair_id: str, condition: str, idx: int, shared: bool) -> str:
+    return f"clips/{pair_id}/{idx:03d}.wav" if shared else f"clips/{pair_id}/{condition}/{idx:03d}.wav"
+
+
+def script_to_scenarios(script: PairScript) -> list[Scenario]:
+    """The two scenario versions of a script, with clip paths and pending durations."""
+    out = []
+    for cond in CONDITIONS:
+        turns = []
+        for i, t in enumerate(script.turns):
+            shared = t.implicit_text is None or t.implicit_text == t.text
+            turns.append(Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond),
+                              clip=clip_path(script.pair_id, cond, i, shared), duration_s=0.0,
+                              addressee=t.addressee))
+        out.append(Scenario(scenario_id=script.scenario_id, pair_id=script.pair_id, condition=cond,
+                            n_speakers=script.n_speakers, t_bucket=script.t_bucket,
+                            attributes=script.attributes.model_dump(), gold_answer=script.gold_answer,
+                            answer_keys=script.answer_keys, turns=turns))
+    return out
+
+
+def generate_scripts(generator: ScenarioGenerator, plans: list[PairPlan],
+                     progress: Progress | None = None) -> list[PairScript]:
+    many = getattr(generator, "generate_many", None)
+    if many is not None:  # e.g. several API requests in flight
+        return many(plans, progress)
+    scripts = []
+    for i, plan in enumerate(plans, start=1):
+        scripts.append(generator.generate(plan))
+        if progress is not None:
+            progress(i, len(plans))
+    return scripts
+
+
+def suite_meta(*, name: str, seed: int, generator: ScenarioGenerator, composition: Composition,
+               engine_name: str = "piper", extra: dict | None = None) -> SuiteMeta:
+    voices = default_voices(engine_name)
+    return SuiteMeta.model_validate({
+        "name": name,
+        "version": SUITE_VERSION,
+        "generator": generator.name,
+        "seed": seed,
+        "voices": voices,
+        "preamble": {"text": PREAMBLE_TEXT, "clip": PREAMBLE_CLIP, "duration_s": 0.0,
+                     "voice": voices[PREAMBLE_SPEAKER]},
+        "audio": AUDIO_PENDING,
+        "generator_version": generator.version,
+        "composition": composition.model_dump(),
+        **(extra or {}),
+    })
+
+
+def same_text_suite(root: Path, meta: SuiteMeta, scenarios: list[Scenario]) -> bool:
+    """Whether ``root`` holds this suite already (same text; audio may be done)."""
+    try:
+        old = Suite.load(root)
+    except SuiteError:
+        return False
+    keys = ("name", "version", "generator", "seed", "generator_version", "composition")
+    a, b = old.meta.model_dump(), meta.model_dump()
+    if any(a.get(k) != b.get(k) for k in keys) or a["preamble"]["text"] != b["preamble"]["text"]:
+        return False
+    if len(old.scenarios) != len(scenarios):
+        return False
+    strip = lambda sc: [(t.speaker, t.label, t.text, t.clip, t.addressee) for t in sc.turns]  # noqa: E731
+    return all(
+        (x.scenario_id, x.pair_id, x.condition, x.gold_answer, x.answer_keys, strip(x))
+        == (y.scenario_id, y.pair_id, y.condition, y.gold_answer, y.answer_keys, strip(y))
+        for x, y in zip(old.scenarios, scenarios)
+    )
+
+
+def write_text_suite(out: Path, meta: SuiteMeta, scenarios: list[Scenario], *, force: bool = False) -> str:
+    """Write a text-only suite to ``out``; returns "written", "kept" (the same suite is
+    already there, audio included) or raises DatasetError when ``out`` holds something else."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if same_text_suite(out, meta, scenarios):
+            return "kept"
+        if not force:
+            raise DatasetError(f"{out} is not empty and holds a different suite (use --force to replace it)")
+        for name in (SUITE_FILE, SCENARIOS_FILE):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "clips", ignore_errors=True)
+    write_suite(out, meta, scenarios)
+    return "written"
+
+
+def make_generator(name: str, seed: int, **options) -> ScenarioGenerator:
+    if name == "procedural":
+        from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
+
+        if options:
+            raise DatasetError(f"the procedural generator takes no options ({', '.join(options)})")
+        return ProceduralGenerator(seed)
+    if name == "anthropic":
+        from server.benchmarks.mpe.dataset.anthropic_gen import AnthropicGenerator
+
+        return AnthropicGenerator(seed=seed, **options)
+    raise DatasetError(f"unknown generator {name!r} (procedural, anthropic)")
+
+
+def build_text_suite(out: Path, *, name: str, pairs: int, seed: int, generator: ScenarioGenerator,
+                     composition: Composition | None = None, engine_name: str = "piper",
+                     force: bool = False, progress: Progress | None = None) -> tuple[Suite, str]:
+    """Plan, generate and write a text-only suite; returns the loaded suite and what happened."""
+    composition = composition or Composition.from_shares(pairs)
+    if composition.pairs != pairs:
+        raise DatasetError(f"the composition is for {composition.pairs} pairs, not {pairs}")
+    plans = plan_pairs(composition, seed)
+    scripts = generate_scripts(generator, plans, progress)
+    scenarios = [sc for s in scripts for sc in script_to_scenarios(s)]
+    meta = suite_meta(name=name, seed=seed, generator=generator, composition=composition, engine_name=engine_name)
+    what = write_text_suite(out, meta, scenarios, force=force)
+    return Suite.load(out), what

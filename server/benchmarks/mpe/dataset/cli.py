@@ -1,0 +1,246 @@
+"""``mpe dataset``: generate, synthesise, validate, report on and export scenario suites."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from clients.errors import MPEError
+
+dataset_app = typer.Typer(no_args_is_help=True, help="Scenario suites: generate, synthesize, validate, stats, export.")
+console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to grep
+
+
+class GeneratorName(str, Enum):
+    procedural = "procedural"
+    anthropic = "anthropic"
+
+
+class EngineName(str, Enum):
+    piper = "piper"
+    espeak = "espeak"
+
+
+class ConditionChoice(str, Enum):
+    both = "both"
+    explicit = "explicit"
+    implicit = "implicit"
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Known failures become one line on stderr and exit code 2, never a traceback."""
+    try:
+        yield
+    except MPEError as exc:
+        console.print(f"[red]error[/red] ({exc.code}): {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: finished clips are cached; run the same command to resume")
+        raise typer.Exit(130)
+    except OSError as exc:
+        console.print(f"[red]error[/red] (io): {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def _data_dir() -> Path:
+    from server.settings import Settings
+
+    s = Settings()
+    s.ensure_dirs()
+    return s.data_dir
+
+
+def _load(path: Path):
+    from server.benchmarks.mpe.suite import Suite
+
+    return Suite.load(path)
+
+
+def _synthesize(path: Path, engine: str, workers: Optional[int]) -> None:
+    from server.benchmarks.mpe.dataset.synth import synthesize_suite
+
+    with _progress() as bar:
+        task = bar.add_task(f"synthesising ({engine})", total=None)
+        report = synthesize_suite(path, data_dir=_data_dir(), engine_name=engine, workers=workers,
+                                  progress=lambda d, n: bar.update(task, completed=d, total=n))
+    speed = f", {report.speed:.1f} audio s per wall s" if report.speed else ""
+    console.print(f"{report.clips} clips from {report.jobs} distinct lines: {report.synthesized} synthesised "
+                  f"({report.audio_s:.0f} s of audio in {report.synth_wall_s:.1f} s on {report.workers} "
+                  f"worker(s){speed}), {report.cached} from the cache")
+
+
+@dataset_app.command("generate")
+def generate(
+    out: Path = typer.Option(..., "--out", help="suite directory to write"),
+    pairs: int = typer.Option(2000, min=1, help="scenario pairs (each gives an explicit and an implicit version)"),
+    seed: int = typer.Option(0, help="random seed (same seed, same suite)"),
+    generator: GeneratorName = typer.Option(GeneratorName.procedural, help="script generator"),
+    no_audio: bool = typer.Option(False, "--no-audio", help="write the text suite only (synthesise later)"),
+    tts: EngineName = typer.Option(EngineName.piper, "--tts", help="TTS engine for the voices"),
+    name: Optional[str] = typer.Option(None, help="suite name (default: the directory name)"),
+    four_speaker_share: float = typer.Option(0.25, help="share of pairs with four humans"),
+    n4_share: float = typer.Option(0.484, help="share of pairs with an N4 event"),
+    model: Optional[str] = typer.Option(None, help="anthropic: Claude model"),
+    workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes (default: CPU cores)"),
+    force: bool = typer.Option(False, help="replace a different suite already in --out"),
+) -> None:
+    """Generate a suite of scenario pairs (and synthesise its audio unless --no-audio)."""
+    from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
+    from server.benchmarks.mpe.dataset.compose import Composition
+
+    with _errors():
+        options = {}
+        if generator is GeneratorName.anthropic:
+            options["data_dir"] = _data_dir()
+            if model:
+                options["model"] = model
+        elif model:
+            raise typer.BadParameter("--model applies to --generator anthropic only")
+        gen = make_generator(generator.value, seed, **options)
+        composition = Composition.from_shares(pairs, four_speaker_share=four_speaker_share, n4_share=n4_share)
+        with _progress() as bar:
+            task = bar.add_task(f"generating ({generator.value})", total=pairs)
+            suite, what = build_text_suite(out, name=name or out.resolve().name, pairs=pairs, seed=seed,
+                                           generator=gen, composition=composition, engine_name=tts.value,
+                                           force=force, progress=lambda d, n: bar.update(task, completed=d))
+        c = composition
+        console.print(f"{'wrote' if what == 'written' else 'kept the identical'} suite {out}: {pairs} pairs "
+                      f"({pairs - c.four_speaker} three-human, {c.four_speaker} four-human; T buckets "
+                      f"{' / '.join(str(v) for v in c.buckets.values())}; {c.n4} with an N4 event)")
+        if no_audio:
+            console.print(f"audio pending: run [bold]mpe dataset synthesize {out}[/bold]")
+            return
+        _synthesize(out, tts.value, workers)
+
+
+@dataset_app.command("synthesize")
+def synthesize(
+    path: Path = typer.Argument(..., help="suite directory"),
+    tts: EngineName = typer.Option(EngineName.piper, "--tts", help="TTS engine"),
+    workers: Optional[int] = typer.Option(None, min=1, help="worker processes (default: CPU cores)"),
+) -> None:
+    """Synthesise every clip of a suite (parallel, cached, resumable)."""
+    with _errors():
+        _synthesize(path, tts.value, workers)
+
+
+@dataset_app.command("validate")
+def validate(
+    path: Path = typer.Argument(..., help="suite directory"),
+    strict: bool = typer.Option(False, help="also enforce the construction rules (addressing, buckets, mentions)"),
+    no_audio: bool = typer.Option(False, "--no-audio", help="skip the clip checks"),
+    as_json: bool = typer.Option(False, "--json", help="print problems as JSON"),
+) -> None:
+    """Check a suite against every rule; exit 1 naming each violation (file, scenario, turn, rule)."""
+    from server.benchmarks.mpe.suite import CONSTRUCTION_RULES, audio_pending, check_suite
+
+    with _errors():
+        suite = _load(path)
+        pending = audio_pending(suite.meta)
+        check_audio = not no_audio and not pending
+        problems = check_suite(suite, check_audio=check_audio, strict=True)
+        errors = [p for p in problems if strict or p.rule not in CONSTRUCTION_RULES]
+        warnings = [p for p in problems if not strict and p.rule in CONSTRUCTION_RULES]
+        if as_json:
+            print(json.dumps({"suite": str(path), "valid": not errors, "audio_checked": check_audio,
+                              "errors": [p.to_dict() for p in errors],
+                              "warnings": [p.to_dict() for p in warnings]}, indent=2))
+        else:
+            for p in errors:
+                print(f"{path}/{p}")
+            for p in warnings:
+                console.print(f"[yellow]warning[/yellow] {escape(f'{path}/{p}')}", highlight=False)
+            if pending and not no_audio:
+                console.print("[yellow]note[/yellow]: audio pending (text-only suite); clip checks skipped")
+            n_sc = len(suite.scenarios)
+            if errors:
+                console.print(f"[red]{len(errors)} problem(s)[/red] in {path} ({n_sc} scenario versions)")
+            else:
+                console.print(f"[green]valid[/green]: {path} ({n_sc} scenario versions"
+                              f"{', audio checked' if check_audio else ''}"
+                              f"{f', {len(warnings)} construction warning(s)' if warnings else ''})")
+        if errors:
+            raise typer.Exit(1)
+
+
+@dataset_app.command("rules")
+def rules() -> None:
+    """List every rule id that validate can report."""
+    from server.benchmarks.mpe.dataset.rules import SCRIPT_RULES
+    from server.benchmarks.mpe.suite import CONSTRUCTION_RULES, RULES
+
+    for rid, text in RULES.items():
+        tag = " (strict)" if rid in CONSTRUCTION_RULES else ""
+        print(f"{rid:22s} {text}{tag}")
+    for rid, text in SCRIPT_RULES.items():
+        print(f"{rid:22s} {text} (generated scripts)")
+
+
+@dataset_app.command("stats")
+def stats(
+    path: Path = typer.Argument(..., help="suite directory"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Composition and duration tables of a suite."""
+    from server.benchmarks.mpe.dataset.stats import render_stats, suite_stats
+
+    with _errors():
+        data = suite_stats(_load(path))
+        if as_json:
+            print(json.dumps(data, indent=2))
+        else:
+            render_stats(data, Console(width=max(Console().width, 120)))
+
+
+@dataset_app.command("export-text")
+def export_text_cmd(
+    path: Path = typer.Argument(..., help="suite directory"),
+    out: Path = typer.Option(..., "--out", help="JSONL file to write"),
+    condition: ConditionChoice = typer.Option(ConditionChoice.both, help="which condition(s)"),
+    labels: bool = typer.Option(True, help="keep turn labels and addressees"),
+) -> None:
+    """Export speaker-attributed transcripts as JSONL for text-only evaluation."""
+    from server.benchmarks.mpe.dataset.textexport import export_text
+
+    with _errors():
+        conds = ("explicit", "implicit") if condition is ConditionChoice.both else (condition.value,)
+        n = export_text(_load(path), out, conditions=conds, labels=labels)
+        console.print(f"wrote {n} transcripts to {out}")
+
+
+@dataset_app.command("build")
+def build(
+    name: str = typer.Argument(..., help="built-in suite: mini or full"),
+    no_audio: bool = typer.Option(False, "--no-audio", help="text only"),
+    tts: EngineName = typer.Option(EngineName.piper, "--tts", help="TTS engine"),
+    workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes"),
+) -> None:
+    """Build (or reuse) a built-in suite under the data directory and print its path."""
+    from server.benchmarks.mpe.dataset.builtin import build_builtin
+
+    with _errors():
+        with _progress() as bar:
+            task = bar.add_task(f"building {name}", total=None)
+            path = build_builtin(name, _data_dir(), engine_name=tts.value, audio=not no_audio, workers=workers,
+                                 progress=lambda d, n: bar.update(task, completed=d, total=n))
+        print(path)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    dataset_app()
+    sys.exit(0)

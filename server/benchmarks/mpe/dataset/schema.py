@@ -1,0 +1,122 @@
+"""Scenario scripts before audio: the plan of a pair, its script, and the generator interface.
+
+A :class:`PairScript` holds one scenario in both addressing conditions at once: every
+turn has its explicit ``text`` and, where the implicit version differs (T, and possibly
+the turn just before T), an ``implicit_text``. Same turn count, labels, speakers and
+gold answer in both conditions follow from the representation itself.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clients.errors import MPEError
+from server.benchmarks.mpe.suite import ATTRIBUTE_KEYS, T_BUCKETS
+
+TBucket = Literal["early-middle", "middle", "late-middle"]
+Label = Literal["T", "N1", "N2", "N3", "N4Q", "N4R"]
+Speaker = Literal["A", "B", "C", "D"]
+
+assert tuple(TBucket.__args__) == T_BUCKETS  # type: ignore[attr-defined]
+
+
+class DatasetError(MPEError):
+    """Scenario construction failed (bad options, a generator that cannot satisfy the rules)."""
+
+    code = "dataset_error"
+
+
+with warnings.catch_warnings():
+    # "register" is the attribute's name in the manifest; it shadows ABCMeta.register harmlessly.
+    warnings.simplefilter("ignore", UserWarning)
+
+    class SceneAttributes(BaseModel):
+        """The five scene attributes of DESIGN §2 (free text, drawn from the inventories)."""
+
+        model_config = ConfigDict(extra="forbid")
+
+        setting: str
+        activity: str
+        relationship: str
+        device_context: str
+        register: str
+
+
+assert tuple(SceneAttributes.model_fields) == ATTRIBUTE_KEYS
+
+
+class PairPlan(BaseModel):
+    """What the composition assigns to one pair before any text exists."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0)
+    pair_id: str
+    scenario_id: str
+    n_speakers: Literal[3, 4]
+    t_bucket: TBucket
+    has_n4: bool
+    attributes: SceneAttributes
+
+
+class ScriptTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Speaker
+    label: Label
+    # A speaker letter, "group" (several humans), "Aria", "device" (another assistant),
+    # or None (nobody: thinking aloud).
+    addressee: str | None = None
+    text: str
+    implicit_text: str | None = None  # only where the implicit condition differs
+
+    def text_for(self, condition: str) -> str:
+        if condition == "implicit" and self.implicit_text is not None:
+            return self.implicit_text
+        return self.text
+
+
+class PairScript(BaseModel):
+    """One scenario in both conditions (explicit ``text``, implicit ``implicit_text``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pair_id: str
+    scenario_id: str
+    n_speakers: Literal[3, 4]
+    t_bucket: TBucket
+    attributes: SceneAttributes
+    gold_answer: str
+    answer_keys: list[list[str]] | None = None
+    turns: list[ScriptTurn]
+
+    @property
+    def labels(self) -> list[str]:
+        return [t.label for t in self.turns]
+
+
+@runtime_checkable
+class ScenarioGenerator(Protocol):
+    """Turns a :class:`PairPlan` into a :class:`PairScript` satisfying every rule."""
+
+    name: str
+    version: str
+
+    def generate(self, plan: PairPlan) -> PairScript: ...
+
+
+__all__ = [
+    "DatasetError",
+    "Label",
+    "PairPlan",
+    "PairScript",
+    "SceneAttributes",
+    "ScenarioGenerator",
+    "ScriptTurn",
+    "Speaker",
+    "T_BUCKETS",
+    "TBucket",
+]

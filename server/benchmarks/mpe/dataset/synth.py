@@ -1,0 +1,216 @@
+"""Voice a suite: every human turn and the preamble, in parallel, cached, resumable.
+
+* One job per distinct (voice, text): a clip shared by both conditions of a pair, or a
+  line that recurs across scenarios with the same voice, is synthesised once.
+* Jobs already in the clip cache (``<data_dir>/tts-cache``, keyed by engine, engine
+  version, voice and text) are skipped, so an interrupted run resumes where it stopped
+  and a rerun is free.
+* Missing jobs run in worker processes (one single-threaded engine each), progress is
+  reported after every clip.
+* Only when every clip is in the cache are the suite's WAV files written and its
+  manifest updated (durations, voices, ``"audio"``), scenarios.jsonl first and suite.json
+  last, each atomically: a crash never leaves a manifest that claims audio it lacks.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+import soundfile as sf
+
+from server.benchmarks.mpe.dataset.build import PREAMBLE_SPEAKER
+from server.benchmarks.mpe.dataset.schema import DatasetError
+from server.benchmarks.mpe.suite import Suite, SuiteError, check_suite, write_suite
+from server.files import create_temp_file
+from server.tts import OUTPUT_RATE, ClipCache, TTSEngine, TTSUnavailable, default_voices, get_engine, voice_engine
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class SynthReport:
+    engine: str
+    engine_version: str
+    clips: int  # clip files in the suite
+    jobs: int  # distinct (voice, text) pairs
+    synthesized: int  # jobs run now
+    cached: int  # jobs found in the cache
+    audio_s: float  # audio produced now (seconds)
+    synth_wall_s: float  # wall time of the synthesis phase
+    wall_s: float  # whole call
+    workers: int
+
+    @property
+    def speed(self) -> float | None:
+        """Audio seconds per wall second of the synthesis phase."""
+        return self.audio_s / self.synth_wall_s if self.synth_wall_s > 0 and self.synthesized else None
+
+
+# ------------------------------------------------------------------ worker processes
+
+_worker: dict = {}
+
+
+def _init_worker(engine_name: str, data_dir: str, threads: int) -> None:
+    # Ctrl-C is the parent's to handle: it stops submitting, lets running clips finish
+    # (each lands in the cache atomically) and exits; workers print no tracebacks.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker["engine"] = get_engine(engine_name, threads=threads)
+    _worker["cache"] = ClipCache(data_dir)
+
+
+def _run_job(voice: str, text: str) -> int:
+    engine, cache = _worker["engine"], _worker["cache"]
+    audio = engine.synthesize(text, voice)
+    cache.put(engine, text, voice, audio)
+    return len(audio)
+
+
+# ------------------------------------------------------------------------ the driver
+
+
+def voices_for(suite: Suite, engine_name: str) -> dict[str, str]:
+    """The suite's voice map when it belongs to the engine, else the engine's defaults."""
+    voices = dict(suite.meta.voices)
+    if voices and all(voice_engine(v) == engine_name for v in voices.values()) and \
+            {t.speaker for sc in suite.scenarios for t in sc.turns} <= set(voices):
+        return voices
+    try:
+        return default_voices(engine_name)
+    except TTSUnavailable:  # an engine outside the registry (tests, plug-ins) speaks the suite's ids
+        return voices
+
+
+def _write_wav(path: Path, audio) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = create_temp_file(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            sf.write(f, audio, OUTPUT_RATE, format="WAV", subtype="PCM_16")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def synthesize_suite(
+    root: Path | str,
+    *,
+    data_dir: Path | str,
+    engine_name: str = "piper",
+    engine: TTSEngine | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> SynthReport:
+    """Synthesise every clip of the suite at ``root`` and update its manifest.
+
+    ``engine`` (an object) runs in this process; otherwise ``engine_name`` runs in
+    ``workers`` processes (default: one per CPU core).
+    """
+    t_start = time.perf_counter()
+    root = Path(root)
+    suite = Suite.load(root)
+    local = engine if engine is not None else get_engine(engine_name)  # fails early with the install hint
+    name, version = local.name, local.version
+    voices = voices_for(suite, name)
+    cache = ClipCache(data_dir)
+
+    # clip path -> (voice, text); the same path must always mean the same audio.
+    clips: dict[str, tuple[str, str]] = {}
+    pre = suite.meta.preamble
+    pre_voice = voices.get(PREAMBLE_SPEAKER) or next(iter(voices.values()))
+    clips[pre.clip] = (pre_voice, pre.text)
+    for sc in suite.scenarios:
+        for t in sc.turns:
+            job = (voices[t.speaker], t.text)
+            if clips.setdefault(t.clip, job) != job:
+                raise SuiteError(f"{sc.scenario_id}/{sc.condition} turn {t.idx}: clip {t.clip!r} is used for "
+                                 "different lines")
+    jobs = sorted(set(clips.values()))
+
+    # The cache finds a clip by engine name and version only.
+    key_engine = engine if engine is not None else SimpleNamespace(name=name, version=version)
+    todo = [j for j in jobs if not cache.path_for(ClipCache.key(name, version, j[0], j[1])).is_file()]
+    done = len(jobs) - len(todo)
+    total = len(jobs)
+    if progress is not None:
+        progress(done, total)
+
+    audio_samples = 0
+    t_synth = time.perf_counter()
+    n_workers = 1
+    if todo:
+        if engine is not None:
+            for voice, text in todo:
+                audio_samples += len(cache.synthesize(engine, text, voice))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        else:
+            n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+            threads = max(1, (os.cpu_count() or 1) // n_workers)
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(name, str(data_dir), threads)) as pool:
+                pending: set[Future] = set()
+                it = iter(todo)
+                try:
+                    # A bounded window of submitted jobs keeps an interrupt quick to honour.
+                    for job in it:
+                        pending.add(pool.submit(_run_job, *job))
+                        if len(pending) >= 4 * n_workers:
+                            break
+                    while pending:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in finished:
+                            audio_samples += f.result()
+                            done += 1
+                            if progress is not None:
+                                progress(done, total)
+                            nxt = next(it, None)
+                            if nxt is not None:
+                                pending.add(pool.submit(_run_job, *nxt))
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+    synth_wall = time.perf_counter() - t_synth
+
+    # Every clip is cached: write the suite's files, then its manifest.
+    durations: dict[str, float] = {}
+    for rel, (voice, text) in clips.items():
+        audio = cache.get(key_engine, text, voice)  # type: ignore[arg-type]
+        if audio is None:  # an unreadable cache file: synthesise it again here
+            audio = cache.synthesize(local, text, voice)
+        _write_wav(suite.clip_path(rel), audio)
+        durations[rel] = round(len(audio) / OUTPUT_RATE, 3)
+
+    meta = suite.meta.model_copy(deep=True)
+    meta.voices = voices
+    meta.preamble.duration_s = durations[pre.clip]
+    extra = dict(meta.model_extra or {})
+    meta = meta.model_validate({**meta.model_dump(), **extra, "audio": {"engine": name, "version": version},
+                                "preamble": {**meta.preamble.model_dump(), "voice": pre_voice}})
+    scenarios = [sc.model_copy(deep=True) for sc in suite.scenarios]
+    for sc in scenarios:
+        for t in sc.turns:
+            t.duration_s = durations[t.clip]
+    write_suite(root, meta, scenarios)
+
+    problems = [p for p in check_suite(Suite.load(root), check_audio=True) if p.rule.startswith("clip")]
+    if problems:
+        raise DatasetError("synthesised suite has clip problems: " + "; ".join(map(str, problems[:5])))
+    return SynthReport(engine=name, engine_version=version, clips=len(clips), jobs=len(jobs),
+                       synthesized=len(todo), cached=len(jobs) - len(todo),
+                       audio_s=audio_samples / OUTPUT_RATE, synth_wall_s=synth_wall,
+                       wall_s=time.perf_counter() - t_start, workers=n_workers)
+
+
+__all__ = ["SynthReport", "synthesize_suite", "voices_for"]

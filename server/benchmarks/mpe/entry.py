@@ -1,0 +1,137 @@
+"""The scoring entry of one Duplex-MPE episode (§6, §7): the ``episodes[]`` item of
+``mpe score --json``, the JSON stored per episode of a scoring, and the ``scores`` of the
+API's episode document that the pages read.
+
+One serialisation, ``model_dump(mode="json")``, and one parse, ``model_validate``: a field
+that is missing, unknown or of the wrong type is an error, never a default. Times inside
+``timeline`` and ``fragments`` are stream samples (24 kHz); fields ending in ``_s`` / ``_ms``
+are seconds / milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from server.benchmarks.mpe.rules import N4Category, N4Outcome, SilenceLabel
+from server.core.benchmark import JudgedItem, ScoreEntry, Span
+from server.scoring.judges import AnswerLabel
+from server.scoring.judges import SilenceLabel as SilenceVerdict
+from server.scoring.loading import SegmentsSource
+
+# Why a verdict is what it is (§6): no speech / no response (nothing to judge), no ASR
+# (duration-only scoring), decided on duration alone, an empty transcript (fails), judged,
+# or a judge reply without a label (fails).
+TReason = Literal["no_response", "no_asr", "duration", "empty_transcript", "judged", "unparseable"]
+SilenceReason = Literal["no_speech", "no_asr", "duration", "empty_transcript", "judged", "unparseable"]
+ClipSpan = tuple[int, str, str, int, int]  # (turn idx, label, speaker, start, end)
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TScore(_Part):
+    """§6 T: response presence, then the answer's correctness on its transcript."""
+
+    turn_idx: int
+    fresh: bool
+    present: bool
+    already_speaking: bool
+    onset_s: float | None = Field(description="the fresh onset, or where the response starts when already speaking")
+    e_t_s: float
+    wait_end_s: float
+    response_speech_ms: int
+    fragments: list[Span] = Field(description="the response's speech, judged as one transcript")
+    transcript: str | None
+    transcript_id: int | None
+    correct: bool | None = Field(description="null: not judged (no response, or no ASR)")
+    verdict: AnswerLabel | None
+    verdict_id: int | None
+    reason: TReason
+    verdict_note: str | None = Field(default=None, description="the rule's explanation when decided on duration")
+
+
+class SilenceScore(_Part):
+    """§6 N1-N3: a window passes without speech; otherwise its judged transcript decides."""
+
+    turn_idx: int
+    label: SilenceLabel
+    start_s: float
+    end_s: float
+    speech_ms: int
+    overlap_human_ms: int
+    fragments: list[Span]
+    passed: bool
+    transcript: str | None
+    transcript_id: int | None
+    verdict: SilenceVerdict | None
+    verdict_id: int | None
+    reason: SilenceReason
+    verdict_note: str | None = Field(default=None, description="the rule's explanation when decided on duration")
+
+
+class N4Score(_Part):
+    """§6 N4: window response, eligibility and the yield outcome of one N4Q/N4R pair."""
+
+    q_idx: int
+    r_idx: int
+    window_response: bool
+    category: N4Category
+    eligible: bool
+    outcome: N4Outcome | None = Field(description="eligible events only")
+    speaking_at_t_R: bool
+    t_R_s: float
+    deadline_s: float
+    t_E_s: float
+    censored: bool = Field(description="the recording ends before the deadline")
+
+
+class TimelineInfo(_Part):
+    """What the room and the model did, in samples (the report draws it)."""
+
+    end: int
+    n_samples: int
+    clips: list[ClipSpan]
+    speech: list[Span]
+    t_wait: tuple[int, int, str] | None = Field(description="(start, end, reason) of the wait after T")
+    preamble: Span | None
+    detector: str = Field(description="the detector version, or segments.json")
+    segments: SegmentsSource
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_segments(cls, data: Any) -> Any:
+        """Scorings stored before ``segments`` was recorded: their segments were the bundle's
+        segments.json (so named in ``detector``) or a replay of the detector."""
+        if isinstance(data, dict) and "segments" not in data and "detector" in data:
+            return {**data, "segments": "segments.json" if data["detector"] == "segments.json" else "replay"}
+        return data
+
+
+class EpisodeScore(ScoreEntry):
+    """One scored Duplex-MPE episode."""
+
+    pair_id: str
+    model_revision: str
+    clock: str | None
+    semantic: bool = Field(description="transcripts and judges were used (false: duration only)")
+    request_time_s: float = Field(description="first human turn to the start of T (input timing)")
+    duration_s: float
+    speech_ms: int
+    gold_answer: str | None
+    t: TScore
+    silence_windows: list[SilenceScore]
+    n4: list[N4Score]
+    timeline: TimelineInfo
+
+    def judged(self) -> list[JudgedItem]:
+        t = self.t
+        items = [] if t.verdict_id is None else [JudgedItem(
+            task="answer", turn_idx=t.turn_idx, fragments=t.fragments, transcript=t.transcript,
+            verdict_id=t.verdict_id, label=t.verdict, reference=self.gold_answer)]
+        items += [JudgedItem(task="silence", turn_idx=w.turn_idx, fragments=w.fragments, transcript=w.transcript,
+                             verdict_id=w.verdict_id, label=w.verdict)
+                  for w in self.silence_windows if w.verdict_id is not None]
+        return items

@@ -1,0 +1,463 @@
+"""Reports: a terminal table per condition (rich) and a self-contained HTML report.
+
+The HTML file has no external resources: styles inline, charts as inline SVG. Sections:
+results table (best per column marked), bars with bootstrap CIs, paired addressing, N4
+eligibility and outcomes, duration-only silence sweep, request-time tertiles, pairwise
+model comparisons, ranking correlation, and per-episode timelines (human clips coloured by
+label, model speech, windows and verdicts).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.metrics import METRICS, best_per_column, compute_metrics
+from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES
+from server.benchmarks.mpe.stats import analyses as compute_analyses
+from server.db import Database
+from server.scoring.errors import NotScored
+from server.scoring.results import get_scoring, latest_scoring
+from server.scoring.store import ScoringStatus, load_entries
+
+RATE = 24_000
+LABEL_COLORS = {"T": "#1f77b4", "N1": "#9467bd", "N2": "#8c8c8c", "N3": "#bcbd22", "N4Q": "#ff7f0e", "N4R": "#2ca02c"}
+MODEL_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+                "#bab0ac"]
+PASS, FAIL, SPEECH = "#2ca02c", "#d62728", "#17becf"
+
+
+@dataclass
+class ReportData:
+    sources: list[dict[str, Any]]
+    entries: list[EpisodeScore]
+    metrics: dict[str, Any]
+    analyses: dict[str, Any]
+    generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.metrics)
+
+    @property
+    def conditions(self) -> list[str]:
+        return sorted({c for m in self.metrics.values() for c in m})
+
+
+def report_from_entries(entries: list[EpisodeScore], sources: list[dict[str, Any]]) -> ReportData:
+    metrics = compute_metrics(entries)
+    return ReportData(sources=sources, entries=entries, metrics=metrics, analyses=compute_analyses(entries, metrics))
+
+
+def collect_report(db: Database, refs: Iterable[str]) -> ReportData:
+    """Entries of the latest complete scoring of each run (or of each scoring id), combined;
+    metrics and analyses are recomputed over all of them (pairwise tests span the runs)."""
+    sources, entries = [], []
+    seen_models: dict[str, str] = {}
+    for ref in dict.fromkeys(refs):  # the same run twice counts once
+        row = latest_scoring(db, ref)
+        if row is None:
+            row = get_scoring(db, ref)
+            if row is None:
+                raise NotScored(f"{ref!r} is neither a scored run nor a scoring id; score it first with `mpe score {ref}`")
+            if row.status != ScoringStatus.complete:
+                raise NotScored(f"scoring {ref} is {row.status}; rerun `mpe score` to finish it")
+        tag = row.run_id or row.id
+        es = []
+        for e in load_entries(db, row.id, EpisodeScore):
+            # Two sources with the same model name stay apart in every table.
+            if seen_models.setdefault(e.model, tag) != tag:
+                e = e.model_copy(update={"model": f"{e.model} [{tag[:8]}]"})
+            es.append(e)
+        entries.extend(es)
+        sources.append({"ref": ref, "run_id": row.run_id, "scoring_id": row.id, "config": row.config,
+                        "models": sorted({e.model for e in es}), "n_episodes": len(es)})
+    if not entries:
+        raise NotScored("nothing to report")
+    return report_from_entries(entries, sources)
+
+
+# --- terminal ------------------------------------------------------------------------------------
+
+
+def _fmt(v: dict[str, Any]) -> str:
+    if v["value"] is None:
+        return f"- ({v['num']}/{v['den']})" if v["den"] else "-"
+    return f"{100 * v['value']:.1f}% ({v['num']}/{v['den']})"
+
+
+def terminal_tables(metrics: dict[str, Any], title: str = "Duplex-MPE results") -> list[Table]:
+    tables = []
+    conditions = sorted({c for m in metrics.values() for c in m})
+    for cond in conditions:
+        best = best_per_column(metrics, cond)
+        t = Table(title=f"{title}: {cond}", title_justify="left")
+        t.add_column("model", style="bold")
+        for m in METRICS.values():
+            t.add_column(m.title + (" ↑" if m.higher_is_better else " ↓"), justify="right")
+        for model, conds in metrics.items():
+            if cond not in conds:
+                continue
+            cells = []
+            for name in METRICS:
+                txt = _fmt(conds[cond][name])
+                cells.append(f"[bold green]★ {txt}[/bold green]" if model in best[name] else txt)
+            t.add_row(model, *cells)
+        tables.append(t)
+    return tables
+
+
+def print_tables(metrics: dict[str, Any], console: Console, title: str = "Duplex-MPE results") -> None:
+    for t in terminal_tables(metrics, title):
+        console.print(t)
+    console.print("values: share (numerator/denominator); window yield only with >= 30 eligible events; "
+                  "★ best in column")
+
+
+# --- HTML helpers ----------------------------------------------------------------------------------
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _pct(v: float | None, nd: int = 1) -> str:
+    return "–" if v is None else f"{100 * v:.{nd}f}%"
+
+
+def _p(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.2g}" if v < 0.001 else f"{v:.3f}"
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    th = "".join(f"<th>{h}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>'
+
+
+def _model_color(models: list[str], m: str) -> str:
+    return MODEL_COLORS[models.index(m) % len(MODEL_COLORS)] if m in models else "#666"
+
+
+# --- charts ------------------------------------------------------------------------------------------
+
+
+def _bars_svg(data: ReportData, quantity: str) -> str:
+    """Grouped bars (condition groups, one bar per model) with bootstrap CI whiskers."""
+    boot = data.analyses.get("bootstrap", {})
+    models, conds = data.models, data.conditions
+    bw, gap, pad_l, h, top = 26, 28, 40, 150, 14
+    width = pad_l + len(conds) * (len(models) * bw + gap) + 10
+    out = [f'<svg width="{width}" height="{h + top + 34}" role="img" aria-label="{_e(METRICS[quantity].title)}">']
+    for k in range(0, 101, 25):
+        y = top + h - h * k / 100
+        out.append(f'<line x1="{pad_l}" x2="{width - 5}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+                   f'<text x="{pad_l - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{k}%</text>')
+    x = pad_l + gap / 2
+    for cond in conds:
+        x0 = x
+        for m in models:
+            cell = boot.get(m, {}).get(cond, {}).get(quantity)
+            val = data.metrics.get(m, {}).get(cond, {}).get(quantity, {}).get("value")
+            if val is not None:
+                bh = h * val
+                out.append(f'<rect x="{x:.1f}" y="{top + h - bh:.1f}" width="{bw - 4}" height="{bh:.1f}" '
+                           f'fill="{_model_color(models, m)}"><title>{_e(m)} {cond}: {_pct(val)}</title></rect>')
+                if cell and cell.get("lo") is not None:
+                    y1, y2 = top + h - h * cell["lo"], top + h - h * cell["hi"]
+                    cx = x + (bw - 4) / 2
+                    out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" stroke="#222"/>'
+                               f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y1:.1f}" y2="{y1:.1f}" stroke="#222"/>'
+                               f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y2:.1f}" y2="{y2:.1f}" stroke="#222"/>')
+            else:
+                out.append(f'<text x="{x + (bw - 4) / 2:.1f}" y="{top + h - 3}" font-size="9" '
+                           f'text-anchor="middle" fill="#999">n/a</text>')
+            x += bw
+        out.append(f'<text x="{(x0 + x) / 2:.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">'
+                   f'{_e(cond)}</text>')
+        x += gap
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _legend(models: list[str]) -> str:
+    return "".join(f'<span class="key"><i style="background:{_model_color(models, m)}"></i>{_e(m)}</span>'
+                   for m in models)
+
+
+def _sweep_svg(data: ReportData, cond: str) -> str:
+    sweep = data.analyses.get("silence_sweep", {})
+    ths = sweep.get("thresholds_ms", [])
+    if not ths:
+        return ""
+    w, h, pl, top = 300, 140, 40, 10
+    xmax = max(ths) or 1
+
+    def px(t):
+        return pl + (w - pl - 10) * t / xmax
+
+    out = [f'<svg width="{w}" height="{h + top + 30}">']
+    for k in range(0, 101, 25):
+        y = top + h - h * k / 100
+        out.append(f'<line x1="{pl}" x2="{w - 10}" y1="{y}" y2="{y}" stroke="#e5e5e5"/>'
+                   f'<text x="{pl - 4}" y="{y + 4}" font-size="10" text-anchor="end">{k}%</text>')
+    for t in ths:
+        out.append(f'<text x="{px(t):.1f}" y="{top + h + 14}" font-size="10" text-anchor="middle">{t}</text>')
+    out.append(f'<text x="{(pl + w) / 2}" y="{top + h + 27}" font-size="10" text-anchor="middle">'
+               f'speech allowed per window (ms), {_e(cond)}</text>')
+    for m in data.models:
+        pts = sweep.get("values", {}).get(m, {}).get(cond)
+        if not pts:
+            continue
+        xy = [(px(p["threshold_ms"]), top + h - h * p["value"]) for p in pts if p["value"] is not None]
+        col = _model_color(data.models, m)
+        out.append(f'<polyline fill="none" stroke="{col}" stroke-width="2" points="'
+                   + " ".join(f"{a:.1f},{b:.1f}" for a, b in xy) + '"/>')
+        out.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{col}"/>' for a, b in xy)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _timeline_svg(e: EpisodeScore) -> str:
+    tl = e.timeline
+    end = max(tl.end, tl.n_samples, 1)
+    clips = tl.clips
+    # The view starts a second before the first turn: the preamble is the same in every episode.
+    v0 = max(0, clips[0][3] - RATE) if clips else 0
+    width, pl = 1000, 70
+    scale = (width - pl - 10) / max(1, end - v0)
+
+    def x(s: float) -> float:
+        return pl + max(0.0, s - v0) * scale
+
+    def wd(s: float, t: float) -> float:
+        return max(1.0, (min(t, end) - max(s, v0)) * scale)
+
+    lanes = {"humans": 8, "model": 34, "windows": 60}
+    out = [f'<svg width="{width}" height="104" class="tl">']
+    for name, y in lanes.items():
+        out.append(f'<text x="4" y="{y + 13}" font-size="11">{name}</text>')
+    first = int(-(-v0 // (5 * RATE))) * 5
+    for sec in range(first, int(end / RATE) + 1, 5):
+        xx = x(sec * RATE)
+        out.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="4" y2="84" stroke="#eee"/>'
+                   f'<text x="{xx:.1f}" y="98" font-size="9" text-anchor="middle">{sec}s</text>')
+    for idx, label, speaker, s, t in clips:
+        col = LABEL_COLORS.get(label, "#888")
+        out.append(f'<rect x="{x(s):.1f}" y="{lanes["humans"]}" width="{wd(s, t):.1f}" height="18" '
+                   f'fill="{col}"><title>turn {idx} {label} ({_e(speaker)})</title></rect>'
+                   f'<text x="{x(s) + 2:.1f}" y="{lanes["humans"] + 13}" font-size="10" fill="#fff">{label}</text>')
+    if tl.t_wait:
+        s, t, reason = tl.t_wait
+        out.append(f'<rect x="{x(s):.1f}" y="{lanes["humans"]}" width="{wd(s, t):.1f}" height="18" '
+                   f'fill="none" stroke="{LABEL_COLORS["T"]}" stroke-dasharray="3,2"><title>T wait ({_e(reason)})'
+                   f'</title></rect>')
+    for s, t in tl.speech:
+        if t <= v0:
+            continue
+        out.append(f'<rect x="{x(s):.1f}" y="{lanes["model"]}" width="{wd(s, t):.1f}" height="18" '
+                   f'fill="{SPEECH}"><title>model speech {s / RATE:.2f}-{t / RATE:.2f} s</title></rect>')
+    for w in e.silence_windows:
+        s, t = w.start_s * RATE, w.end_s * RATE
+        col = PASS if w.passed else FAIL
+        tip = f"{w.label} turn {w.turn_idx}: {'pass' if w.passed else 'fail'}, {w.speech_ms} ms speech"
+        if w.verdict:
+            tip += f", {w.verdict}"
+        if w.transcript:
+            tip += f": “{w.transcript[:200]}”"
+        out.append(f'<rect x="{x(s):.1f}" y="{lanes["windows"]}" width="{max(1.0, wd(s, t) - 1):.1f}" '
+                   f'height="18" fill="{col}" opacity="0.75"><title>{_e(tip)}</title></rect>')
+    t = e.t
+    col = PASS if t.present and t.correct else FAIL if t.present else "#999"
+    s, wend = t.e_t_s * RATE, t.wait_end_s * RATE
+    tip = f"T: {'fresh onset' if t.fresh else 'present' if t.present else 'no response'}"
+    if t.transcript:
+        tip += f"; {t.verdict or t.reason}: “{t.transcript[:200]}”"
+    out.append(f'<rect x="{x(s):.1f}" y="{lanes["windows"]}" width="{wd(s, wend):.1f}" '
+               f'height="18" fill="{col}" opacity="0.35" stroke="{col}"><title>{_e(tip)}</title></rect>'
+               f'<text x="{x(s) + 2:.1f}" y="{lanes["windows"] + 13}" font-size="10">T</text>')
+    for n in e.n4:
+        for name, at, dash in (("t_R", n.t_R_s, ""), ("deadline", n.deadline_s, "2,2")):
+            xx = x(at * RATE)
+            out.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{lanes["model"] - 2}" y2="{lanes["windows"] + 20}" '
+                       f'stroke="#000" stroke-dasharray="{dash}"><title>N4 {name}</title></line>')
+        label = n.outcome or n.category.replace("_", " ")
+        col = PASS if n.outcome == "pass" else FAIL if n.outcome else "#666"
+        tip = (f"N4 turn {n.q_idx}: {n.category.replace('_', ' ')}; "
+               f"{'eligible' if n.eligible else 'not eligible'}; outcome {n.outcome or '-'}")
+        out.append(f'<text x="{x(n.t_R_s * RATE) + 3:.1f}" y="{lanes["windows"] + 13}" font-size="10" '
+                   f'fill="{col}"><title>{_e(tip)}</title>N4 {_e(label)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+# --- HTML document --------------------------------------------------------------------------------
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 12px}
+h1{font-size:22px}h2{font-size:18px;margin-top:34px;border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:15px}
+table{border-collapse:collapse;margin:8px 0 14px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
+.best{font-weight:700;background:#e8f6e8}.muted{color:#777}.small{font-size:12px}
+.key{display:inline-block;margin-right:14px}.key i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
+.charts{display:flex;flex-wrap:wrap;gap:20px}.chart{border:1px solid #eee;padding:6px}
+details{margin:6px 0}summary{cursor:pointer}code{background:#f4f4f4;padding:0 3px}
+"""
+
+
+def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str = "Duplex-MPE report") -> str:
+    a = data.analyses
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>"
+             f"<p class='muted'>generated {data.generated_at} · {len(data.entries)} episodes · "
+             f"models: {_e(', '.join(data.models))}</p>"]
+
+    # Sources and settings (every number is traceable to a scoring and its backend versions).
+    rows = []
+    for s in data.sources:
+        c = s.get("config") or {}
+        asr, judge = c.get("asr", {}), c.get("judge", {})
+        rows.append([_e(s.get("run_id") or "bundles"), f"<code>{_e(s['scoring_id'])}</code>", _e(", ".join(s["models"])),
+                     str(s["n_episodes"]), _e(f"{asr.get('backend')} {asr.get('model', '')}"),
+                     _e(f"{judge.get('backend')} ({judge.get('model', '')}; "
+                       + ", ".join(f"{k}: {v}" for k, v in (judge.get('prompt_versions') or {}).items()) + ")"),
+                     _e(c.get("detector", ""))])
+    parts.append("<h2>Sources</h2>" + _table(["run", "scoring", "models", "episodes", "ASR", "judge", "detector"], rows,
+                                            "small"))
+
+    # Results table per condition, best per column marked.
+    parts.append("<h2>Results</h2><p class='small muted'>Each quantity on its own denominator (no aggregate score). "
+                 "Best per column highlighted (direction: higher is better). Answering-window yield is reported only "
+                 "with at least 30 eligible events.</p>")
+    for cond in data.conditions:
+        best = best_per_column(data.metrics, cond)
+        head = ["model"] + [_e(m.title) for m in METRICS.values()]
+        body = []
+        for model, conds in data.metrics.items():
+            if cond not in conds:
+                continue
+            cells = [f"<b>{_e(model)}</b>"]
+            for name in METRICS:
+                v = conds[cond][name]
+                txt = f"{_pct(v['value'])} <span class='muted small'>{v['num']}/{v['den']}</span>"
+                cells.append(f"<span class='best'>★ {txt}</span>" if model in best[name] else txt)
+            body.append(cells)
+        parts.append(f"<h3>{_e(cond)}</h3>" + _table(head, body))
+
+    # Bars with bootstrap CIs.
+    bs = a.get("bootstrap_settings", {})
+    parts.append(f"<h2>Quantities with 95% bootstrap CIs</h2><p class='small muted'>Scenario-level percentile bootstrap "
+                 f"({bs.get('n_resamples')} resamples, seed {bs.get('seed')}; a scenario keeps all its windows).</p>"
+                 f"<p>{_legend(data.models)}</p><div class='charts'>")
+    for name, m in METRICS.items():
+        parts.append(f"<div class='chart'><b class='small'>{_e(m.title)}</b><br>{_bars_svg(data, name)}</div>")
+    parts.append("</div>")
+
+    # Paired addressing.
+    rows = []
+    for model, r in a.get("paired_addressing", {}).items():
+        rows.append([_e(model), str(r["n_pairs"]), str(r["both"]), str(r["explicit_only"]), str(r["implicit_only"]),
+                     str(r["neither"]), _pct(r["explicit_rate"]), _pct(r["implicit_rate"]),
+                     "–" if r["diff_pp"] is None else f"{r['diff_pp']:+.1f} pp", _p(r["p_mcnemar"])])
+    parts.append("<h2>Explicit vs implicit addressing (response presence, paired)</h2>"
+                 + _table(["model", "pairs", "both", "explicit only", "implicit only", "neither", "explicit",
+                           "implicit", "difference", "exact McNemar p"], rows))
+
+    # N4 breakdown.
+    rows = []
+    for model, conds in a.get("n4_breakdown", {}).items():
+        for cond, r in conds.items():
+            rows.append([_e(model), _e(cond), str(r["n"]), str(r["window_response"])]
+                        + [str(r["categories"][c]) for c in N4_CATEGORIES]
+                        + [str(r["eligible"])] + [str(r["outcomes"][o]) for o in N4_OUTCOMES])
+    parts.append("<h2>N4: eligibility and outcomes</h2><p class='small muted'>Eligible = no speech during N4Q, an onset "
+                 "in the 3 s after it, still speaking at t_R. Pass = silent at t_R + 2 s and until t_E.</p>"
+                 + _table(["model", "condition", "events", "window response", "already speaking", "started during N4Q",
+                           "fresh onset", "no speech", "eligible", "pass", "still voicing", "resumed"], rows))
+
+    # Sensitivity sweep.
+    sw = a.get("silence_sweep", {})
+    parts.append("<h2>Duration-only silence sweep</h2><p class='small muted'>A window passes when the model's speech in "
+                 "it lasts at most the threshold; no semantic exemption.</p><div class='charts'>")
+    for cond in data.conditions:
+        parts.append(f"<div class='chart'>{_sweep_svg(data, cond)}</div>")
+    parts.append("</div>")
+    rows = []
+    for model, conds in sw.get("values", {}).items():
+        for cond, pts in conds.items():
+            rows.append([_e(model), _e(cond)] + [f"{_pct(p['value'])} <span class='muted small'>{p['num']}/{p['den']}"
+                                                 f"</span>" for p in pts])
+    parts.append(_table(["model", "condition"] + [f"≤ {t} ms" for t in sw.get("thresholds_ms", [])], rows))
+
+    # Tertiles.
+    tt = a.get("request_time_tertiles", {})
+    parts.append("<h2>Request-time tertiles</h2>")
+    if tt.get("boundaries_s"):
+        q1, q2 = tt["boundaries_s"]
+        parts.append(f"<p class='small muted'>Request time = first human turn to the start of T (input timing only). "
+                     f"early ≤ {q1:.1f} s &lt; middle ≤ {q2:.1f} s &lt; late.</p>")
+        rows = []
+        for model, conds in tt["groups"].items():
+            for cond, g in conds.items():
+                rows.append([_e(model), _e(cond)] + [
+                    f"{_pct(g[b]['presence'])} / {_pct(g[b]['accuracy'])} <span class='muted small'>n={g[b]['n']}</span>"
+                    for b in ("early", "middle", "late")])
+        parts.append(_table(["model", "condition", "early: presence / accuracy", "middle", "late"], rows))
+    else:
+        parts.append(f"<p class='muted'>{_e(tt.get('note', 'not available'))}</p>")
+
+    # Pairwise comparisons.
+    pw = a.get("pairwise", {})
+    rows = []
+    for t in pw.get("tests", []):
+        ci = t.get("ci_diff_pp")
+        rows.append([_e(t["condition"]), _e(t["model_a"]), _e(t["model_b"]), _e(t["task"]), str(t["n_shared"]),
+                     f"{t['a_only']} / {t['b_only']}", _pct(t["rate_a"]), _pct(t["rate_b"]), f"{t['diff_pp']:+.1f} pp",
+                     "–" if not ci else f"[{ci[0]:+.1f}, {ci[1]:+.1f}]", _p(t["p"]),
+                     f"<b>{_p(t['p_bonferroni'])}</b>" if t["p_bonferroni"] < 0.05 else _p(t["p_bonferroni"])])
+    parts.append(f"<h2>Pairwise model comparisons</h2><p class='small muted'>Exact McNemar on silence windows both models "
+                 f"share and on T requests both answered; Bonferroni over all {pw.get('m', 0)} tests of the table. "
+                 f"CI: 95% scenario bootstrap of the difference.</p>"
+                 + (_table(["condition", "model A", "model B", "task", "shared", "A only / B only", "A", "B",
+                            "A − B", "95% CI", "p", "p (Bonferroni)"], rows) if rows else
+                    "<p class='muted'>needs at least two models</p>"))
+
+    # Ranking correlation.
+    rows = [[_e(c), str(r["n_models"]), "–" if r["rho"] is None else f"{r['rho']:.3f}", _p(r["p"]),
+             _e(r.get("note", ""))] for c, r in a.get("ranking_correlation", {}).items()]
+    parts.append("<h2>Fresh-onset vs presence rankings</h2>"
+                 + _table(["condition", "models", "Spearman ρ", "p", "note"], rows))
+
+    # Timelines.
+    entries = data.entries if max_timelines is None else data.entries[:max_timelines]
+    parts.append("<h2>Episode timelines</h2><p class='small'>"
+                 + "".join(f"<span class='key'><i style='background:{c}'></i>{lab}</span>"
+                           for lab, c in LABEL_COLORS.items())
+                 + f"<span class='key'><i style='background:{SPEECH}'></i>model speech</span>"
+                 f"<span class='key'><i style='background:{PASS}'></i>pass / correct</span>"
+                 f"<span class='key'><i style='background:{FAIL}'></i>fail / incorrect</span>"
+                 "· dashed box: T wait · vertical lines: N4 t_R and t_R + 2 s · hover for transcripts</p>")
+    if len(entries) < len(data.entries):
+        parts.append(f"<p class='muted'>first {len(entries)} of {len(data.entries)} episodes "
+                     f"(<code>--timelines all</code> shows every one)</p>")
+    for e in entries:
+        t = e.t
+        head = (f"{_e(e.model)} · {_e(e.scenario_id)} · {_e(e.condition)} · T "
+                f"{'fresh' if t.fresh else 'present' if t.present else 'no response'}"
+                f"{'' if t.correct is None else (' · correct' if t.correct else ' · incorrect')} · silence "
+                f"{sum(w.passed for w in e.silence_windows)}/{len(e.silence_windows)}")
+        detail = ""
+        if t.transcript:
+            detail += f"<p class='small'>T answer: “{_e(t.transcript[:600])}” ({_e(t.verdict or t.reason)})</p>"
+        parts.append(f"<details open><summary>{head} <span class='muted small'>{_e(e.episode_id)}</span></summary>"
+                     f"{_timeline_svg(e)}{detail}</details>")
+    parts.append("</body></html>")
+    return "".join(parts)

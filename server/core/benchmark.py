@@ -1,0 +1,173 @@
+"""The benchmark plug-in contract (types only).
+
+The engine (sessions, clocks, leasing, recording, the API) knows nothing about any one
+benchmark's labels or rules. A benchmark provides, through one :class:`Benchmark` object:
+its suite schema and validator, which clips an episode plays and its pure scheduler, its
+outcome rules for the pages, and its scoring. :mod:`server.engine.registry` finds it by name.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.core.events import Event
+from server.core.schedule import Scheduler
+
+Span = tuple[int, int]
+
+
+class SuiteLike(Protocol):
+    """What the engine needs of a loaded suite, whatever its benchmark."""
+
+    def content_hash(self) -> str:
+        """Identity of the suite's manifest files (the audio is pinned per episode)."""
+
+    def clip_path(self, rel: str) -> Path:
+        """A clip path of the manifest resolved under the suite root (refusing escapes)."""
+
+    def load_clip(self, rel: str) -> np.ndarray:
+        """A clip as int16 mono samples at 24 kHz."""
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode a run queues: which scenario version, and its manifest snapshot."""
+
+    scenario_id: str
+    pair_id: str
+    condition: str
+    scenario: dict[str, Any]
+
+
+class Outcome(BaseModel):
+    """An episode's outcome as the pages show it; each benchmark adds its own fields."""
+
+    source: Literal["live", "score"] = Field(description="live: events and live segments, durations only; "
+                                                         "score: the latest scoring's verdicts")
+    failures: list[str] = Field(description="failure types, in the benchmark's order")
+    ok: bool
+
+
+class JudgedItem(BaseModel):
+    """One verdict a judge gave on a transcript of an episode's speech (what the judge audit samples)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str = Field(description="the judge's task (e.g. answer, silence)")
+    turn_idx: int
+    fragments: list[Span] = Field(description="the judged speech, [start, end) samples of the assistant track")
+    transcript: str | None
+    verdict_id: int
+    label: str | None = Field(description="the judge's label; null when its reply had none")
+    reference: str | None = Field(default=None, description="what the judge compared against (a gold answer)")
+
+
+class ScoreEntry(BaseModel):
+    """One scored episode: the ``episodes[]`` entry of ``mpe score --json``, stored per episode of a
+    scoring. Each benchmark adds its own fields; the JSON is ``model_dump(mode="json")`` and is
+    read back with ``model_validate`` (unknown or missing fields are errors)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    episode_id: str
+    attempt_id: str | None
+    run_id: str | None
+    scenario_id: str
+    condition: str
+    model: str = Field(description="the model's name, as its bridge announced it")
+    source: str = Field(description='"db", or the bundle directory the episode was scored from')
+
+    @abstractmethod
+    def judged(self) -> list[JudgedItem]:
+        """The entry's judge verdicts on transcripts, in episode order."""
+
+
+#: outcome filter values every benchmark understands, besides ``ok`` and its failure types
+UNFINISHED, UNSCORED = "unfinished", "unscored"
+
+
+def outcome_matches(outcome: Outcome | None, completed: bool, wanted: str) -> bool:
+    """Does an episode match the pages' ``outcome`` filter value?"""
+    if wanted == UNFINISHED:
+        return not completed
+    if outcome is None:
+        return False
+    if wanted == UNSCORED:
+        return outcome.source != "score"
+    if wanted == "ok":
+        return outcome.ok
+    return wanted in outcome.failures
+
+
+class Benchmark(ABC):
+    """Everything the engine, the pages and scoring need from one benchmark."""
+
+    name: ClassVar[str]
+    #: run conditions a run may choose from (e.g. Duplex-MPE's addressing conditions)
+    conditions: ClassVar[tuple[str, ...]]
+
+    # --- suites ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def load_suite(self, path: str | Path) -> SuiteLike:
+        """Parse a suite directory; raises an :class:`MPEError` naming the file on bad input."""
+
+    @abstractmethod
+    def problems(self, suite: Any) -> list[str]:
+        """What makes the suite unusable for a run (empty: valid)."""
+
+    @abstractmethod
+    def episodes(self, suite: Any, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+        """The episodes a run of this suite queues (``limit`` as the benchmark defines it)."""
+
+    # --- running an episode ----------------------------------------------------------------
+
+    @abstractmethod
+    def clip_refs(self, suite: Any, scenario: Mapping[str, Any]) -> dict[str | int, str]:
+        """Clip key -> clip path (relative to the suite) of everything the episode may play."""
+
+    @abstractmethod
+    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> Scheduler:
+        """A fresh pure scheduler for one attempt; ``lengths`` are the clips' sample counts."""
+
+    # --- outcomes and scoring --------------------------------------------------------------
+
+    #: failure types of :class:`Outcome`, in the order the pages list them
+    failure_types: ClassVar[tuple[str, ...]]
+
+    @property
+    def outcome_filters(self) -> tuple[str, ...]:
+        return ("ok", *self.failure_types, UNFINISHED, UNSCORED)
+
+    @abstractmethod
+    def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int) -> Outcome | None:
+        """Duration-only outcome of a completed attempt from its events and live segments
+        (None when the events do not describe a whole episode)."""
+
+    @abstractmethod
+    def scored_outcome(self, entry: Any) -> Outcome:
+        """Outcome of a scored episode (its scoring entry, an :attr:`entry_model`)."""
+
+    #: written into every scoring's configuration; a new version invalidates cached scorings
+    scoring_version: ClassVar[str]
+    #: the benchmark's :class:`ScoreEntry`: what :meth:`score_episode` returns and scorings store
+    entry_model: ClassVar[type[ScoreEntry]]
+
+    @abstractmethod
+    def score_episode(self, episode: Any, asr: Any, judge: Any, cache: Any) -> ScoreEntry:
+        """One episode's scoring entry (``episode``: a :class:`server.scoring.loading.LoadedEpisode`)."""
+
+    @abstractmethod
+    def metrics(self, entries: Sequence[Any]) -> dict[str, Any]:
+        """Run-level quantities per model and condition (``entries``: :attr:`entry_model` instances)."""
+
+    @abstractmethod
+    def analyses(self, entries: Sequence[Any], metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """The benchmark's statistics over the scored entries."""

@@ -1,0 +1,54 @@
+"""The contract between a benchmark's scheduler and the engine (DESIGN §3, §11).
+
+A scheduler is a pure, clock-injected state machine: the engine asks it for the next room
+frame (:class:`FramePlan`: which pieces of which clips go where, and the events decided on
+the way) and hands it the detector's decisions about the assistant in between. It never
+reads a clock or a socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from server.core.events import Event
+from server.core.timebase import SpeechEvent
+
+PREAMBLE = "preamble"  # clip key of a suite's spoken duty preamble
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Place ``length`` samples of one clip, from ``src_start``, at ``dst_start`` in the frame."""
+
+    source: str | int  # a clip key: PREAMBLE or a turn idx
+    src_start: int
+    dst_start: int
+    length: int
+
+
+@dataclass(frozen=True)
+class FramePlan:
+    """Room frame ``seq``: the clip pieces it plays (the rest is digital silence) and the events
+    decided while producing it (§3)."""
+
+    seq: int
+    pieces: tuple[Piece, ...]  # everything not covered is digital silence
+    events: tuple[Event, ...]  # decided while producing this frame, in time order
+
+
+class Scheduler(Protocol):
+    """What the engine needs from a benchmark's scheduler."""
+
+    @property
+    def end_sample(self) -> int | None: ...
+
+    def next_frame(self) -> FramePlan | None:
+        """The plan of the next room frame, or None once the episode has ended."""
+
+    def observe(self, events: Iterable[SpeechEvent], known_until: int) -> None:
+        """Detector decisions about the assistant, consumed when the next frame is planned."""
+
+    def status(self) -> dict[str, Any]:
+        """Human-readable state for live listeners."""

@@ -1,0 +1,189 @@
+"""The ``/v1/bridge`` WebSocket (DESIGN §4): handshake, auth, leasing loop, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import WebSocket
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, max_binary_size
+from clients.errors import CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError
+from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Welcome, parse_bridge_message
+from server.auth import Principal, authenticate, socket_token
+from server.db import BridgeRow, utcnow
+from server.engine.clips import open_episode
+from server.engine.leasing import fail_run, lease_episode
+from server.engine.session import EpisodeSession
+
+log = logging.getLogger("mpe.bridge")
+
+
+class Disconnected(Exception):
+    """The bridge closed its WebSocket."""
+    pass
+
+
+@dataclass
+class InboundFrame:
+    """An assistant frame from the bridge and when it arrived (the connection's monotonic clock, seconds)."""
+
+    frame: Frame
+    arrived: float
+    type: str = "frame"
+
+
+class WSConnection:
+    """Reads the socket continuously into a queue; the session pulls from it."""
+
+    def __init__(self, ws: WebSocket, principal: Principal, hello: Hello):
+        self.ws = ws
+        self.admin = principal.admin
+        self.bridge_rate = hello.sample_rate
+        self.n_samples = frame_samples(hello.sample_rate)
+        self.max_binary = max_binary_size(hello.sample_rate)
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.clock = time.monotonic
+
+    async def send_text(self, text: str) -> None:
+        await self.ws.send_text(text)
+
+    async def send_bytes(self, data: bytes) -> None:
+        await self.ws.send_bytes(data)
+
+    async def reader(self) -> None:
+        try:
+            while True:
+                msg = await self.ws.receive()
+                arrived = self.clock()
+                if msg["type"] == "websocket.disconnect":
+                    raise Disconnected()
+                data = msg.get("bytes")
+                if data is not None:
+                    if len(data) > self.max_binary:
+                        raise ProtocolError(f"binary message of {len(data)} bytes exceeds one frame", code="message_too_big")
+                    self.queue.put_nowait(InboundFrame(decode_frame(data, n_samples=self.n_samples, kind=KIND_ASSISTANT), arrived))
+                    continue
+                parsed = parse_bridge_message(msg.get("text") or "")
+                if parsed.type == "hello":
+                    raise ProtocolError("hello was already received", code="unexpected_message")
+                if parsed.type == "error":
+                    raise RemoteError(f"bridge reported {parsed.code}: {parsed.message}", remote_code=parsed.code)
+                self.queue.put_nowait(parsed)
+        except BaseException as exc:  # hand every failure to the consumer
+            self.queue.put_nowait(exc)
+
+    async def next_inbound(self, timeout: float | None) -> Any:
+        try:
+            if timeout is not None and timeout <= 0:
+                item = self.queue.get_nowait()
+            else:
+                async with asyncio.timeout(timeout):  # cheaper than wait_for: no inner task
+                    item = await self.queue.get()
+        except (asyncio.QueueEmpty, TimeoutError):
+            return None
+        if isinstance(item, BaseException):
+            self.queue.put_nowait(item)  # stays fatal for later readers
+            raise item
+        return item
+
+
+async def _receive_hello(ws: WebSocket, timeout: float) -> Hello:
+    try:
+        msg = await asyncio.wait_for(ws.receive(), timeout)
+    except asyncio.TimeoutError:
+        raise ProtocolError("no hello received in time", code="timeout") from None
+    if msg["type"] == "websocket.disconnect":
+        raise Disconnected()
+    if msg.get("bytes") is not None:
+        raise ProtocolError("binary message before hello", code="binary_before_hello")
+    text = msg.get("text") or ""
+    if len(text) > MAX_TEXT_MESSAGE:
+        raise ProtocolError("text message too large", code="message_too_big")
+    parsed = parse_bridge_message(text)
+    if parsed.type != "hello":
+        raise ProtocolError(f"expected hello, got {parsed.type}", code="unexpected_message")
+    if parsed.protocol != 1:
+        raise ProtocolError(f"protocol {parsed.protocol} is not supported (this server speaks 1)", code="unsupported_version")
+    return parsed
+
+
+async def bridge_endpoint(ws: WebSocket) -> None:
+    """Serve one bridge connection (§4): authenticate, read its hello, then lease and run episodes
+    until it leaves or the server stops. Failures close the socket with an ``error`` message and
+    their close code; a changed or broken suite fails its run, not the bridge (§8)."""
+    state = ws.app.state.mpe
+    settings = state.settings
+    await ws.accept()
+    bridge_id = None
+    reader = None
+    try:
+        principal = await asyncio.to_thread(authenticate, state.db, socket_token(ws))
+        hello = await _receive_hello(ws, settings.handshake_timeout_s)
+        row = BridgeRow(team=principal.team, admin=principal.admin, model_name=hello.model.name,
+                        model_revision=hello.model.revision, sample_rate=hello.sample_rate,
+                        clocks=list(hello.clocks), server_id=state.server_id)
+        bridge_id = await asyncio.to_thread(_register_bridge, state.db, row)
+        await ws.send_text(Welcome(bridge_id=bridge_id).dumps())
+        conn = WSConnection(ws, principal, hello)
+        reader = asyncio.create_task(conn.reader())
+        while not state.stopping.is_set():
+            lease = await asyncio.to_thread(
+                lease_episode, state.db, team=principal.team, admin=principal.admin, model=hello.model.name,
+                clocks=list(hello.clocks), owner=state.server_id, bridge_id=bridge_id,
+                bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s)
+            if lease is None:
+                msg = await conn.next_inbound(settings.poll_s)  # idle: surfaces disconnects and errors
+                if msg is not None and msg.type == "frame":
+                    raise ProtocolError("audio frame outside an episode", code="unexpected_message")
+                continue
+            log.info("bridge %s: episode %s attempt %d", bridge_id, lease.episode_id, lease.attempt_number)
+            try:
+                core = await asyncio.to_thread(open_episode, lease.suite_path, lease.scenario,
+                                               suite_hash=lease.suite_hash, audio_hash=lease.audio_hash)
+            except MPEError as exc:  # §8: a changed or broken suite ends its run, not the bridge
+                log.error("run %s failed: %s", lease.run_id, exc)
+                await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
+                continue
+            with state.live.attempt(lease) as observer:  # issue 5: live listeners
+                await EpisodeSession(state.db, conn, lease, state.server_id, settings, core, observer=observer).run()
+        raise MPEError("server shutting down", code="shutdown")
+    except (Disconnected, WebSocketDisconnect):
+        pass
+    except MPEError as exc:
+        await _close_with_error(ws, exc.code, exc.message, exc.close_code)
+    except Exception:
+        log.exception("bridge connection failed")
+        err = MPEError("internal error")
+        await _close_with_error(ws, err.code, err.message, err.close_code)
+    finally:
+        if reader is not None:
+            reader.cancel()
+        if bridge_id is not None:
+            await asyncio.to_thread(_mark_disconnected, state.db, bridge_id)
+
+
+def _register_bridge(db, row: BridgeRow) -> str:
+    with db.session() as s:
+        s.add(row)
+        s.flush()
+        return row.id
+
+
+def _mark_disconnected(db, bridge_id: str) -> None:
+    with db.session() as s:
+        s.get(BridgeRow, bridge_id).disconnected_at = utcnow()
+
+
+async def _close_with_error(ws: WebSocket, code: str, message: str, close_code: int) -> None:
+    if ws.client_state != WebSocketState.CONNECTED:
+        return
+    try:
+        await ws.send_text(Error(code=code, message=message[:1000]).dumps())
+        await ws.close(close_code if code != "shutdown" else CLOSE_GOING_AWAY)
+    except Exception:
+        pass

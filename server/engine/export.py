@@ -1,0 +1,105 @@
+"""Episode bundles (DESIGN §7): episode.json + room.wav + assistant.wav (+ segments.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from sqlalchemy import select
+
+from clients.codec import STREAM_RATE
+from server.core.audio import decode_audio, write_wav
+from server.core.status import EpisodeStatus
+from server.db import Attempt, AudioChunk, Database, Episode, EventRow, Run, SegmentRow
+from server.db import Suite as SuiteRow
+from server.engine.leasing import NotFound
+
+BUNDLE_VERSION = 1
+
+
+def load_track(db: Database, attempt_id: str, track: str) -> np.ndarray:
+    """An attempt's ``room`` or ``assistant`` track as recorded (int16 samples at 24 kHz); empty when
+    nothing was recorded."""
+    with db.session() as s:
+        rows = s.execute(
+            select(AudioChunk.data, AudioChunk.start_sample)
+            .where(AudioChunk.attempt_id == attempt_id, AudioChunk.track == track)
+            .order_by(AudioChunk.idx)
+        ).all()
+    parts = [decode_audio(r.data) for r in rows]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+
+
+def episode_document(db: Database, episode_id: str, attempt_id: str | None = None) -> dict[str, Any]:
+    """The ``episode.json`` document of an episode (§7) for ``attempt_id`` (default: the completed
+    attempt, else the current one); raises :class:`NotFound` for an unknown episode."""
+    with db.session() as s:
+        ep = s.get(Episode, episode_id)
+        if ep is None:
+            raise NotFound("no such episode")
+        run = s.get(Run, ep.run_id)
+        suite = s.get(SuiteRow, run.suite_id)
+        att = s.get(Attempt, attempt_id or ep.completed_attempt_id or ep.current_attempt_id or "")
+        events = [] if att is None else [
+            {"t": e.t, "t_s": round(e.t / STREAM_RATE, 6), "type": e.type, "data": e.data}
+            for e in s.scalars(select(EventRow).where(EventRow.attempt_id == att.id).order_by(EventRow.id))
+        ]
+        segments = [] if att is None else [
+            {"start": g.start, "end": g.end, "detector": g.detector}
+            for g in s.scalars(select(SegmentRow).where(SegmentRow.attempt_id == att.id).order_by(SegmentRow.start))
+        ]
+    sc = ep.scenario
+    return {
+        "bundle_version": BUNDLE_VERSION,
+        "episode_id": ep.id,
+        "attempt_id": att.id if att else None,
+        "attempt": att.number if att else None,
+        "status": ep.status,
+        "run_id": run.id,
+        "team": run.team,
+        "benchmark": run.benchmark,
+        "scenario_id": ep.scenario_id,
+        "pair_id": ep.pair_id,
+        "condition": ep.condition,
+        "model": {"name": run.model_name, "revision": att.model_revision if att else ""},
+        "clock": run.clock,
+        "suite": {"name": suite.name, "version": suite.version, "content_hash": suite.content_hash},
+        "settings": {"sample_rate": STREAM_RATE, "frame_samples": 1920, "bridge_rate": att.bridge_rate if att else None,
+                     "max_inflight": run.max_inflight},
+        "gold_answer": sc.get("gold_answer"),
+        "answer_keys": sc.get("answer_keys"),
+        "attributes": sc.get("attributes", {}),
+        "turns": sc["turns"],
+        "end_sample": att.end_sample if att else None,
+        "events": events,
+        "live_segments": segments,
+        "stats": att.stats if att else {},
+    }
+
+
+def export_run(db: Database, run_id: str, out: Path, *, progress: Callable[[int, int], None] | None = None) -> list[Path]:
+    """Write one bundle per completed episode (partial attempts are never exported as results)."""
+    with db.session() as s:
+        if s.get(Run, run_id) is None:
+            raise NotFound(f"no run {run_id}")
+        eps = s.execute(
+            select(Episode.id, Episode.completed_attempt_id, Episode.scenario_id, Episode.condition)
+            .where(Episode.run_id == run_id, Episode.status == EpisodeStatus.completed).order_by(Episode.ordinal)
+        ).all()
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, (eid, aid, scenario_id, condition) in enumerate(eps):
+        d = out / f"{scenario_id}-{condition}-{eid}"
+        d.mkdir(parents=True, exist_ok=True)
+        doc = episode_document(db, eid, aid)
+        room, assistant = load_track(db, aid, "room"), load_track(db, aid, "assistant")
+        n = max(len(room), len(assistant))  # §7: both tracks the same length
+        write_wav(d / "room.wav", np.pad(room, (0, n - len(room))))
+        write_wav(d / "assistant.wav", np.pad(assistant, (0, n - len(assistant))))
+        (d / "episode.json").write_text(json.dumps(doc, indent=2))
+        written.append(d)
+        if progress:
+            progress(i + 1, len(eps))
+    return written

@@ -1,0 +1,343 @@
+"""Runs, episodes and leases (DESIGN §10).
+
+A run = model name × suite × conditions × clock (× limit): one episode per scenario version.
+Bridges lease episodes with an expiry (``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL, a
+conditional UPDATE everywhere), renew the lease while they run, and give the episode back
+on failure so that the next free bridge retries it from fresh model state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+
+from clients.errors import MPEError
+from server.core.states import advance, sources
+from server.core.status import (
+    ACTIVE_RUN,
+    ATTEMPT_TRANSITIONS,
+    DONE_EPISODE,
+    EPISODE_TRANSITIONS,
+    RUN_TRANSITIONS,
+    AttemptStatus,
+    EpisodeStatus,
+    RunStatus,
+)
+from server.db import Attempt, Database, Episode, Run, new_id, now, utcnow
+from server.db import Suite as SuiteRow
+from server.engine.clips import episode_audio, load_suite
+from server.settings import Settings
+
+CLOCKS = ("lockstep", "realtime")
+_DEFAULT = Settings.model_fields  # a new run's max_attempts and max_inflight default to the settings' defaults
+
+
+class NotFound(MPEError):
+    """Nothing has the id asked for (a run, episode, attempt, suite or token)."""
+
+    code = "not_found"
+
+
+class BadRequest(MPEError):
+    """The request cannot be carried out as given (bad run settings, a suite that cannot be used)."""
+
+    code = "bad_request"
+
+
+@dataclass
+class Lease:
+    """An episode leased to a bridge (§10): the attempt it runs, its run's clock and settings, its
+    scenario, and the hashes that pin its suite and audio (§8)."""
+
+    episode_id: str
+    attempt_id: str
+    attempt_number: int
+    run_id: str
+    clock: str
+    max_inflight: int
+    scenario: dict[str, Any]
+    suite_path: str
+    suite_hash: str  # the suite and the episode's audio as the run was created (§8: runs are pinned)
+    audio_hash: str | None
+
+
+def register_suite(db: Database, suite, team: str, benchmark: str) -> str:
+    """The id of the team's suite row with ``suite``'s content hash, created if new (an existing
+    row takes the suite's current path)."""
+    h = suite.content_hash()
+    with db.session() as s:
+        row = s.scalar(select(SuiteRow).where(SuiteRow.team == team, SuiteRow.content_hash == h))
+        if row is None:
+            row = SuiteRow(
+                team=team,
+                benchmark=benchmark,
+                name=suite.meta.name,
+                version=suite.meta.version,
+                path=str(suite.root.resolve()),
+                content_hash=h,
+                meta=suite.meta.model_dump(mode="json"),
+                n_scenarios=len(suite.scenarios),
+            )
+            s.add(row)
+        else:
+            row.path = str(suite.root.resolve())
+        s.flush()
+        return row.id
+
+
+def create_run(
+    db: Database,
+    *,
+    team: str,
+    model: str,
+    suite_path: str,
+    clock: str,
+    conditions: list[str] | None = None,
+    limit: int | None = None,
+    max_attempts: int = _DEFAULT["max_attempts"].default,
+    max_inflight: int = _DEFAULT["max_inflight"].default,
+) -> str:
+    """Queue the suite's episodes (one per scenario version for Duplex-MPE; ``limit`` as the
+    benchmark defines it: pairs for Duplex-MPE, so both conditions stay paired)."""
+    if clock not in CLOCKS:
+        raise BadRequest(f"clock must be one of {', '.join(CLOCKS)}")
+    if limit is not None and limit < 1:
+        raise BadRequest("limit must be at least 1")
+    if max_attempts < 1:
+        raise BadRequest("max_attempts must be at least 1")
+    if not 1 <= max_inflight <= 64:
+        raise BadRequest("max_inflight must be between 1 and 64")
+    loaded = load_suite(suite_path)
+    bench, suite = loaded.benchmark, loaded.suite
+    conditions = conditions or list(bench.conditions)
+    if not conditions or any(c not in bench.conditions for c in conditions):
+        raise BadRequest(f"conditions must be a subset of {', '.join(bench.conditions)}")
+    problems = bench.problems(suite)
+    if problems:
+        raise BadRequest(f"suite {suite_path} is invalid: " + "; ".join(problems[:5]))
+    chosen = bench.episodes(suite, conditions, limit)
+    if not chosen:
+        raise BadRequest("the suite has no scenario versions for these conditions")
+    audio = [episode_audio(loaded, spec.scenario)[1] for spec in chosen]  # §8: pin what each episode plays
+    suite_id = register_suite(db, suite, team, bench.name)
+    run_id = new_id()
+    with db.session() as s:
+        s.add(
+            Run(
+                id=run_id,
+                team=team,
+                model_name=model,
+                benchmark=bench.name,
+                suite_id=suite_id,
+                conditions=conditions,
+                clock=clock,
+                limit_n=limit,
+                max_attempts=max_attempts,
+                max_inflight=max_inflight,
+            )
+        )
+        s.flush()
+        for i, (spec, audio_hash) in enumerate(zip(chosen, audio)):
+            s.add(
+                Episode(
+                    run_id=run_id,
+                    ordinal=i,
+                    scenario_id=spec.scenario_id,
+                    pair_id=spec.pair_id,
+                    condition=spec.condition,
+                    scenario=spec.scenario,
+                    audio_hash=audio_hash,
+                )
+            )
+    return run_id
+
+
+def lease_episode(
+    db: Database,
+    *,
+    team: str,
+    admin: bool,
+    model: str,
+    clocks: list[str],
+    owner: str,
+    bridge_id: str,
+    bridge_rate: int,
+    model_revision: str,
+    lease_s: float,
+) -> Lease | None:
+    """Lease the next runnable episode for this bridge, or None."""
+    t = now()
+    # §10: what may become running, and is not held by a live lease (a running one whose lease expired is taken over)
+    runnable = and_(Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.running)),
+                    or_(Episode.status != EpisodeStatus.running, Episode.lease_expires < t))
+    q = (
+        select(Episode, Run)
+        .join(Run, Run.id == Episode.run_id)
+        .where(Run.model_name == model, Run.status.in_(ACTIVE_RUN), Run.clock.in_(clocks), runnable)
+        .order_by(Run.created_at, Episode.ordinal)
+        .limit(1)
+        .with_for_update(of=Episode, skip_locked=True)
+    )
+    if not admin:
+        q = q.where(Run.team == team)
+    for _ in range(20):  # skip episodes whose retries are exhausted, or that another server won
+        with db.session() as s:
+            row = s.execute(q).first()
+            if row is None:
+                return None
+            ep, run = row
+            stale_attempt = ep.current_attempt_id if ep.status == EpisodeStatus.running else None
+            if stale_attempt:  # §10: a dead server or bridge costs one attempt
+                s.execute(update(Attempt).where(
+                    Attempt.id == stale_attempt,
+                    Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.abandoned))).values(
+                    status=AttemptStatus.abandoned, error_code="lease_expired", ended_at=utcnow()))
+            if ep.attempts >= run.max_attempts:
+                ep.status = advance(EPISODE_TRANSITIONS, ep.status, EpisodeStatus.failed)
+                ep.lease_owner, ep.lease_expires = None, None
+                s.flush()
+                _maybe_finish_run(s, run.id)
+                continue
+            attempt_id, number = new_id(), ep.attempts + 1
+            won = s.execute(
+                update(Episode)
+                .where(Episode.id == ep.id, Episode.attempts == ep.attempts, runnable)
+                .values(
+                    status=EpisodeStatus.running,
+                    attempts=number,
+                    lease_owner=owner,
+                    lease_expires=t + lease_s,
+                    current_attempt_id=attempt_id,
+                )
+            ).rowcount
+            if not won:
+                s.rollback()
+                continue
+            s.add(
+                Attempt(
+                    id=attempt_id,
+                    episode_id=ep.id,
+                    number=number,
+                    bridge_id=bridge_id,
+                    server_id=owner,
+                    model_revision=model_revision,
+                    clock=run.clock,
+                    bridge_rate=bridge_rate,
+                    settings={"max_inflight": run.max_inflight},
+                )
+            )
+            if run.status == RunStatus.queued:  # its first lease starts the run (unless it was just cancelled)
+                s.execute(update(Run).where(Run.id == run.id,
+                                            Run.status.in_(sources(RUN_TRANSITIONS, RunStatus.running)))
+                          .values(status=RunStatus.running))
+            suite_path, suite_hash = s.execute(select(SuiteRow.path, SuiteRow.content_hash)
+                                               .where(SuiteRow.id == run.suite_id)).one()
+            return Lease(ep.id, attempt_id, number, run.id, run.clock, run.max_inflight, ep.scenario, suite_path,
+                         suite_hash, ep.audio_hash)
+    return None
+
+
+def renew_lease(db: Database, lease: Lease, owner: str, lease_s: float) -> bool:
+    """Extend the lease; False if it was lost (taken over, or the run was cancelled or failed)."""
+    with db.session() as s:
+        n = s.execute(
+            update(Episode)
+            .where(Episode.id == lease.episode_id, Episode.current_attempt_id == lease.attempt_id,
+                   Episode.lease_owner == owner, Episode.status == EpisodeStatus.running)
+            .values(lease_expires=now() + lease_s)
+        ).rowcount
+        if n and s.scalar(select(Run.status).where(Run.id == lease.run_id)) not in ACTIVE_RUN:
+            return False  # the run was cancelled or failed
+        return bool(n)
+
+
+def finish_attempt(
+    db: Database,
+    lease: Lease,
+    *,
+    ok: bool,
+    end_sample: int | None = None,
+    n_frames: int = 0,
+    error_code: str | None = None,
+    error_message: str | None = None,
+    stats: dict[str, Any] | None = None,
+    answered: bool = True,
+) -> None:
+    """Close an attempt. A failed attempt is kept (never scored) and its episode requeued.
+
+    An attempt that failed before the bridge answered anything (it left between episodes)
+    is recorded as ``unstarted`` and does not use up one of the episode's attempts, up to
+    ``max_attempts`` such attempts (a bridge that always dies at once still ends the episode).
+    """
+    with db.session() as s:
+        att = s.get(Attempt, lease.attempt_id)
+        unstarted = not ok and not answered
+        att.end_sample, att.n_frames = end_sample, n_frames
+        if stats:
+            att.stats = stats
+        if att.status != AttemptStatus.abandoned:  # §10: one whose lease was taken over keeps that verdict
+            att.status = advance(ATTEMPT_TRANSITIONS, att.status, AttemptStatus.completed if ok else
+                                 AttemptStatus.unstarted if unstarted else AttemptStatus.failed)
+            att.ended_at = utcnow()
+            att.error_code, att.error_message = error_code, (error_message or None) and error_message[:2000]
+        ep = s.get(Episode, lease.episode_id, with_for_update=True)
+        if ep.current_attempt_id == lease.attempt_id and ep.status == EpisodeStatus.running:
+            run = s.get(Run, ep.run_id)
+            if ok:
+                new, ep.completed_attempt_id = EpisodeStatus.completed, lease.attempt_id
+            elif run.status == RunStatus.cancelled:
+                new = EpisodeStatus.cancelled
+            else:
+                if unstarted and s.scalar(select(func.count()).select_from(Attempt).where(
+                        Attempt.episode_id == ep.id, Attempt.status == AttemptStatus.unstarted)) <= run.max_attempts:
+                    ep.attempts -= 1
+                new = EpisodeStatus.failed if ep.attempts >= run.max_attempts else EpisodeStatus.queued
+            ep.status = advance(EPISODE_TRANSITIONS, ep.status, new)
+            ep.lease_owner, ep.lease_expires = None, None
+            s.flush()
+            _maybe_finish_run(s, ep.run_id)
+
+
+def _maybe_finish_run(s, run_id: str) -> None:
+    # Lock the run first: two last episodes finishing at once must not both see the other open.
+    run = s.execute(select(Run).where(Run.id == run_id).with_for_update()
+                    .execution_options(populate_existing=True)).scalar_one()
+    open_ = s.scalar(
+        select(func.count()).select_from(Episode).where(Episode.run_id == run_id, Episode.status.not_in(DONE_EPISODE))
+    )
+    if open_ == 0 and run.status in ACTIVE_RUN:
+        run.status, run.finished_at = advance(RUN_TRANSITIONS, run.status, RunStatus.finished), utcnow()
+
+
+def fail_run(db: Database, lease: Lease, code: str, message: str) -> None:
+    """End a run that cannot go on (e.g. its suite changed on disk): the leased attempt fails
+    with ``code``, every open episode is cancelled, the run is ``failed`` with ``message``."""
+    with db.session() as s:
+        run = s.execute(select(Run).where(Run.id == lease.run_id).with_for_update()).scalar_one()
+        s.execute(update(Attempt).where(
+            Attempt.id == lease.attempt_id, Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.failed)))
+            .values(status=AttemptStatus.failed, error_code=code, error_message=message[:2000], ended_at=utcnow()))
+        s.execute(update(Episode).where(
+            Episode.run_id == run.id, Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled)))
+            .values(status=EpisodeStatus.cancelled, lease_owner=None, lease_expires=None))
+        if run.status in ACTIVE_RUN:
+            run.status = advance(RUN_TRANSITIONS, run.status, RunStatus.failed)
+            run.error, run.finished_at = message, utcnow()
+
+
+def cancel_run(db: Database, run_id: str) -> None:
+    """Cancel a run that can still move on: queued episodes at once, running ones when their session
+    next flushes; a run that has ended is left as it is. Raises :class:`NotFound` for an unknown run."""
+    with db.session() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise NotFound("no such run")
+        if run.status in ACTIVE_RUN:
+            run.status, run.finished_at = advance(RUN_TRANSITIONS, run.status, RunStatus.cancelled), utcnow()
+            # queued episodes now; running ones when their session sees the run cancelled (next flush)
+            cancel_now = sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled) - {EpisodeStatus.running}
+            s.execute(update(Episode).where(Episode.run_id == run_id, Episode.status.in_(cancel_now))
+                      .values(status=EpisodeStatus.cancelled))
+

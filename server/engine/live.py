@@ -1,0 +1,314 @@
+"""Live listening hub: fans an episode's audio, events and scheduler state out to listeners.
+
+The episode session publishes through an :class:`EpisodeChannel` (its observer) with plain
+synchronous calls that never wait and never raise. Every listener owns bounded queues:
+
+* audio: the newest ``audio_max`` frames; when full the oldest frame is dropped (counted);
+* JSON (events, text): at most ``json_max`` messages; overflowing disconnects the listener;
+* scheduler status: the latest value only (a slow listener simply skips states).
+
+So a slow or vanished listener costs the episode one deque append per message and nothing
+else: the model's timing comes first. The WebSocket side lives in ``server.api.listen``.
+
+Listener messages: binary frames use the wire v1 header (kind 1 = room, 2 = assistant; the
+seq is the timeline slot; SILENT for zeros) and JSON text messages have a ``type``:
+``hello``, ``event``, ``status``, ``levels``, ``end`` (see docs/api.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+
+log = logging.getLogger("mpe.live")
+
+FRAME = frame_samples(STREAM_RATE)
+AUDIO_MAX = 128  # frames per listener (room + assistant): about 5 s of audio
+JSON_MAX = 2048  # queued JSON messages per listener before it is cut off
+MAX_LISTENERS = 64  # per episode
+STATUS_EVERY = 3  # frames between scheduler status updates (240 ms of stream time)
+LEVEL_FLOOR_DB = -60.0
+
+
+class ListenerOverflow(Exception):
+    """A listener fell so far behind that its JSON queue overflowed."""
+
+
+def level(pcm: np.ndarray) -> int:
+    """Frame loudness as 0..100 (RMS in dBFS mapped from -60..0 dB); 0 for digital silence."""
+    if not pcm.any():
+        return 0
+    rms = math.sqrt(float(np.mean(np.square(pcm, dtype=np.float64)))) / 32768.0
+    db = 20.0 * math.log10(max(rms, 1e-9))
+    return int(round(100 * min(1.0, max(0.0, (db - LEVEL_FLOOR_DB) / -LEVEL_FLOOR_DB))))
+
+
+def _dumps(obj: dict) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def levels(pcm: np.ndarray) -> list[int]:
+    """:func:`level` of every whole frame of a track (vectorised)."""
+    n = len(pcm) // FRAME
+    frames = pcm[: n * FRAME].reshape(n, FRAME).astype(np.float64)
+    rms = np.sqrt(np.mean(np.square(frames), axis=1)) / 32768.0
+    db = 20.0 * np.log10(np.maximum(rms, 1e-9))
+    out = np.round(100 * np.clip((db - LEVEL_FLOOR_DB) / -LEVEL_FLOOR_DB, 0.0, 1.0)).astype(int)
+    out[~frames.any(axis=1)] = 0
+    return out.tolist()
+
+
+def event_message(t: int, type_: str, data: dict, texts: dict[int, str]) -> str:
+    """A listener's ``event`` message; clip events carry the clip's text (issue 5)."""
+    data = dict(data)
+    if type_ in ("clip.start", "clip.end") and "idx" in data:
+        data["text"] = texts.get(data["idx"], "")
+    return _dumps({"type": "event", "t": t, "t_s": round(t / STREAM_RATE, 3), "event": type_, "data": data})
+
+
+def _safe(method: Callable) -> Callable:
+    """Observer calls come from the episode: a listener problem must never reach it."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:  # pragma: no cover - defensive
+            log.exception("live channel %s: %s failed", getattr(self, "episode_id", "?"), method.__name__)
+
+    return wrapper
+
+
+class Listener:
+    """One listener's bounded queues; the sender task drains them with :meth:`next_batch`."""
+
+    def __init__(self, *, audio_max: int = AUDIO_MAX, json_max: int = JSON_MAX):
+        self.audio_max, self.json_max = audio_max, json_max
+        self.audio: deque[bytes] = deque()
+        self.json: deque[str] = deque()
+        self.status: str | None = None
+        self.final: str | None = None
+        self.wake = asyncio.Event()
+        self.dropped = 0  # audio frames dropped because this listener was slow
+        self.sent = 0
+        self.overflowed = False
+        self.max_backlog = 0
+        self.channel: EpisodeChannel | None = None  # set when attached
+
+    # publisher side: synchronous, O(1), never waits
+
+    def push_audio(self, data: bytes) -> None:
+        if len(self.audio) >= self.audio_max:
+            self.audio.popleft()
+            self.dropped += 1
+        self.audio.append(data)
+        self.max_backlog = max(self.max_backlog, len(self.audio))
+        self.wake.set()
+
+    def push_json(self, text: str) -> None:
+        if len(self.json) >= self.json_max:
+            self.overflowed = True
+        else:
+            self.json.append(text)
+        self.wake.set()
+
+    def set_status(self, text: str) -> None:
+        self.status = text
+        self.wake.set()
+
+    def finish(self, text: str) -> None:
+        self.final = text
+        self.wake.set()
+
+    # sender side
+
+    async def next_batch(self) -> list[str | bytes] | None:
+        """Everything queued (JSON first, then status, then audio); the final message after
+        all else; None once that was delivered. Raises ListenerOverflow when cut off."""
+        while True:
+            if self.overflowed:
+                raise ListenerOverflow()
+            batch: list[str | bytes] = []
+            while self.json:
+                batch.append(self.json.popleft())
+            if self.status is not None:
+                batch.append(self.status)
+                self.status = None
+            while self.audio:
+                batch.append(self.audio.popleft())
+            if batch:
+                self.sent += len(batch)
+                return batch
+            if self.final is not None:
+                final, self.final = self.final, ""
+                return [final] if final else None
+            self.wake.clear()
+            await self.wake.wait()
+
+
+class EpisodeChannel:
+    """The live side of one running attempt; implements the session's observer hooks."""
+
+    def __init__(self, hub: "LiveHub", *, episode_id: str, attempt_id: str, run_id: str, clock: str,
+                 turns: Iterable[dict[str, Any]] = ()):
+        self.hub = hub
+        self.episode_id, self.attempt_id, self.run_id, self.clock = episode_id, attempt_id, run_id, clock
+        self.text = {t["idx"]: t.get("text", "") for t in turns}
+        self.listeners: set[Listener] = set()
+        self.history: list[str] = []  # every JSON event so far, for late joiners
+        self.levels: dict[str, list[int]] = {"room": [], "assistant": []}
+        self.last_status: str | None = None
+        self.t = 0  # stream samples published so far (room)
+        self.ended: str | None = None
+
+    # --- listeners ----------------------------------------------------------------------
+
+    def attach(self, listener: Listener) -> None:
+        """Add a listener and queue what it needs to catch up (events and level history)."""
+        listener.channel = self
+        listener.push_json(_dumps({"type": "hello", "live": True, "episode_id": self.episode_id,
+                                   "attempt_id": self.attempt_id, "run_id": self.run_id, "clock": self.clock,
+                                   "sample_rate": STREAM_RATE, "frame_samples": FRAME, "t": self.t}))
+        listener.push_json(_dumps({"type": "levels", "room": self.levels["room"],
+                                   "assistant": self.levels["assistant"]}))
+        for text in self.history:
+            listener.push_json(text)
+        if self.last_status is not None:
+            listener.set_status(self.last_status)
+        if self.ended is not None:
+            listener.finish(self.ended)
+        else:
+            self.listeners.add(listener)
+
+    def detach(self, listener: Listener) -> None:
+        self.listeners.discard(listener)
+
+    # --- observer hooks (called by the episode session) ---------------------------------
+
+    @_safe
+    def room(self, seq: int, pcm: np.ndarray, events: Iterable[Any], status: Callable[[], dict]) -> None:
+        """Room frame ``seq`` went out; ``events`` were decided while planning it."""
+        self.t = (seq + 1) * FRAME
+        self.levels["room"].append(level(pcm))
+        for e in events:
+            self._event(e.t, e.type, e.data)
+        # §3 state for people: sent on a change of phase and every few frames otherwise.
+        if events or seq % STATUS_EVERY == 0:
+            self.last_status = _dumps({"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3),
+                                       **status()})
+            for lst in self.listeners:
+                lst.set_status(self.last_status)
+        if self.listeners:
+            data = encode_frame(KIND_ROOM, seq, pcm)
+            for lst in self.listeners:
+                lst.push_audio(data)
+
+    @_safe
+    def assistant(self, slot: int, pcm: np.ndarray) -> None:
+        """The assistant audio placed at timeline ``slot`` (24 kHz, after resampling)."""
+        self.levels["assistant"].append(level(pcm))
+        if self.listeners:
+            data = encode_frame(KIND_ASSISTANT, slot, pcm)
+            for lst in self.listeners:
+                lst.push_audio(data)
+
+    @_safe
+    def events(self, events: Iterable[Any]) -> None:
+        for e in events:
+            self._event(e.t, e.type, e.data)
+
+    @_safe
+    def end(self, reason: str) -> None:
+        if self.ended is not None:  # idempotent: the session ends it, the shell makes sure
+            return
+        self.ended = _dumps({"type": "end", "reason": reason, "t": self.t})
+        for lst in self.listeners:
+            lst.finish(self.ended)
+        self.listeners.clear()
+        self.hub._remove(self)
+
+    def _event(self, t: int, type_: str, data: dict) -> None:
+        text = event_message(t, type_, data, self.text)
+        self.history.append(text)
+        for lst in self.listeners:
+            lst.push_json(text)
+
+
+class LiveHub:
+    """Channels of the attempts running in this server process, by episode id."""
+
+    def __init__(self, *, audio_max: int = AUDIO_MAX, json_max: int = JSON_MAX, max_listeners: int = MAX_LISTENERS):
+        self.audio_max, self.json_max, self.max_listeners = audio_max, json_max, max_listeners
+        self.channels: dict[str, EpisodeChannel] = {}
+        self.pending: dict[str, set[Listener]] = {}  # listeners waiting for an episode to start
+        self._changed = asyncio.Event()
+
+    def open(self, *, episode_id: str, attempt_id: str, run_id: str, clock: str,
+             turns: Iterable[dict[str, Any]] = ()) -> EpisodeChannel:
+        """A channel for a starting attempt (replaces a stale one of the same episode)."""
+        old = self.channels.get(episode_id)
+        ch = EpisodeChannel(self, episode_id=episode_id, attempt_id=attempt_id, run_id=run_id, clock=clock,
+                            turns=turns)
+        self.channels[episode_id] = ch
+        if old is not None:
+            old.end("superseded")
+        for lst in self.pending.pop(episode_id, ()):  # waiting listeners hear it from frame 0
+            ch.attach(lst)
+        self._notify()
+        return ch
+
+    @contextmanager
+    def attempt(self, lease: Any) -> Iterator[EpisodeChannel]:
+        """The channel of one leased attempt (server.engine.leasing.Lease), closed on the way out."""
+        ch = self.open(episode_id=lease.episode_id, attempt_id=lease.attempt_id, run_id=lease.run_id,
+                       clock=lease.clock, turns=lease.scenario.get("turns", ()))
+        try:
+            yield ch
+        finally:
+            ch.end("error")  # no-op when the session already ended it
+
+    def get(self, episode_id: str) -> EpisodeChannel | None:
+        return self.channels.get(episode_id)
+
+    def is_live(self, episode_id: str) -> bool:
+        return episode_id in self.channels
+
+    def new_listener(self) -> Listener:
+        return Listener(audio_max=self.audio_max, json_max=self.json_max)
+
+    def expect(self, episode_id: str, listener: Listener) -> None:
+        """Attach ``listener`` the moment an attempt of this episode opens here."""
+        self.pending.setdefault(episode_id, set()).add(listener)
+
+    def unexpect(self, episode_id: str, listener: Listener) -> None:
+        waiting = self.pending.get(episode_id)
+        if waiting is not None:
+            waiting.discard(listener)
+            if not waiting:
+                del self.pending[episode_id]
+
+    async def wait_change(self, timeout: float) -> None:
+        """Wait until a channel opens or closes (or ``timeout`` passes)."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def _remove(self, ch: EpisodeChannel) -> None:
+        if self.channels.get(ch.episode_id) is ch:
+            del self.channels[ch.episode_id]
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()  # wakes every waiter of the old generation

@@ -1,0 +1,81 @@
+"""Progress of runs: episodes by status and failed attempts, for one run or a page of runs in
+one query. The one count behind ``mpe run status``/``wait``, the demo and the REST API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import case, func, select
+
+from server.core.status import ACTIVE_RUN, DONE_EPISODE, FAILED_ATTEMPT, EpisodeStatus, RunStatus
+from server.db import Attempt, Database, Episode, Run
+from server.engine.leasing import NotFound
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A run's episodes counted by status, and its failed attempts."""
+
+    run_id: str
+    team: str
+    model: str
+    clock: str
+    conditions: list[str]
+    status: RunStatus
+    total: int  # episodes
+    queued: int
+    running: int
+    completed: int
+    failed: int
+    cancelled: int
+    failed_attempts: int  # failed or abandoned attempts; unstarted ones (the bridge left first) are not failures
+    error: str | None = None  # why a failed run stopped (§8: its suite changed on disk)
+
+    @property
+    def active(self) -> bool:
+        """Bridges may still be given its episodes (``mpe run wait`` waits while it is)."""
+        return self.status in ACTIVE_RUN
+
+    @property
+    def done(self) -> int:
+        """Episodes that will not run again."""
+        return sum(getattr(self, st.value) for st in DONE_EPISODE)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def runs_progress(db: Database, run_ids: Iterable[str]) -> dict[str, RunProgress]:
+    """Progress of each of these runs that exists, by run id."""
+    ids = list(dict.fromkeys(run_ids))
+    if not ids:
+        return {}
+    counts = (select(Episode.run_id, func.count().label("total"),
+                     *(func.count(case((Episode.status == st, 1))).label(st.value) for st in EpisodeStatus))
+              .where(Episode.run_id.in_(ids)).group_by(Episode.run_id).subquery())
+    failed = (select(Episode.run_id, func.count().label("n")).join(Attempt, Attempt.episode_id == Episode.id)
+              .where(Episode.run_id.in_(ids), Attempt.status.in_(FAILED_ATTEMPT)).group_by(Episode.run_id).subquery())
+    q = (select(Run.id, Run.team, Run.model_name, Run.clock, Run.conditions, Run.status, Run.error,
+                func.coalesce(counts.c.total, 0), *(func.coalesce(counts.c[st.value], 0) for st in EpisodeStatus),
+                func.coalesce(failed.c.n, 0))
+         .outerjoin(counts, counts.c.run_id == Run.id).outerjoin(failed, failed.c.run_id == Run.id)
+         .where(Run.id.in_(ids)))
+    with db.session() as s:
+        rows = s.execute(q).all()
+    out = {}
+    for run_id, team, model, clock, conditions, status, error, total, *by_status, n_failed in rows:
+        episodes = {st.value: n for st, n in zip(EpisodeStatus, by_status)}
+        out[run_id] = RunProgress(run_id=run_id, team=team, model=model, clock=clock, conditions=list(conditions),
+                                  status=status, total=total, **episodes, failed_attempts=n_failed,
+                                  error=error)
+    return out
+
+
+def run_progress(db: Database, run_id: str) -> RunProgress:
+    """The progress of one run; raises :class:`NotFound` when it does not exist."""
+    found = runs_progress(db, [run_id]).get(run_id)
+    if found is None:
+        raise NotFound("no such run")
+    return found

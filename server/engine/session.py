@@ -1,0 +1,265 @@
+"""One episode attempt: the asyncio shells around the pure episode core.
+
+The core (:class:`server.core.episode.EpisodeCore`) never reads a clock or a socket (§11).
+The shells move frames between the core and a bridge connection: lockstep (wait for the
+bridge, max_inflight honoured) or realtime (absolute monotonic deadlines, assistant frames
+placed at their arrival slot) (§4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from clients.codec import KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+from clients.errors import MPEError, ProtocolError
+from clients.messages import EpisodeEnd, EpisodeStart, Reference
+from server.core.audio import FrameResampler
+from server.core.detector import DETECTOR_VERSION
+from server.core.episode import FRAME, EpisodeCore
+from server.core.events import TEXT, Event
+from server.core.slots import SlotPlacer, SlotStats
+from server.db import Database
+from server.engine.leasing import Lease, finish_attempt, renew_lease
+from server.engine.recorder import Recorder
+from server.settings import Settings
+
+
+class AttemptAborted(MPEError):
+    """The attempt ended early (lease lost, run cancelled, server shutting down)."""
+
+    code = "aborted"
+
+
+class Connection(Protocol):
+    """What a session needs from a bridge connection (see server.engine.bridge_ws)."""
+
+    bridge_rate: int
+    admin: bool
+
+    async def send_text(self, text: str) -> None: ...
+    async def send_bytes(self, data: bytes) -> None: ...
+    async def next_inbound(self, timeout: float | None) -> Any: ...  # Frame | Text | Stats, raises on error
+    def clock(self) -> float: ...
+
+
+class EpisodeObserver(Protocol):
+    """Optional live view of an attempt (server.engine.live). Calls never wait and never raise;
+    the episode's timing must not depend on who watches (issue 5)."""
+
+    def room(self, seq: int, pcm: np.ndarray, events: tuple[Event, ...], status: Callable[[], dict]) -> None: ...
+    def assistant(self, slot: int, pcm: np.ndarray) -> None: ...
+    def events(self, events: list[Event]) -> None: ...
+    def end(self, reason: str) -> None: ...
+
+
+class EpisodeSession:
+    """One attempt at an episode over a bridge connection (§4): drives the episode core on the
+    lease's clock (lockstep or realtime), records both tracks and the events, renews the
+    lease, and finishes the attempt (aborted when the lease is lost or the run cancelled)."""
+
+    slots: SlotPlacer | None = None  # realtime only: set when the episode starts (§4)
+
+    def __init__(self, db: Database, conn: Connection, lease: Lease, owner: str, settings: Settings,
+                 core: EpisodeCore, observer: EpisodeObserver | None = None):
+        self.db, self.conn, self.lease, self.owner, self.settings = db, conn, lease, owner, settings
+        self.observer = observer
+        self.core = core
+        self.rec = Recorder(db, lease.attempt_id)
+        rate = conn.bridge_rate
+        self.bridge_frame = frame_samples(rate)
+        self.to_bridge = FrameResampler(STREAM_RATE, rate, self.bridge_frame)
+        self.from_bridge = FrameResampler(rate, STREAM_RATE, FRAME)
+        self.t0 = 0.0
+        self.last_flush = 0.0
+        self.room_sent = 0
+        self.flushing: asyncio.Task | None = None
+        self.frames_in = 0  # assistant frames received
+
+    def _us(self, t: float) -> int:
+        return int(round((t - self.t0) * 1e6))
+
+    async def run(self) -> None:
+        lease = self.lease
+        ref = None
+        if self.conn.admin:  # only admin bridges ever learn what they are playing
+            sc = lease.scenario
+            ref = Reference(scenario_id=sc["scenario_id"], condition=sc["condition"])
+        start = EpisodeStart(episode_id=lease.attempt_id, clock=lease.clock, sample_rate=self.conn.bridge_rate,
+                             frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref)
+        ok, reason, err = False, "error", None
+        try:
+            await self.conn.send_text(start.dumps())
+            self.t0 = self.last_flush = self.conn.clock()
+            if lease.clock == "lockstep":
+                await self._lockstep()
+            else:
+                await self._realtime()
+            ok, reason = True, "completed"
+        except AttemptAborted as exc:
+            reason, err = "aborted", exc
+        except BaseException as exc:
+            err = exc
+            raise
+        finally:
+            await self._close(ok, reason, err)
+
+    async def _close(self, ok: bool, reason: str, err: BaseException | None) -> None:
+        if self.flushing is not None:
+            try:
+                await self.flushing
+            except Exception as exc:
+                ok, reason, err = False, "aborted" if isinstance(exc, AttemptAborted) else "error", err or exc
+        self.core.finish()
+        self.rec.stats["server"] = (self.slots.stats if self.slots is not None else SlotStats()).to_json()
+        self.rec.stats["detector"] = DETECTOR_VERSION  # scoring reuses the live segments of this version (§5)
+        end = self.core.scheduler.end_sample
+        try:
+            await self.rec.flush(segments=self.core.detector.segments if ok else None, detector=DETECTOR_VERSION)
+        finally:
+            # the bridge's own code when it reported the error (e.g. endpoint_rate_limited)
+            code = None if ok else (getattr(err, "remote_code", None) or err.code if isinstance(err, MPEError)
+                                    else "disconnected")
+            message = None if ok else (str(err) if isinstance(err, MPEError) else type(err).__name__)
+            try:
+                await asyncio.to_thread(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
+                                        n_frames=self.room_sent, error_code=code, error_message=message,
+                                        stats=self.rec.stats,
+                                        # only a silent departure (no error of the bridge's own) is "unstarted"
+                                        answered=self.frames_in > 0 or isinstance(err, MPEError))
+            finally:
+                if self.observer is not None:
+                    self.observer.end(reason)
+        if ok or reason == "aborted":
+            try:
+                await self.conn.send_text(EpisodeEnd(episode_id=self.lease.attempt_id, reason=reason).dumps())
+            except Exception:
+                pass
+
+    async def _flush_and_renew(self) -> None:
+        await self.rec.flush()
+        if not await asyncio.to_thread(renew_lease, self.db, self.lease, self.owner, self.settings.lease_s):
+            raise AttemptAborted("lease lost or run cancelled")
+
+    async def _maybe_flush(self) -> None:
+        """§8: write what we have about once per flush_s, in the background so that the
+        database never delays a frame; one flush at a time, in order."""
+        if self.flushing is not None and self.flushing.done():
+            self.flushing, done = None, self.flushing
+            done.result()  # surfaces a lost lease or a database error
+        t = self.conn.clock()
+        if self.flushing is None and t - self.last_flush >= self.settings.flush_s:
+            self.last_flush = t
+            self.flushing = asyncio.create_task(self._flush_and_renew())
+
+    async def _send_room(self) -> bool:
+        item = self.core.next_room()
+        if item is None:
+            return False
+        seq, pcm, events = item
+        self.rec.add_events(events)
+        out = self.to_bridge(pcm)
+        await self.conn.send_bytes(encode_frame(KIND_ROOM, seq, out))
+        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
+        self.rec.add_audio("room", pcm)
+        self.room_sent += 1
+        if self.observer is not None:
+            self.observer.room(seq, pcm, events, self.core.scheduler.status)
+        return True
+
+    def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None, arrived: float | None) -> None:
+        """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None)."""
+        self.frames_in += pcm is not None
+        pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
+        self.core.feed_assistant(pcm24)
+        self.rec.add_audio("assistant", pcm24)
+        if self.observer is not None:
+            self.observer.assistant(slot, pcm24)
+        if pcm is not None:
+            self.rec.add_frame("assistant", seq, slot, pcm24, arrived_us=None if arrived is None else self._us(arrived))
+
+    def _on_side_message(self, msg) -> None:
+        if msg.type == "text":
+            ev = Event(t=msg.seq * FRAME, type=TEXT, data={"seq": msg.seq, "text": msg.text})
+            self.rec.add_events([ev])
+            if self.observer is not None:
+                self.observer.events([ev])
+        elif msg.type == "stats":
+            self.rec.stats.update(msg.data)
+
+    async def _lockstep(self) -> None:
+        """§4 lockstep: room frame n goes out only once assistant frames up to n - max_inflight are in."""
+        inflight = self.lease.max_inflight
+        next_recv = 0
+        ended = False
+        while True:
+            while not ended and self.room_sent - next_recv < inflight:
+                ended = not await self._send_room()
+            if ended and next_recv == self.room_sent:
+                break
+            msg = await self.conn.next_inbound(self.settings.lockstep_timeout_s)
+            if msg is None:
+                raise ProtocolError(f"no assistant frame within {self.settings.lockstep_timeout_s:g} s", code="timeout")
+            if msg.type != "frame":
+                self._on_side_message(msg)
+                continue
+            frame, arrived = msg.frame, msg.arrived
+            if frame.seq != next_recv:
+                raise ProtocolError(f"expected assistant frame seq {next_recv}, got {frame.seq}", code="bad_seq")
+            self._take_assistant(frame.seq, frame.seq, frame.pcm, arrived)
+            next_recv += 1
+            await self._maybe_flush()
+
+    async def _realtime(self) -> None:
+        """§4 realtime: room frame n at t0 + n·80 ms on absolute deadlines; never wait for the bridge.
+
+        Where each assistant frame goes, and which arrivals are ``bad_seq``, is the pure
+        :class:`server.core.slots.SlotPlacer`'s business; this loop only keeps time.
+        """
+        slots = self.slots = SlotPlacer(self.t0, FRAME / STREAM_RATE, self.settings.realtime_grace_frames)
+        clock = self.conn.clock
+        n = 0
+        total = None
+        while True:
+            deadline = slots.start(n)  # absolute: no cumulative drift
+            # Drain inbound messages until the deadline.
+            while True:
+                timeout = deadline - clock()
+                if timeout <= 0:
+                    msg = await self.conn.next_inbound(0)
+                else:
+                    msg = await self.conn.next_inbound(timeout)
+                if msg is None:
+                    break
+                if msg.type != "frame":
+                    self._on_side_message(msg)
+                    continue
+                slots.arrive(msg.frame.seq, msg.frame.pcm, msg.arrived, self.room_sent)
+            # Slots before n are in the past: feed them (silence where nothing arrived); the
+            # timeline closes at the last room frame (§4: frames placed after it are discarded).
+            for f in slots.due(n if total is None else min(n, total)):
+                self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
+            if total is not None and n >= total:
+                break
+            if not await self._send_room():
+                total = self.room_sent
+                if n >= total:
+                    continue
+            n += 1
+            await self._maybe_flush()
+        await self._drain_late_answers(total)
+
+    async def _drain_late_answers(self, total: int) -> None:
+        """Realtime: a slow bridge still answers the last room frames after the episode ended.
+
+        Those answers are discarded (the timeline is closed) until the answer to the last
+        frame arrives or the bridge stays quiet for a second.
+        """
+        while True:
+            msg = await self.conn.next_inbound(1.0)
+            if msg is None or (msg.type == "frame" and msg.frame.seq >= total - 1):
+                return
+            if msg.type != "frame":
+                self._on_side_message(msg)  # late stats and text still count

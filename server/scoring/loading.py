@@ -1,0 +1,127 @@
+"""Loading episodes to score: episode bundles (DESIGN §7) or completed attempts in the database.
+
+Whatever the source, scoring sees one :class:`LoadedEpisode`: the episode document of §7, the
+assistant track, and the speech segments to score with — a ``segments.json`` override, else
+the live detector's segments when they were made by the detector version scoring runs, else
+None (scoring replays the detector over the track, which gives the same segments, §5).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from server.core.detector import DETECTOR_VERSION
+from server.core.events import Event
+from server.core.timebase import STREAM_RATE
+from server.engine.export import episode_document, load_track
+from server.scoring.errors import BadBundle
+
+SEGMENTS_FILE = "segments.json"
+SegmentsSource = Literal["segments.json", "live", "replay"]  # where the segments scored with come from
+
+
+@dataclass
+class LoadedEpisode:
+    doc: dict[str, Any]  # the episode document of §7 (episode.json)
+    assistant: np.ndarray  # int16, 24 kHz
+    segments: list[tuple[int, int]] | None  # what to score with; None: replay the detector
+    source: str  # "db" or the bundle directory
+    segments_source: SegmentsSource = "replay"
+
+    @property
+    def events(self) -> list[Event]:
+        try:
+            return [Event.from_json(e) for e in self.doc["events"]]
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise BadBundle(f"{self.source}: bad event ({exc})") from None
+
+
+def live_segments(doc: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The live detector's segments (§5), if the detector that made them is the one scoring
+    runs (the attempt records its detector version in its stats)."""
+    stats = doc.get("stats") or {}
+    if stats.get("detector") != DETECTOR_VERSION:
+        return None
+    return [(int(g["start"]), int(g["end"])) for g in doc.get("live_segments") or []]
+
+
+def _with_segments(doc: dict[str, Any], assistant: np.ndarray, override: list[tuple[int, int]] | None,
+                   source: str) -> LoadedEpisode:
+    if override is not None:
+        return LoadedEpisode(doc, assistant, override, source, SEGMENTS_FILE)
+    live = live_segments(doc)
+    return LoadedEpisode(doc, assistant, live, source, "replay" if live is None else "live")
+
+
+def is_bundle(path: Path) -> bool:
+    return (path / "episode.json").is_file()
+
+
+def find_bundles(paths: list[Path]) -> list[Path]:
+    """Bundle directories among ``paths``; a directory of bundles (an export) expands to them."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_dir():
+            raise BadBundle(f"{p}: not a directory")
+        if is_bundle(p):
+            out.append(p)
+            continue
+        inner = sorted(d for d in p.iterdir() if d.is_dir() and is_bundle(d))
+        if not inner:
+            raise BadBundle(f"{p}: neither an episode bundle (episode.json) nor a directory of bundles")
+        out.extend(inner)
+    return out
+
+
+def load_bundle(path: Path) -> LoadedEpisode:
+    import soundfile as sf
+
+    path = Path(path)
+    try:
+        doc = json.loads((path / "episode.json").read_text("utf-8"))
+    except FileNotFoundError:
+        raise BadBundle(f"{path}: episode.json missing") from None
+    except (OSError, ValueError) as exc:
+        raise BadBundle(f"{path}/episode.json: unreadable ({exc})") from None
+    for key in ("episode_id", "events", "turns"):
+        if key not in doc:
+            raise BadBundle(f"{path}/episode.json: field {key!r} missing")
+    wav = path / "assistant.wav"
+    try:
+        pcm, rate = sf.read(str(wav), dtype="int16", always_2d=False)
+    except Exception as exc:  # soundfile raises its own error types
+        raise BadBundle(f"{wav}: cannot read ({type(exc).__name__})") from None
+    if rate != STREAM_RATE or pcm.ndim != 1:
+        raise BadBundle(f"{wav}: expected 24 kHz mono, got {rate} Hz with shape {pcm.shape}")
+    seg_file = path / SEGMENTS_FILE
+    override = _parse_segments(seg_file) if seg_file.is_file() else None
+    return _with_segments(doc, pcm, override, str(path.resolve()))
+
+
+def _parse_segments(path: Path) -> list[tuple[int, int]]:
+    """segments.json: a list of ``{"start", "end"}`` or ``[start, end]`` in stream samples
+    (or such a list under ``"segments"``)."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        if isinstance(data, dict):
+            data = data["segments"]
+        out = []
+        for g in data:
+            s, e = (g["start"], g["end"]) if isinstance(g, dict) else (g[0], g[1])
+            if not isinstance(s, int) or not isinstance(e, int) or e < s:
+                raise ValueError(f"bad segment {g!r}")
+            out.append((s, e))
+        return out
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise BadBundle(f"{path}: not a list of segments in stream samples ({exc})") from None
+
+
+def load_db_episode(db, episode_id: str, attempt_id: str) -> LoadedEpisode:
+    doc = episode_document(db, episode_id, attempt_id)
+    return _with_segments(doc, load_track(db, attempt_id, "assistant"), None, "db")
