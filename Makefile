@@ -40,4 +40,4 @@ bench: setup
 	$(BIN)/python bench/engine.py
 
 clean:
-	rm -rf $(VENV) .mpe
+	rm -rf $(VENV) .mpe client-dist/build

@@ -6,8 +6,11 @@ on the built-in suite through the real server in lockstep, exactly as ``mpe demo
 (into a temporary data dir, or ``--data-dir``). Then every run is scored from the
 database, once per mode, as a fresh scoring with empty transcript and verdict caches:
 
-``windows``  ``--asr none``: detector replay (Silero) + window rules + metrics + analyses
-``asr``      ``--asr faster-whisper`` (tiny.en int8, beam 5) + rule judge: the full offline path
+``windows``   ``--asr none``: detector replay (Silero) + window rules + metrics + analyses
+``asr``       ``--asr faster-whisper`` (tiny.en int8, beam 5) + rule judge: the full offline path,
+              every window with speech transcribed (the default)
+``asr-fast``  the same with ``--judge rule:fast``: speech over the length limits decided on
+              its duration, without ASR (the speed option)
 
 Assistant audio = the length of the recorded assistant tracks (all of each episode, also
 its silence). Wall time = the whole ``score_run`` call (process pool start, database, and
@@ -40,12 +43,13 @@ from server.db import Database, TranscriptRow, VerdictRow  # noqa: E402
 from server.scoring.runner import ScoreOptions, available_cores, score_run  # noqa: E402
 from server.settings import Settings  # noqa: E402
 
-MODES = {"windows": "none", "asr": "faster-whisper"}
+MODES = {"windows": ("none", "rule"), "asr": ("faster-whisper", "rule"), "asr-fast": ("faster-whisper", "rule:fast")}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="silent,always-talk,oracle")
+    ap.add_argument("--modes", default=",".join(MODES), help="scoring modes, comma-separated: " + ", ".join(MODES))
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--data-dir", type=Path, default=None, help="keep recordings here (default: temporary)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
@@ -53,6 +57,7 @@ def main() -> None:
     console = Console(stderr=True)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     workers = args.workers or available_cores()
+    modes = {m.strip(): MODES[m.strip()] for m in args.modes.split(",") if m.strip()}
 
     with tempfile.TemporaryDirectory(prefix="mpe-bench-scoring-") as tmp:
         data_dir = args.data_dir or Path(tmp)
@@ -65,13 +70,13 @@ def main() -> None:
         console.print(f"recorded {len(models)} runs in {time.monotonic() - t0:.0f} s")
         db = Database(settings.db_url)
         rows = []
-        for mode, asr in MODES.items():
+        for mode, (asr, judge) in modes.items():
             for model, run_id in demo["runs"].items():
                 with db.session() as s:  # cold caches: every transcript and verdict is computed
                     s.execute(delete(TranscriptRow))
                     s.execute(delete(VerdictRow))
                 t = time.monotonic()
-                res = score_run(db, run_id, ScoreOptions(asr=asr, workers=workers, fresh=True))
+                res = score_run(db, run_id, ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=True))
                 wall = time.monotonic() - t
                 audio_s = sum(e.duration_s for e in res.episodes)
                 speech_s = sum(e.speech_ms for e in res.episodes) / 1000
@@ -85,7 +90,7 @@ def main() -> None:
     for col in ("mode", "model", "episodes", "assistant audio h", "of which speech h", "ASR calls", "wall s",
                 "audio h / wall min"):
         table.add_column(col, justify="right")
-    for mode in MODES:
+    for mode in modes:
         sel = [r for r in rows if r["mode"] == mode]
         for r in sel:
             table.add_row(mode, r["model"], str(r["episodes"]), f"{r['audio_h']:.3f}", f"{r['speech_h']:.3f}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -40,6 +41,28 @@ class Welcome(_Msg):
     protocol: int = 1
 
 
+class WorkReason(StrEnum):
+    """Why a bridge has (or has no) work, as ``status.reason`` says (docs/protocol.md §4.5). A
+    bridge must accept values it does not know: later servers may add some."""
+
+    queued = "queued"  # episodes are queued for this bridge: one starts now
+    busy = "busy"  # matching runs exist, but their open episodes run on other bridges
+    other_clocks = "other_clocks"  # runs for this model name exist only for clocks this bridge does not serve
+    ended = "ended"  # every run for this model name has ended: no more work
+    no_run = "no_run"  # no run for this model name (in the token's team)
+
+
+class Status(_Msg):
+    """What work matches this bridge now (its model name, team and clocks): sent after
+    ``welcome`` and again, while the bridge is idle, whenever it changes."""
+
+    type: Literal["status"] = "status"
+    matching_runs: int = Field(ge=0)
+    queued_episodes: int = Field(ge=0)
+    reason: str = Field(max_length=64)  # a WorkReason value (plain str: unknown future values still parse)
+    hint: str = Field(default="", max_length=1000)
+
+
 class Reference(_Msg):
     """Only admin bridges receive this (oracle-style reference bridges)."""
 
@@ -56,6 +79,9 @@ class EpisodeStart(_Msg):
     frame_samples: int
     max_inflight: int = 1
     reference: Reference | None = None
+    #: the benchmark's duty as text, only when the run was created with a text prompt; bridges
+    #: that take text instructions use it, others ignore it (absent: send no text prompt)
+    instructions: str | None = Field(default=None, max_length=16_000)
 
 
 class EpisodeEnd(_Msg):
@@ -84,14 +110,57 @@ class Error(_Msg):
 
 
 BridgeMessage = Annotated[Union[Hello, Text, Stats, Error], Field(discriminator="type")]
-ServerMessage = Annotated[Union[Welcome, EpisodeStart, EpisodeEnd, Error], Field(discriminator="type")]
+ServerMessage = Annotated[Union[Welcome, Status, EpisodeStart, EpisodeEnd, Error], Field(discriminator="type")]
 _BRIDGE = TypeAdapter(BridgeMessage)
 _SERVER = TypeAdapter(ServerMessage)
 _BRIDGE_TYPES = {"hello", "text", "stats", "error"}
-_SERVER_TYPES = {"welcome", "episode.start", "episode.end", "error"}
+_SERVER_MODELS: dict[str, type[_Msg]] = {"welcome": Welcome, "status": Status, "episode.start": EpisodeStart,
+                                         "episode.end": EpisodeEnd, "error": Error}
+
+# Validation failures in the protocol's words (never the library's, which name internal classes).
+_PLAIN = {
+    "missing": "is required",
+    "extra_forbidden": "is not a field of this message",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "list_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
 
 
-def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str]):
+def _explain(err: dict) -> str:
+    """One validation error of pydantic as the protocol document would say it."""
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind in _PLAIN:
+        return _PLAIN[kind]
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", ""))
+        if "'" not in expected and (type(value) is not int):  # integer choices, e.g. sample_rate
+            return f"must be an integer ({expected})"
+        return f"must be {expected}"
+    if kind in ("string_too_short", "too_short"):
+        n = ctx.get("min_length")
+        return f"must have at least {n} {'character' if kind.startswith('string') else 'item'}{'s' * (n != 1)}"
+    if kind in ("string_too_long", "too_long"):
+        n = ctx.get("max_length")
+        return f"must have at most {n} {'character' if kind.startswith('string') else 'item'}{'s' * (n != 1)}"
+    if kind == "string_pattern_mismatch":
+        return f"must match {ctx.get('pattern')}"
+    bounds = {"greater_than_equal": ("≥", "ge"), "greater_than": (">", "gt"),
+              "less_than_equal": ("≤", "le"), "less_than": ("<", "lt")}
+    if kind in bounds:
+        op, key = bounds[kind]
+        return f"must be {op} {ctx.get(key)}"
+    return "has an invalid value"
+
+
+def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, type[_Msg]]):
     size = len(raw)
     if isinstance(raw, str) and 4 * size > MAX_TEXT_MESSAGE:  # the limit counts UTF-8 bytes
         size = len(raw.encode("utf-8", "surrogatepass"))
@@ -110,12 +179,15 @@ def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str]):
     if obj["type"] == "hello" and type(obj.get("protocol")) is int and obj["protocol"] != PROTOCOL_VERSION:
         raise ProtocolError(f"protocol {obj['protocol']} is not supported (this server speaks {PROTOCOL_VERSION})",
                             code="unsupported_version")
-    try:
-        return adapter.validate_python(obj)
+    if isinstance(known, dict):  # server messages: fields a later server adds are ignored (§4)
+        model = known[obj["type"]]
+        obj = {k: v for k, v in obj.items() if k in model.model_fields}
+    try:  # strict: on the wire a string is not an integer ("16000" is refused, not converted), nor is true
+        return adapter.validate_python(obj, strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"][1:]) or "message"
-        raise ProtocolError(f"invalid {obj['type']} message: {where}: {first['msg']}", code="bad_message") from None
+        raise ProtocolError(f"invalid {obj['type']} message: {where} {_explain(first)}", code="bad_message") from None
 
 
 def parse_bridge_message(raw: str | bytes) -> Hello | Text | Stats | Error:
@@ -123,6 +195,7 @@ def parse_bridge_message(raw: str | bytes) -> Hello | Text | Stats | Error:
     return _parse(raw, _BRIDGE, _BRIDGE_TYPES)
 
 
-def parse_server_message(raw: str | bytes) -> Welcome | EpisodeStart | EpisodeEnd | Error:
-    """Parse a message sent by the server (bridge side)."""
-    return _parse(raw, _SERVER, _SERVER_TYPES)
+def parse_server_message(raw: str | bytes) -> Welcome | Status | EpisodeStart | EpisodeEnd | Error:
+    """Parse a message sent by the server (bridge side). Fields it does not know are ignored; a
+    type it does not know raises ``unknown_type`` (the SDK skips such messages)."""
+    return _parse(raw, _SERVER, _SERVER_MODELS)

@@ -4,15 +4,21 @@ Depends only on numpy, websockets and this package (no server code), so a team c
 bridge with ``clients/`` alone. The connection loop speaks wire protocol v1 (DESIGN §4):
 hello → welcome, then for every ``episode.start`` a reset to fresh state and one assistant
 frame per room frame, with the same seq.
+
+It logs through ``logging`` (logger ``mpe.sdk``), one line per record: the connection, the
+server's ``status`` (what work matches the bridge, and while none does, why), each episode's
+start and end, and errors. Credentials never appear in those records.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import websockets
@@ -26,15 +32,23 @@ from clients.messages import (
     Hello,
     ModelInfo,
     Stats,
+    Status,
     Text,
     Welcome,
     parse_server_message,
 )
+from clients.redact import RedactSecrets, redact
 
 log = logging.getLogger("mpe.sdk")
+log.addFilter(RedactSecrets())
+# websockets logs the handshake (with the Authorization header) at debug level here
+WIRE_LOG = logging.getLogger("mpe.sdk.wire")
+WIRE_LOG.addFilter(RedactSecrets())
 
-# Errors after which reconnecting cannot help.
-FATAL_CODES = {"unauthorized", "unsupported_version", "bad_message", "unknown_type", "bad_json"}
+# Errors after which reconnecting cannot help (docs/protocol.md §10), and the client's own:
+# ``not_found`` (no bridge endpoint at the URL), ``refused`` (the upgrade was refused), ``bad_url``.
+FATAL_CODES = {"unauthorized", "unsupported_version", "bad_message", "unknown_type", "bad_json",
+               "not_found", "refused", "bad_url"}
 
 
 class BaseBridge(ABC):
@@ -97,12 +111,15 @@ class AsyncBridge(BaseBridge):
 
 @dataclass
 class BridgeOptions:
-    server: str = "ws://127.0.0.1:8600"
+    """How a bridge connects and when it stops."""
+
+    server: str = "ws://127.0.0.1:8600"  # the server's address; /v1/bridge is added unless given
     token: str | None = None
     reconnect: bool = True
     backoff_min_s: float = 0.5
     backoff_max_s: float = 30.0
     max_episodes: int | None = None  # stop after serving this many episodes (tests, demo)
+    exit_when_idle_s: float | None = None  # stop after this long without an episode (None: never)
 
 
 class BridgeClient:
@@ -112,16 +129,33 @@ class BridgeClient:
         self.bridge, self.options = bridge, options
         self.episodes_done = 0
         self.bridge_id: str | None = None
+        self.status: Status | None = None  # the server's last word on the work that matches this bridge
+        self.idle_exit = False  # True once the bridge stopped after exit_when_idle_s without an episode
         self._stop = asyncio.Event()
+        self._idle_since: float | None = None  # loop time since which no episode ran (None: in one)
+        self._frames = 0  # room frames of the current episode
 
     def stop(self) -> None:
         self._stop.set()
 
     def _url(self) -> str:
-        base = self.options.server.rstrip("/")
-        return base if base.endswith("/v1/bridge") else base + "/v1/bridge"
+        """The bridge endpoint: ``server`` with ``/v1/bridge`` added unless it is there (an
+        ``http(s)://`` address is taken as ``ws(s)://``)."""
+        try:
+            parts = urlsplit(self.options.server.strip())
+        except ValueError as exc:
+            raise MPEError(f"invalid server URL: {exc}", code="bad_url") from None
+        scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+        if scheme not in ("ws", "wss") or not parts.netloc:
+            raise MPEError(f"invalid server URL {redact(self.options.server)!r}: expected ws://HOST:PORT",
+                           code="bad_url")
+        path = parts.path.rstrip("/")
+        if not path.endswith("/v1/bridge"):
+            path += "/v1/bridge"
+        return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
 
     async def run(self) -> None:
+        self._idle_since = asyncio.get_running_loop().time()
         try:
             await self._run()
         finally:
@@ -136,32 +170,52 @@ class BridgeClient:
                 delay = self.options.backoff_min_s
                 if self._finished():
                     return
-            except (AuthError, ProtocolError, RemoteError) as exc:
+            except MPEError as exc:
                 if exc.code in FATAL_CODES or getattr(exc, "fatal", False) or not self.options.reconnect:
                     raise
-                log.warning("bridge: %s (%s); reconnecting", exc, exc.code)
+                log.warning("%s (%s); reconnecting", exc, exc.code)
             except (OSError, websockets.ConnectionClosed, asyncio.TimeoutError) as exc:
                 if not self.options.reconnect:
                     raise
-                log.warning("bridge: connection lost (%s); retrying in %.1f s", exc, delay)
+                log.warning("connection lost (%s); retrying in %.1f s", _one_line(exc), delay)
             if self._finished() or not self.options.reconnect:
                 return
             try:
-                await asyncio.wait_for(self._stop.wait(), delay * (0.5 + random.random()))
+                await asyncio.wait_for(self._stop.wait(), min(delay * (0.5 + random.random()), self._idle_left()))
             except asyncio.TimeoutError:
                 pass
             delay = min(delay * 2, self.options.backoff_max_s)
 
     def _finished(self) -> bool:
         n = self.options.max_episodes
+        if self._idle_left() <= 0 and not self._stop.is_set():
+            log.info("no episode for %g s: exiting", self.options.exit_when_idle_s)
+            self.idle_exit = True
+            self._stop.set()
         return self._stop.is_set() or (n is not None and self.episodes_done >= n)
 
-    async def _session(self) -> None:
+    def _idle_left(self) -> float:
+        """Seconds until exit_when_idle_s is reached (infinite when it is not set or in an episode)."""
+        if self.options.exit_when_idle_s is None or self._idle_since is None:
+            return float("inf")
+        return self._idle_since + self.options.exit_when_idle_s - asyncio.get_running_loop().time()
+
+    async def _connect(self):
         headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
+        url = self._url()
+        try:
+            # compression=None: PCM does not compress, permessage-deflate would only cost CPU.
+            return url, await websockets.connect(url, additional_headers=headers, max_size=1 << 20,
+                                                 compression=None, logger=WIRE_LOG)
+        except websockets.InvalidStatus as exc:
+            raise _refused(exc.response.status_code, url) from None
+        except websockets.InvalidURI as exc:
+            raise MPEError(f"invalid server URL {redact(url)!r}: {exc.msg}", code="bad_url") from None
+
+    async def _session(self) -> None:
         b = self.bridge
-        # compression=None: PCM does not compress, permessage-deflate would only cost CPU.
-        async with websockets.connect(self._url(), additional_headers=headers, max_size=1 << 20,
-                                      compression=None) as ws:
+        url, ws = await self._connect()
+        async with ws:
             hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
                           sample_rate=b.sample_rate, clocks=list(b.clocks))
             await ws.send(hello.dumps())
@@ -171,30 +225,49 @@ class BridgeClient:
             if not isinstance(first, Welcome):
                 raise ProtocolError(f"expected welcome, got {first.type}", code="unexpected_message")
             self.bridge_id = first.bridge_id
+            log.info("connected to %s as bridge %s (model %s, %d Hz, clocks %s)", redact(url), first.bridge_id,
+                     b.name, b.sample_rate, ",".join(b.clocks))
             n = b.frame_samples
             stop = asyncio.create_task(self._stop.wait())
             try:
                 while True:
                     recv = asyncio.create_task(ws.recv())
-                    done, _ = await asyncio.wait({recv, stop}, return_when=asyncio.FIRST_COMPLETED)
+                    idle = self._idle_left()
+                    done, _ = await asyncio.wait({recv, stop}, timeout=None if idle == float("inf") else max(idle, 0),
+                                                 return_when=asyncio.FIRST_COMPLETED)
                     if recv not in done:
                         recv.cancel()
+                        if not self._finished():  # exit_when_idle_s only counts outside episodes
+                            continue
+                        await ws.close()
                         return
                     raw = recv.result()
                     if isinstance(raw, bytes):
                         frame = decode_frame(raw, n_samples=n, kind=KIND_ROOM)
+                        self._frames += 1
                         out = await self._reported(ws, self._step(frame.seq, frame.pcm))
                         await ws.send(encode_frame(KIND_ASSISTANT, frame.seq, out))
                         await self._flush_outbox(ws)
                         continue
-                    msg = parse_server_message(raw)
-                    if isinstance(msg, EpisodeStart):
-                        b.episode = msg
+                    try:
+                        msg = parse_server_message(raw)
+                    except ProtocolError as exc:
+                        if exc.code != "unknown_type":
+                            raise
+                        log.debug("ignored a server message: %s", exc)  # §4: v1 may add server messages
+                        continue
+                    if isinstance(msg, Status):
+                        self.status = msg
+                        log.info("%s: %s", "work" if msg.queued_episodes else "waiting", msg.hint or msg.reason)
+                    elif isinstance(msg, EpisodeStart):
+                        b.episode, self._idle_since, self._frames = msg, None, 0
+                        log.info("episode %s: started (%s clock, %d Hz)", msg.episode_id, msg.clock, msg.sample_rate)
                         await self._reported(ws, self._reset(msg))
                     elif isinstance(msg, EpisodeEnd):
                         b.end_episode(msg)
-                        b.episode = None
+                        b.episode, self._idle_since = None, asyncio.get_running_loop().time()
                         self.episodes_done += 1
+                        log.info("episode %s: ended, %s (%d room frames)", msg.episode_id, msg.reason, self._frames)
                         if self._finished():
                             await ws.close()
                             return
@@ -202,6 +275,8 @@ class BridgeClient:
                         raise _remote(msg)
             finally:
                 stop.cancel()
+                if b.episode is not None:  # the connection ended inside an episode
+                    b.episode, self._idle_since = None, asyncio.get_running_loop().time()
 
     async def _reported(self, ws, work):
         """Run bridge code; an MPEError it raises (e.g. its model endpoint failed) is sent to
@@ -237,19 +312,54 @@ class BridgeClient:
         return out
 
     async def _flush_outbox(self, ws) -> None:
-        import json
-
         box, self.bridge._outbox = self.bridge._outbox, []
         for m in box:
             await ws.send(json.dumps(m))
 
 
 def _remote(msg: Error) -> Exception:
-    cls = AuthError if msg.code == "unauthorized" else (ProtocolError if msg.code in CLOSE_CODES else RemoteError)
+    if msg.code == "unauthorized":
+        return AuthError(f"the server refused the token ({msg.message or 'unauthorized'}); "
+                         "a team's tokens come from `mpe token create --team TEAM`", code=msg.code)
+    cls = ProtocolError if msg.code in CLOSE_CODES else RemoteError
     return cls(f"server error {msg.code}: {msg.message}", code=msg.code)
 
 
+def _refused(status: int, url: str) -> Exception:
+    """The server (or a proxy) answered the WebSocket upgrade with an HTTP status."""
+    where = redact(url)
+    if status == 404:
+        return MPEError(f"no bridge endpoint at {where} (HTTP 404): give the server's address, "
+                        "e.g. ws://HOST:8600 (/v1/bridge is added)", code="not_found")
+    if status in (401, 403):
+        return MPEError(f"{where} refused the WebSocket upgrade (HTTP {status}): a proxy in front of the "
+                        "server? The server itself checks the token after the upgrade", code="refused")
+    return OSError(f"{where} answered HTTP {status}")  # 5xx, 429: worth retrying
+
+
+def _one_line(exc: BaseException) -> str:
+    return redact(" ".join(str(exc).split()) or type(exc).__name__)
+
+
 async def serve_bridge(bridge: BaseBridge, options: BridgeOptions) -> BridgeClient:
+    """Serve episodes until the bridge stops (``max_episodes``, ``exit_when_idle_s``, :meth:`BridgeClient.stop`);
+    an error after which reconnecting cannot help is raised as an ``MPEError`` with its ``code``."""
     client = BridgeClient(bridge, options)
     await client.run()
     return client
+
+
+def run_bridge(bridge: BaseBridge, options: BridgeOptions) -> BridgeClient:
+    """The entry point of a bridge script: :func:`serve_bridge` in its own event loop, with the
+    SDK's log records on stderr one per line (unless logging is configured already). An error that
+    ends the bridge (a refused token, a wrong URL) is one log line and exit status 2, not a traceback."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("mpe").setLevel(logging.INFO)
+    try:
+        return asyncio.run(serve_bridge(bridge, options))
+    except MPEError as exc:
+        log.error("%s (%s)", exc, exc.code)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None

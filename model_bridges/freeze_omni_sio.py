@@ -47,7 +47,6 @@ from model_bridges.playout import (
     FarewellMixin,
     PlayoutBuffer,
     Rechunker,
-    duty_text,
     float_to_pcm16,
     load_secret,
     opt_bool,
@@ -139,7 +138,8 @@ class FreezeOmniBridge(FarewellMixin, EndpointBridge):
 
     Options (``--opt key=value``): ``model_name`` / ``revision`` (announced to our server,
     default ``freeze-omni``), ``instructions`` / ``instructions_file`` (sent as
-    ``prompt_text``; default the duty text), ``send_prompt`` (``true``),
+    ``prompt_text``; by default only the run's text prompt, see :mod:`model_bridges.playout`),
+    ``send_prompt`` (``true``; ``false``: never send a text prompt),
     ``packet_samples`` (16 kHz samples per ``audio`` packet, default 1280 = 80 ms),
     ``transport`` (``auto`` | ``websocket`` | ``polling``), ``socketio_path``
     (``socket.io``), ``acks`` (``true``: ask for an ack per packet, the liveness check),
@@ -149,12 +149,15 @@ class FreezeOmniBridge(FarewellMixin, EndpointBridge):
     """
 
     name = "freeze-omni"
+    takes_instructions = True
 
     def __init__(self, endpoint: str | None = None, **options: Any):
         super().__init__(endpoint, **options)
         o = self.options
-        self.instructions = duty_text(o)
-        self.send_prompt = opt_bool(o, "send_prompt", True)
+        if not opt_bool(o, "send_prompt", True):
+            if self.instructions_option:
+                raise BridgeConfigError("instructions were given but send_prompt is false")
+            self.takes_instructions = False  # the run's text prompt is ignored too (reported)
         self.packet_samples = opt_int(o, "packet_samples", 1280)
         if not 16 <= self.packet_samples <= 16_000:
             raise BridgeConfigError("packet_samples must be between 16 and 16000")
@@ -190,7 +193,7 @@ class FreezeOmniBridge(FarewellMixin, EndpointBridge):
                                   socketio_path=self.socketio_path, wait_timeout=self.connect_timeout_s)
             except socketio.exceptions.ConnectionError as exc:
                 raise EndpointUnavailable(f"{self.name}: cannot connect ({str(exc)[:200]})") from None
-            if self.send_prompt:
+            if self.instructions is not None:  # §4: a text prompt only when the run or the bridge sets one
                 await sio.emit("prompt_text", self.instructions)
                 await self._until(events, "prompt_success")
             await sio.emit("recording-started")

@@ -1,6 +1,6 @@
 """``gemini-live``: the Gemini Live API (``BidiGenerateContent`` over WebSocket).
 
-Wire: a ``setup`` message (audio response modality, the duty text as system instruction,
+Wire: a ``setup`` message (audio response modality, a system instruction only with a text prompt,
 activity detection by the service or by the bridge, transcriptions, session resumption),
 wait for ``setupComplete``; then ``realtimeInput.audio`` (room audio resampled to 16 kHz
 PCM16) for every room frame; ``serverContent.modelTurn`` audio (24 kHz PCM16) goes into
@@ -40,7 +40,6 @@ from model_bridges.playout import (
     EndpointProtocolError,
     EndpointRateLimited,
     EndpointUnavailable,
-    duty_text,
     load_secret,
     opt_bool,
     opt_int,
@@ -63,11 +62,12 @@ class GeminiLive(EndpointBridge):
     ``prefix_padding_ms`` (server VAD), ``resume`` (session resumption on goAway, default
     true), ``api_key_env`` (default ``GEMINI_API_KEY``, then ``GOOGLE_API_KEY``),
     ``api_key_file``, ``auth`` (``query``: ``?key=``, default; ``header``:
-    ``x-goog-api-key``), ``instructions`` / ``instructions_file``, plus the common endpoint
-    options."""
+    ``x-goog-api-key``), ``instructions`` / ``instructions_file`` (a text prompt; by default
+    only the run's, see :mod:`model_bridges.playout`), plus the common endpoint options."""
 
     name = "gemini-live"
     default_endpoint = DEFAULT_ENDPOINT
+    takes_instructions = True
 
     def __init__(self, endpoint: str | None = None, **options):
         super().__init__(endpoint, **options)
@@ -86,7 +86,6 @@ class GeminiLive(EndpointBridge):
         self.auth = o.pop("auth", "query")
         if self.auth not in ("query", "header"):
             raise BridgeConfigError("auth must be query or header")
-        self.instructions = duty_text(o)
         env = o.pop("api_key_env", None)
         file = o.pop("api_key_file", None)
         self._key = (load_secret(env, file) if env or file
@@ -118,10 +117,11 @@ class GeminiLive(EndpointBridge):
         if self.prefix_padding_ms is not None:
             aad["prefixPaddingMs"] = self.prefix_padding_ms
         s = {"model": self.model, "generationConfig": gen,
-             "systemInstruction": {"parts": [{"text": self.instructions}]},
              "realtimeInputConfig": {"automaticActivityDetection": aad,
                                      "activityHandling": "START_OF_ACTIVITY_INTERRUPTS"},
              "inputAudioTranscription": {}, "outputAudioTranscription": {}}
+        if self.instructions is not None:  # §4: a text prompt only when the run or the bridge sets one
+            s["systemInstruction"] = {"parts": [{"text": self.instructions}]}
         if self.resume:
             s["sessionResumption"] = {"handle": handle} if handle else {}
         return {"setup": s}

@@ -62,7 +62,6 @@ from model_bridges.playout import (
     FarewellMixin,
     PlayoutBuffer,
     Rechunker,
-    duty_text,
     float_to_pcm16,
     load_secret,
     opt_bool,
@@ -270,8 +269,8 @@ class MiniCPMBridge(FarewellMixin, EndpointBridge):
     """MiniCPM-o 4.5 duplex demo server (gateway or worker) as a realtime bridge.
 
     Options (``--opt key=value``): ``model_name`` / ``revision`` (announced to our server,
-    default ``minicpm-o-4.5``), ``instructions`` / ``instructions_file`` (system prompt,
-    default the duty text), ``config`` (JSON object of DuplexConfig fields, e.g.
+    default ``minicpm-o-4.5``), ``instructions`` / ``instructions_file`` (system prompt; by
+    default only the run's text prompt, see :mod:`model_bridges.playout`), ``config`` (JSON object of DuplexConfig fields, e.g.
     ``{"force_listen_count": 1}``), ``ref_audio`` (voice reference file),
     ``session_prefix`` (``adx_``), ``verify_tls`` (``true``), ``api_key_env``
     (``MINICPM_API_KEY``) / ``api_key_file`` (Bearer token for a proxy in front of the
@@ -280,11 +279,11 @@ class MiniCPMBridge(FarewellMixin, EndpointBridge):
     """
 
     name = "minicpm-o-4.5"
+    takes_instructions = True
 
     def __init__(self, endpoint: str | None = None, **options: Any):
         super().__init__(endpoint, **options)
         o = self.options
-        self.instructions = duty_text(o)
         raw_config = o.pop("config", None)
         try:
             extra = json.loads(raw_config) if raw_config else {}
@@ -342,7 +341,9 @@ class MiniCPMBridge(FarewellMixin, EndpointBridge):
             self.farewell(self._goodbye(ws))
 
     async def _prepare(self, ws) -> None:
-        msg: dict[str, Any] = {"type": "prepare", "system_prompt": self.instructions, "config": self.config}
+        msg: dict[str, Any] = {"type": "prepare", "config": self.config}
+        if self.instructions is not None:  # §4: a text prompt only when the run or the bridge sets one
+            msg["system_prompt"] = self.instructions
         if self.ref_audio_b64:
             msg["ref_audio_base64"] = self.ref_audio_b64
         try:

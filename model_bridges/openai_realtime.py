@@ -1,6 +1,6 @@
 """``openai-realtime``: OpenAI's Realtime WebSocket API (GA event names; beta names accepted).
 
-Wire: ``session.update`` once connected (instructions = the duty text, PCM16 24 kHz in and
+Wire: ``session.update`` once connected (instructions only with a text prompt, PCM16 24 kHz in and
 out, turn detection ``server_vad`` / ``semantic_vad`` / ``none``), one
 ``input_audio_buffer.append`` per 80 ms room frame, and ``response.output_audio.delta``
 (beta: ``response.audio.delta``) into the playout buffer, keyed by ``item_id``.
@@ -36,7 +36,6 @@ from model_bridges.playout import (
     EndpointProtocolError,
     EndpointRateLimited,
     EndpointUnavailable,
-    duty_text,
     load_secret,
     opt_bool,
     opt_float,
@@ -69,10 +68,12 @@ class OpenAIRealtime(EndpointBridge):
     ``interrupt`` (default true: barge-in cuts the model), ``api`` (``ga`` | ``beta``
     session shape and header), ``api_key_env`` (default ``OPENAI_API_KEY``),
     ``api_key_file``, ``auth_header`` (``authorization`` | ``api-key``),
-    ``instructions`` / ``instructions_file``, plus the common endpoint options."""
+    ``instructions`` / ``instructions_file`` (a text prompt; by default only the run's, see
+    :mod:`model_bridges.playout`), plus the common endpoint options."""
 
     name = "openai-realtime"
     default_endpoint = "wss://api.openai.com/v1/realtime"
+    takes_instructions = True
 
     def __init__(self, endpoint: str | None = None, **options):
         super().__init__(endpoint, **options)
@@ -94,7 +95,6 @@ class OpenAIRealtime(EndpointBridge):
         self.auth_header = o.pop("auth_header", "authorization").lower()
         if self.auth_header not in ("authorization", "api-key"):
             raise BridgeConfigError("auth_header must be authorization or api-key")
-        self.instructions = duty_text(o)
         self._key = load_secret(o.pop("api_key_env", "OPENAI_API_KEY"), o.pop("api_key_file", None))
         if not self._key and urlsplit(self.endpoint).hostname == "api.openai.com":
             raise BridgeConfigError("openai-realtime needs an API key: set OPENAI_API_KEY or --opt api_key_file=PATH")
@@ -129,17 +129,20 @@ class OpenAIRealtime(EndpointBridge):
             elif self.eagerness:
                 td["eagerness"] = self.eagerness
         if self.api == "beta":
-            s = {"modalities": ["audio", "text"], "instructions": self.instructions,
-                 "input_audio_format": "pcm16", "output_audio_format": "pcm16", "turn_detection": td}
+            s = {"modalities": ["audio", "text"], "input_audio_format": "pcm16", "output_audio_format": "pcm16",
+                 "turn_detection": td}
             if self.voice:
                 s["voice"] = self.voice
-            return s
-        fmt = {"type": "audio/pcm", "rate": 24000}
-        out = {"format": fmt}
-        if self.voice:
-            out["voice"] = self.voice
-        return {"type": "realtime", "output_modalities": ["audio"], "instructions": self.instructions,
-                "audio": {"input": {"format": fmt, "turn_detection": td}, "output": out}}
+        else:
+            fmt = {"type": "audio/pcm", "rate": 24000}
+            out = {"format": fmt}
+            if self.voice:
+                out["voice"] = self.voice
+            s = {"type": "realtime", "output_modalities": ["audio"],
+                 "audio": {"input": {"format": fmt, "turn_detection": td}, "output": out}}
+        if self.instructions is not None:  # §4: a text prompt only when the run or the bridge sets one
+            s["instructions"] = self.instructions
+        return s
 
     def new_episode(self) -> None:
         self._n_events = 0

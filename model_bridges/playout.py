@@ -41,9 +41,16 @@ Errors
     be ``WIRE_LOG`` (it masks Authorization/api-key headers and ``key=`` query values in
     the handshake debug log); ``ws_connect`` opens a websockets client that way.
 
-:data:`DUTY_TEXT`, :func:`duty_text`, ``opt_float``/``opt_int``/``opt_bool``, :func:`run_together`
-    The duty of §3 as instructions (overridable), option parsing that raises
-    :class:`BridgeConfigError`, and "run these loops until the first one fails".
+:func:`instructions_option`, :func:`text_prompt_record`, ``opt_float``/``opt_int``/``opt_bool``, :func:`run_together`
+    The bridge-side text prompt option and the record of what a bridge sent, option parsing
+    that raises :class:`BridgeConfigError`, and "run these loops until the first one fails".
+
+Text prompt (§4): every speech system gets the same input, the room audio. An endpoint that
+takes text instructions (``takes_instructions``) gets none unless the run was created with a
+text prompt (``episode.start`` then carries the benchmark's duty text as ``instructions``) or
+the bridge is started with ``instructions`` / ``instructions_file`` (which wins). Each episode
+the bridge reports what it sent in a ``stats`` message (``instructions``), stored with the
+attempt.
 
 :class:`EndpointBridge` (an ``AsyncBridge``)
     The asyncio shell shared by endpoint bridges. ``step`` never waits for the network: it
@@ -59,10 +66,10 @@ Errors
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import os
-import re
 import time
 from abc import abstractmethod
 from collections import deque
@@ -75,42 +82,17 @@ import numpy as np
 
 from clients.errors import RemoteError
 from clients.messages import EpisodeEnd, EpisodeStart
+from clients.redact import RedactSecrets
 from clients.sdk import AsyncBridge
 
 log = logging.getLogger("mpe.bridges")
 
 
-class _RedactSecrets(logging.Filter):
-    """Credentials never reach a log: transport libraries log request headers and URLs at
-    debug level, so their records pass through this filter (``WIRE_LOG``)."""
-
-    PATTERN = re.compile(r"((?:authorization|proxy-authorization):\s*(?:bearer|basic)?\s*|(?:api-key|x-goog-api-key):\s*"
-                         r"|[?&](?:key|access_token|token|api_key)=)[^\s&]+", re.IGNORECASE)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            msg = record.getMessage()
-        except Exception:
-            return True
-        red = self.PATTERN.sub(lambda m: m.group(1) + "***", msg)
-        if red != msg:
-            record.msg, record.args = red, ()
-        return True
-
-
-# Pass as ``logger=`` to websockets.connect (its debug log shows the handshake headers).
+# Pass as ``logger=`` to websockets.connect (its debug log shows the handshake headers):
+# credentials never reach a log.
 WIRE_LOG = logging.getLogger("mpe.bridges.wire")
-WIRE_LOG.addFilter(_RedactSecrets())
+WIRE_LOG.addFilter(RedactSecrets())
 
-# The duty of §3 step 1 as text, for endpoints that take instructions (the suite's spoken
-# preamble still plays first; this is the same rule in writing).
-DUTY_TEXT = (
-    "You are Aria, a voice assistant in a room with several people. Your name is spelled "
-    "A, R, I, A. Only answer when someone speaks to you, Aria, directly and asks you something "
-    "you can answer; then answer briefly. Stay silent when people are talking to each other or "
-    "to another device, when someone is thinking out loud, and when someone else has already "
-    "answered the question."
-)
 
 
 # --- errors ------------------------------------------------------------------------------
@@ -265,15 +247,36 @@ def opt_bool(options: dict, key: str, default: bool) -> bool:
     raise BridgeConfigError(f"option {key}={v!r} is not a boolean")
 
 
-def duty_text(options: dict) -> str:
-    """The instructions: ``instructions=TEXT``, ``instructions_file=PATH`` or :data:`DUTY_TEXT`."""
+def instructions_option(options: dict) -> str | None:
+    """A text prompt set on the bridge: ``instructions=TEXT`` or ``instructions_file=PATH``
+    (None when neither is given: the bridge sends what ``episode.start`` carries, if anything)."""
     text, path = options.pop("instructions", None), options.pop("instructions_file", None)
+    if text and path:
+        raise BridgeConfigError("give instructions or instructions_file, not both")
     if path:
         try:
-            return Path(path).expanduser().read_text().strip()
+            text = Path(path).expanduser().read_text()
         except OSError as exc:
             raise BridgeConfigError(f"cannot read the instructions file ({exc.strerror})") from None
-    return text or DUTY_TEXT
+    text = str(text).strip() if text else ""
+    if len(text) > MAX_INSTRUCTIONS:
+        raise BridgeConfigError(f"the instructions are {len(text)} characters (at most {MAX_INSTRUCTIONS})")
+    return text or None
+
+
+MAX_INSTRUCTIONS = 16_000  # as episode.start's instructions
+RECORDED_CHARS = 2_000  # a stats message stays far below the wire's text limit
+
+
+def text_prompt_record(text: str | None, source: str, offered: bool) -> dict[str, Any]:
+    """What a bridge reports about its text prompt for one episode (§4): ``source`` is
+    ``episode.start`` (the run's text prompt), ``option`` (set on the bridge) or ``none``;
+    ``offered`` says whether ``episode.start`` carried instructions; the text sent is recorded
+    with its length and sha256 (the text itself up to its first 2,000 characters)."""
+    if text is None:
+        return {"source": "none", "offered": offered}
+    return {"source": source, "offered": offered, "chars": len(text),
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "text": text[:RECORDED_CHARS]}
 
 
 def pcm16_to_float(pcm: np.ndarray) -> np.ndarray:
@@ -570,12 +573,16 @@ class EndpointBridge(AsyncBridge):
     handshake, default 10), ``response_timeout_s``
     (silence of the endpoint while an answer is owed, default 15), ``stats_every`` (frames
     between stats messages, default 12), and the room activity detector's
-    ``activity_threshold_dbfs`` / ``activity_end_ms``.
+    ``activity_threshold_dbfs`` / ``activity_end_ms``; bridges whose endpoint takes a text
+    prompt (``takes_instructions``) also ``instructions`` / ``instructions_file``.
     """
 
     clocks = ("realtime",)  # §4: closed-API bridges run in realtime only
     sample_rate = 24_000
     default_endpoint: str | None = None
+    #: the endpoint takes text instructions; ``self.instructions`` is then what to send this
+    #: episode (None: send no text prompt)
+    takes_instructions = False
 
     def __init__(self, endpoint: str | None = None, **options: Any):
         super().__init__()
@@ -592,6 +599,9 @@ class EndpointBridge(AsyncBridge):
         self.revision = str(options.pop("revision", "") or self.revision)
         self._activity_opts = {"threshold_dbfs": opt_float(options, "activity_threshold_dbfs", -45.0),
                                "end_ms": opt_int(options, "activity_end_ms", 480)}
+        # §4: a text prompt set on the bridge wins over the run's; None: the run's, if any
+        self.instructions_option = instructions_option(options) if self.takes_instructions else None
+        self.instructions: str | None = None
         self.clock: Callable[[], float] = time.monotonic
         self.options = options  # what the subclass did not consume
         self._task: asyncio.Task | None = None
@@ -672,11 +682,25 @@ class EndpointBridge(AsyncBridge):
         self._rooms = asyncio.Queue()
         self.seq = 0
         self._started = self.clock()
+        self._choose_instructions(episode)
         self.new_episode()
         self.expect("connection", self.connect_timeout_s)
         # The endpoint is reached in the background: step() never blocks, so the first room
         # frames are answered (silence) on time instead of shifting the whole timeline (§4).
         self._task = asyncio.create_task(self._run_session())
+
+    def _choose_instructions(self, episode: EpisodeStart) -> None:
+        """§4: no text prompt unless the run sends one or the bridge was given one; the choice
+        is reported in the attempt's stats."""
+        offered = bool(episode.instructions)
+        source, text = "none", None
+        if self.takes_instructions:
+            if self.instructions_option:
+                source, text = "option", self.instructions_option
+            elif offered:
+                source, text = "episode.start", episode.instructions
+        self.instructions = text
+        self.emit_stats(instructions=text_prompt_record(text, source, offered))
 
     async def _run_session(self) -> None:
         try:

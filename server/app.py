@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.websockets import WebSocket
 
 from server.api import install as install_api
+from server.api.errors import error_response
 from server.db import Database
 from server.engine.bridge_ws import bridge_endpoint
 from server.engine.live import LiveHub
@@ -49,12 +51,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               '`{"error": {"code", "message"}}` with a stable code.')
     app.add_api_websocket_route("/v1/bridge", bridge_endpoint)
     install_api(app)  # REST API, listen socket, pages (issue 5)
+    app.router.default = _socket_not_found(app.router.default)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict:
         return {"ok": True, "server_id": app.state.mpe.server_id}
 
     return app
+
+
+def _socket_not_found(default):
+    """The router's not-found handler, except that a WebSocket to a path that has none gets HTTP 404
+    with a JSON error naming the bridge path (docs/protocol.md §2), not the bare 403 that reads like
+    a refused token."""
+
+    async def not_found(scope, receive, send) -> None:
+        if scope["type"] != "websocket":
+            return await default(scope, receive, send)
+        ws = WebSocket(scope, receive, send)
+        message = f"no WebSocket endpoint at {scope['path'][:200]}; bridges connect to /v1/bridge"
+        if "websocket.http.response" in scope.get("extensions", {}):
+            await ws.send_denial_response(error_response("not_found", message, 404))
+        else:  # a server without the denial-response extension can only refuse (its own status code)
+            await ws.close(code=1008, reason=message[:120])
+
+    return not_found
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, **kw) -> uvicorn.Config:

@@ -1,14 +1,25 @@
-"""The bridges ``mpe bridge NAME`` and ``mpe demo`` can start: the SDK bridges of
-``model_bridges`` plus two reference bridges that need the server's parts — ``always-talk``
-(speaks through the offline TTS) and ``oracle`` (reads the Duplex-MPE script and drives the
-engine's episode core)."""
+"""The bridges ``mpe bridge`` and ``mpe demo`` can start: the SDK bridges of ``model_bridges``
+(built in), two reference bridges that need the server's parts — ``always-talk`` (speaks through
+the offline TTS) and ``oracle`` (reads the Duplex-MPE script and drives the engine's episode
+core) —, bridges that installed packages declare as entry points (group
+:data:`ENTRY_POINT_GROUP`, ``name = "module:Class"``), and any bridge class by its import path
+(``mpe bridge --class module:Class``). A bridge class subclasses ``clients.sdk.Bridge`` or
+``AsyncBridge``; its ``--opt key=value`` options are its constructor's keyword arguments."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import inspect
+import re
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
+from clients.errors import MPEError
 from clients.messages import EpisodeStart
 from clients.sdk import BaseBridge, Bridge
 from model_bridges import REGISTRY, load_all
@@ -53,24 +64,133 @@ class AlwaysTalk(Bridge):
 
 
 def _oracle(data_dir: Path, suite: str | None = None) -> BaseBridge:
+    """Knows the Duplex-MPE script (admin token: ``episode.start`` carries the reference) and behaves ideally."""
     from server.benchmarks.mpe.oracle import Oracle
 
     return Oracle(data_dir, suite)
 
 
 SERVER_BRIDGES = {"always-talk": AlwaysTalk, "oracle": _oracle}
+ENTRY_POINT_GROUP = "duplex_mpe.bridges"  # an installed package's bridges: name = "module:Class"
+
+
+class BridgeNotFound(MPEError):
+    """No bridge by that name or import path."""
+
+    code = "unknown_bridge"
+
+
+class BridgeConfigError(MPEError):
+    """The bridge does not take the options given."""
+
+    code = "bridge_config"
+
+
+@dataclass(frozen=True)
+class BridgeInfo:
+    """One bridge ``mpe bridge list`` shows: its name, where it comes from, its docstring's first line."""
+
+    name: str
+    source: str  # "built-in", "server", or "entry point module:Class (distribution version)"
+    summary: str
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _first_line(obj: Any) -> str:
+    doc = (inspect.getdoc(obj) or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def _summary(obj: Any) -> str:
+    """The first line of a bridge's docstring; when that only lists options, its module's (without
+    the module's leading ````name``: ````)."""
+    line = _first_line(obj)
+    if line.startswith("Options") and inspect.getmodule(obj) is not None:
+        line = re.sub(r"^``[^`]+``:\s*", "", _first_line(inspect.getmodule(obj))) or line
+    return line[:1].upper() + line[1:]
 
 
 def bridge_names() -> list[str]:
+    """Every bridge name ``mpe bridge NAME`` accepts."""
     load_all()
-    return sorted({*REGISTRY, *SERVER_BRIDGES})
+    return sorted({*REGISTRY, *SERVER_BRIDGES, *_entry_points()})
+
+
+def available_bridges() -> list[BridgeInfo]:
+    """The bridges of every source, by name; an entry point that cannot be loaded says why."""
+    load_all()
+    out = [BridgeInfo(n, "built-in", _summary(f)) for n, f in REGISTRY.items()]
+    out += [BridgeInfo(n, "server", _summary(f)) for n, f in SERVER_BRIDGES.items()]
+    for name, ep in _entry_points().items():
+        dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist is not None else ""
+        source = f"entry point {ep.value}{dist}"
+        if name in REGISTRY or name in SERVER_BRIDGES:
+            out.append(BridgeInfo(name, source, "hidden by the bridge of the same name above"))
+            continue
+        try:
+            summary = _summary(ep.load())
+        except Exception as exc:  # one broken package must not hide the others
+            summary = f"cannot be loaded: {type(exc).__name__}: {exc}"
+        out.append(BridgeInfo(name, source, summary))
+    return sorted(out, key=lambda b: (b.name, b.source))
+
+
+def load_bridge_class(spec: str) -> Callable[..., BaseBridge]:
+    """The class (or factory) that ``module:Class`` names. The current directory is searched
+    first, as for ``python -m``."""
+    module, sep, attr = spec.partition(":")
+    if not (sep and module and attr):
+        raise BridgeNotFound(f"--class expects module:Class (e.g. my_bridge:MyBridge), got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            raise BridgeNotFound(f"cannot import {module!r}: no such module in the current directory or on "
+                                 "PYTHONPATH") from None
+        raise
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise BridgeNotFound(f"module {module!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, type) and not issubclass(obj, BaseBridge):
+        raise BridgeNotFound(f"{spec} is not a bridge: a bridge class subclasses clients.sdk.Bridge or AsyncBridge")
+    return obj
+
+
+def _build(factory: Callable[..., BaseBridge], label: str, options: dict[str, str]) -> BaseBridge:
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError as exc:
+        raise BridgeConfigError(f"{label} does not take these options: {exc}") from None
+    except ValueError:  # no signature to check (a builtin): let the call decide
+        pass
+    bridge = factory(**options)
+    if not isinstance(bridge, BaseBridge):
+        raise BridgeNotFound(f"{label} did not make a bridge (got {type(bridge).__name__}): a bridge class "
+                             "subclasses clients.sdk.Bridge or AsyncBridge")
+    return bridge
 
 
 def create_bridge(name: str, data_dir: str | None = None, **options: str) -> BaseBridge:
-    """A bridge by name; ``options`` are its ``--opt key=value`` settings."""
+    """A bridge by name — built in, of the server, or an installed entry point; ``options`` are
+    its ``--opt key=value`` settings."""
     if name in SERVER_BRIDGES:
         return SERVER_BRIDGES[name](Path(data_dir) if data_dir else Settings().data_dir, **options)
     load_all()
-    if name not in REGISTRY:
-        raise KeyError(f"unknown bridge {name!r}; known: {', '.join(bridge_names())}")
-    return REGISTRY[name](**options)
+    if name in REGISTRY:
+        return REGISTRY[name](**options)
+    ep = _entry_points().get(name)
+    if ep is None:
+        raise BridgeNotFound(f"unknown bridge {name!r}; known: {', '.join(bridge_names())} "
+                             "(or --class module:Class)")
+    return _build(ep.load(), f"bridge {name!r} ({ep.value})", options)
+
+
+def create_bridge_from(spec: str, **options: str) -> BaseBridge:
+    """A bridge from its class's import path ``module:Class``, made with ``options``."""
+    return _build(load_bridge_class(spec), spec, options)

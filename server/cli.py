@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typer.core import TyperGroup
 
 from clients.errors import MPEError
 from server.settings import Settings, load_settings
@@ -21,9 +22,27 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Duplex-MPE b
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
 token_app = typer.Typer(no_args_is_help=True, help="API tokens.")
 run_app = typer.Typer(no_args_is_help=True, help="Benchmark runs.")
+
+
+class _BridgeGroup(TyperGroup):
+    """``mpe bridge NAME …`` and ``mpe bridge --class …`` are short for ``mpe bridge run …``; a
+    sub-command's name (``list``, …) is that sub-command."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+bridge_app = typer.Typer(cls=_BridgeGroup, no_args_is_help=True,
+                         subcommand_metavar="NAME | --class MODULE:CLASS | COMMAND [ARGS]...", help=(
+    "Run a model bridge against a server: `mpe bridge NAME [OPTIONS]` (a built-in or installed bridge) or "
+    "`mpe bridge --class MODULE:CLASS [OPTIONS]` (any bridge class on the Python path), both short for "
+    "`mpe bridge run …` (its options: `mpe bridge run --help`). `mpe bridge list` shows the bridges by name."))
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(run_app, name="run")
+app.add_typer(bridge_app, name="bridge")
 console = Console(stderr=True)
 
 
@@ -82,10 +101,14 @@ def run_create(model: str = typer.Option(..., help="model name the bridges annou
                suite: Path = typer.Option(..., exists=True, file_okay=False, help="suite directory"),
                clock: str = typer.Option("lockstep", help="lockstep | realtime"),
                conditions: str = typer.Option("explicit,implicit", help="comma-separated"),
-               limit: Optional[int] = typer.Option(None, help="only the first N pairs"),
+               limit: Optional[int] = typer.Option(None, help="only the first N pairs (a pair is one scenario in both "
+                                                   "conditions: 2N episodes, or N with one condition)"),
                team: str = typer.Option("local", help="team that owns the run"),
                max_attempts: Optional[int] = typer.Option(None, help="attempts per episode (MPE_MAX_ATTEMPTS)"),
                max_inflight: Optional[int] = typer.Option(None, help="lockstep: frames in flight (MPE_MAX_INFLIGHT)"),
+               text_prompt: bool = typer.Option(False, "--text-prompt",
+                                                help="also give the bridges the benchmark's duty as a text prompt "
+                                                     "(default: audio only, the same input for every model)"),
                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Queue a run (one episode per scenario version) and print its id."""
     from server.engine.leasing import create_run
@@ -96,8 +119,51 @@ def run_create(model: str = typer.Option(..., help="model name the bridges annou
     run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
                         conditions=[c.strip() for c in conditions.split(",") if c.strip()], limit=limit,
                         max_attempts=settings.max_attempts if max_attempts is None else max_attempts,
-                        max_inflight=settings.max_inflight if max_inflight is None else max_inflight)
+                        max_inflight=settings.max_inflight if max_inflight is None else max_inflight,
+                        text_prompt=text_prompt)
     print(json.dumps(run_progress(db, run_id).to_json()) if as_json else run_id)
+
+
+@run_app.command("list")
+def run_list(status: Optional[str] = typer.Option(None, help="only runs in this state: queued | running | finished "
+                                                  "| failed | cancelled"),
+             model: Optional[str] = typer.Option(None, help="only runs of this model name"),
+             team: Optional[str] = typer.Option(None, help="only this team's runs (default: every team)"),
+             limit: int = typer.Option(50, min=0, help="the newest N runs (0: all)"),
+             as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
+    """List runs, newest first, with their progress (every team's: this command reads the database)."""
+    from sqlalchemy import select
+
+    from server.core.status import RunStatus
+    from server.db import Run
+    from server.db import Suite as SuiteRow
+    from server.engine.progress import run_label, runs_progress
+
+    if status is not None and status not in set(RunStatus):
+        raise typer.BadParameter(f"status must be one of {', '.join(RunStatus)}", param_hint="--status")
+    db = _db(load_settings())
+    q = (select(Run.id, SuiteRow.name, SuiteRow.version, Run.created_at).join(SuiteRow, SuiteRow.id == Run.suite_id)
+         .where(*(c for c in (Run.status == status if status else None, Run.model_name == model if model else None,
+                              Run.team == team if team else None) if c is not None))
+         .order_by(Run.created_at.desc(), Run.id))
+    with db.session() as s:
+        rows = s.execute(q.limit(limit) if limit else q).all()
+    progress = runs_progress(db, [r.id for r in rows])
+    if as_json:
+        print(json.dumps([progress[i].to_json() | {
+            "label": run_label(progress[i].model, progress[i].clock, name, version, i),
+            "suite": {"name": name, "version": version}, "created_at": created.isoformat()}
+            for i, name, version, created in rows]))
+        return
+    head = ("RUN", "MODEL", "CLOCK", "SUITE", "TEAM", "STATUS", "DONE", "RUNNING", "FAILED", "CREATED")
+    table = [head] + [(p.run_id, p.model, p.clock, f"{name} v{version}", p.team, p.status.value, f"{p.done}/{p.total}",
+                       str(p.running), str(p.failed), created.strftime("%Y-%m-%d %H:%M"))
+                      for p, (_, name, version, created) in ((progress[r.id], r) for r in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    if not rows:
+        console.print("no runs match")
 
 
 @run_app.command("status")
@@ -142,34 +208,56 @@ def run_wait(run_id: str, timeout: float = typer.Option(0, help="give up after t
         raise typer.Exit(1)
 
 
-@app.command()
-def bridge(name: str = typer.Argument(..., help="registered bridge name (see --list)"),
-           server: str = typer.Option("ws://127.0.0.1:8600", help="server URL"),
-           token: str = typer.Option(None, envvar="MPE_TOKEN", help="API token (or MPE_TOKEN)"),
-           opt: list[str] = typer.Option([], help="bridge option key=value (repeatable)"),
-           endpoint: Optional[str] = typer.Option(None, help="endpoint bridges: URL of the model's own server"),
-           max_episodes: Optional[int] = typer.Option(None, help="exit after this many episodes")) -> None:
-    """Run a registered model bridge against a server."""
+@bridge_app.command("run")
+def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
+                                                   help="a bridge's name: built in or installed (mpe bridge list)"),
+               cls: Optional[str] = typer.Option(None, "--class", metavar="MODULE:CLASS",
+                                                 help="a bridge class on the Python path (the current directory "
+                                                      "first), e.g. my_bridge:MyBridge"),
+               server: str = typer.Option("ws://127.0.0.1:8600", help="server address (ws://HOST:PORT; /v1/bridge "
+                                                                      "is added)"),
+               token: str = typer.Option(None, envvar="MPE_TOKEN", help="API token (or MPE_TOKEN)"),
+               opt: list[str] = typer.Option([], help="bridge option key=value, a keyword argument of the bridge's "
+                                                      "constructor (repeatable)"),
+               endpoint: Optional[str] = typer.Option(None, help="endpoint bridges: URL of the model's own server"),
+               max_episodes: Optional[int] = typer.Option(None, help="exit after this many episodes"),
+               exit_when_idle: Optional[float] = typer.Option(None, "--exit-when-idle", metavar="SECONDS",
+                                                              help="exit after this many seconds without an "
+                                                                   "episode")) -> None:
+    """Run a bridge against a server until stopped (--max-episodes, --exit-when-idle or Ctrl-C)."""
     from clients.sdk import BridgeOptions, serve_bridge
-    from server.bridges import create_bridge
+    from server.bridges import create_bridge, create_bridge_from
 
+    if (name is None) == (cls is None):
+        raise typer.BadParameter("give a bridge NAME or --class MODULE:CLASS (one of them)")
     bad = [o for o in opt if "=" not in o]
     if bad:
         raise typer.BadParameter(f"--opt expects key=value, got {bad[0]!r}")
     options = dict(o.split("=", 1) for o in opt)
     if endpoint:
         options["endpoint"] = endpoint
-    try:
-        b = create_bridge(name, **options)
-    except KeyError as exc:
-        raise typer.BadParameter(exc.args[0]) from None
-    logging.getLogger("mpe").setLevel(logging.INFO)
-    asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=token, max_episodes=max_episodes)))
+    b = create_bridge_from(cls, **options) if cls else create_bridge(name, **options)
+    logging.getLogger("mpe").setLevel(logging.INFO)  # the SDK's one-line records: connection, status, episodes
+    asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=token, max_episodes=max_episodes,
+                                              exit_when_idle_s=exit_when_idle)))
+
+
+@bridge_app.command("list")
+def bridge_list() -> None:
+    """List the bridges `mpe bridge NAME` runs, one a line: name, where it comes from, what it does."""
+    from server.bridges import ENTRY_POINT_GROUP, available_bridges
+
+    infos = available_bridges()
+    wn, ws = max(len(i.name) for i in infos), max(len(i.source) for i in infos)
+    for i in infos:
+        print(f"{i.name.ljust(wn)}  {i.source.ljust(ws)}  {i.summary}".rstrip())
+    console.print(f"Other bridges: mpe bridge --class MODULE:CLASS, or a package's entry point in group "
+                  f"{ENTRY_POINT_GROUP}.", highlight=False)
 
 
 @app.command("export")
 def export(run_id: str, out: Path = typer.Option(..., help="output directory")) -> None:
-    """Write episode bundles (episode.json, room.wav, assistant.wav) of a run's completed episodes."""
+    """Write episode bundles (episode.json, room.wav, assistant.wav, frames.csv) of a run's completed episodes."""
     from server.engine.export import export_run
 
     db = _db(load_settings())
@@ -191,10 +279,12 @@ def demo(models: str = typer.Option("silent,always-talk,oracle", help="reference
 
 # Sub-commands that live with their subsystems register here (one line each).
 from server.benchmarks.mpe.dataset.cli import dataset_app  # noqa: E402
+from server.check_cli import register as register_check  # noqa: E402
 from server.scoring_cli import register as register_scoring  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
 register_scoring(app)
+register_check(bridge_app)  # mpe bridge check
 
 
 def _progress() -> Progress:

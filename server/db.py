@@ -29,6 +29,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    false,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -107,6 +108,8 @@ class Run(Base):
     limit_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
     max_inflight: Mapped[int] = mapped_column(Integer, default=1)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # §4: whether episode.start gives the bridge the benchmark's duty as text (default: no text prompt)
+    text_prompt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[RunStatus] = mapped_column(StatusType(RunStatus), default=RunStatus.queued, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -31,11 +31,13 @@ def _progress() -> Progress:
 def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR...",
                                               help="a run id, or episode bundle directories (or export directories)"),
           asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | transformers:DIR | none"),
-          judge: str = typer.Option("rule", help="rule | claude[:MODEL]"),
+          judge: str = typer.Option("rule", help="rule | rule:fast (speech over the length limits decided on "
+                                                 "duration, without ASR: faster) | claude[:MODEL]"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, analyses, episodes)"),
           workers: Optional[int] = typer.Option(None, min=1, help="worker processes (default: one per core)"),
           fresh: bool = typer.Option(False, help="start a new scoring instead of resuming (caches still apply)")) -> None:
     """Score a run (or episode bundles): windows, ASR, judges, metrics and analyses (DESIGN §6)."""
+    from server.scoring.asr import NO_ASR_NOTE, asr_disabled
     from server.scoring.runner import ScoreOptions, bundle_jobs, run_jobs, score_bundles, score_run, scoring_config
 
     dirs = [Path(t) for t in targets if Path(t).is_dir()]
@@ -64,6 +66,8 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
         raise typer.Exit(130)
     for w in res.warnings:
         console.print(f"[yellow]warning[/yellow]: {w}")
+    if asr_disabled(res.config):
+        console.print(f"[yellow]note[/yellow]: {NO_ASR_NOTE}")
     if res.failures:
         for f in res.failures[:20]:
             console.print(f"[red]failed[/red] episode {f['episode_id']}: {f['error']}")
@@ -87,8 +91,9 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
            html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report here"),
            timelines: str = typer.Option("60", help="episode timelines in the HTML report: a number or 'all'"),
            as_json: bool = typer.Option(False, "--json", help="print metrics and analyses as JSON")) -> None:
-    """Tables per condition in the terminal, and optionally the HTML report."""
-    from server.benchmarks.mpe.report import collect_report, print_tables, render_html
+    """The paper's tables (3, 9, 10, 12-16, 19, 21 and more) in the terminal, and optionally the HTML report."""
+    from server.benchmarks.mpe.report import collect_report, print_report, render_html
+    from server.scoring.asr import NO_ASR_NOTE, asr_disabled
 
     if timelines != "all" and not timelines.isdigit():
         raise typer.BadParameter("--timelines takes a number or 'all'")
@@ -96,7 +101,9 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
     if as_json:
         print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses}))
     else:
-        print_tables(data.metrics, out)
+        print_report(data, out)
+    if any(asr_disabled(s.get("config") or {}) for s in data.sources):
+        console.print(f"[yellow]note[/yellow]: {NO_ASR_NOTE}")
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
         html.write_text(render_html(data, max_timelines=None if timelines == "all" else int(timelines)),

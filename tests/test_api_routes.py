@@ -142,7 +142,9 @@ async def test_run_detail_progress_and_404s(world):
         assert r["progress"] == {"total": 2, "queued": 0, "running": 0, "completed": 2, "failed": 0, "cancelled": 0,
                                  "failed_attempts": 0}
         assert r["scored"] is False and r["live_episodes"] == []
+        assert r["label"] == f"scripted · lockstep · mini v{r['suite']['version']} · {r['id'][:8]}"
         q = (await a.get(f"/v1/runs/{world.runs['queued']}")).json()
+        assert q["label"].startswith("nobody · realtime · mini v") and q["label"] != r["label"]
         with world.db.session() as s:
             n = s.scalar(select(func.count()).select_from(Episode).where(Episode.run_id == world.runs["queued"]))
         assert q["progress"]["queued"] == q["progress"]["total"] == n == 2
@@ -165,8 +167,10 @@ async def test_create_run_checks_every_path(world, tmp_path):
         run = r.json()
         assert run["team"] == "alpha" and run["clock"] == "realtime" and run["conditions"] == ["implicit"]
         assert run["progress"]["total"] == 1 and run["max_attempts"] == 2 and run["status"] == "queued"
-        r = await a.post("/v1/runs", json={"model": "m2", "suite": world.suite.name})  # relative to the suites root
-        assert r.status_code == 201 and r.json()["progress"]["total"] == 4
+        assert run["text_prompt"] is False  # §4: audio only unless the run asks for a text prompt
+        r = await a.post("/v1/runs", json={"model": "m2", "suite": world.suite.name, "text_prompt": True})
+        assert r.status_code == 201 and r.json()["progress"]["total"] == 4  # (a suite relative to the suites root)
+        assert r.json()["text_prompt"] is True
         available = (await a.get("/v1/suites/available")).json()
         assert {"path": world.suite.name, "name": "mini", "version": "1", "n_scenarios": 4} in available
         # nothing outside the suites root is reachable, and no server path leaks into errors
@@ -306,6 +310,41 @@ async def test_episode_detail(world):
         e2 = err(await b.get("/v1/episodes/doesnotexist"), 404, "not_found")
         assert e1 == e2
         err(await a.get(f"/v1/episodes/{world.beta_ep.id}"), 404, "not_found")
+
+
+async def test_frame_log(world):
+    ep = world.eps["implicit"]
+    with world.db.session() as s:
+        att = s.get(Attempt, ep.completed_attempt_id)
+    assistant = load_track(world.db, att.id, "assistant").reshape(-1, 1920)
+    url = f"/v1/episodes/{ep.id}/frames"
+    async with client(world, "alpha") as a, client(world, "beta") as b:
+        d = (await a.get(url, params={"limit": 5000})).json()
+        assert d["attempt"] == att.number and d["attempt_id"] == att.id and d["total"] == len(d["items"])
+        room = [f for f in d["items"] if f["direction"] == "room"]
+        asst = [f for f in d["items"] if f["direction"] == "assistant"]
+        # one row per frame: every room frame sent, and (lockstep) one answer per room frame in its own slot
+        assert [f["seq"] for f in room] == [f["slot"] for f in room] == list(range(att.n_frames))
+        assert [f["seq"] for f in asst] == [f["slot"] for f in asst] == list(range(att.n_frames))
+        assert all(f["sent_us"] is not None and f["arrived_us"] is None for f in room)
+        assert all(f["arrived_us"] is not None and f["sent_us"] is None for f in asst)
+        # the scripted bridge speaks from frame 40 on and sends silence otherwise
+        assert [f["silent"] for f in asst] == [not frame.any() for frame in assistant[:att.n_frames]]
+        assert not asst[40]["silent"] and asst[39]["silent"]
+
+        page = (await a.get(url, params={"direction": "assistant", "limit": 10, "offset": 35})).json()
+        assert page["total"] == len(asst) and [f["seq"] for f in page["items"]] == list(range(35, 45))
+        r = await a.get(url, params={"format": "csv", "direction": "assistant"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+        lines = r.text.splitlines()
+        assert lines[0] == "direction,seq,slot,sent_us,arrived_us,silent" and len(lines) == len(asst) + 1
+        assert lines[41] == f"assistant,40,40,,{asst[40]['arrived_us']},0"
+        err(await a.get(url, params={"attempt": 999}), 404, "not_found")
+        err(await a.get(url, params={"limit": 5001}), 422, "invalid_request")
+        err(await a.get(url, params={"format": "xml"}), 422, "invalid_request")
+        q = (await a.get(f"/v1/episodes/{world.queued_ep.id}/frames")).json()
+        assert q["items"] == [] and q["total"] == 0 and q["attempt"] is None
+        assert err(await b.get(url), 404, "not_found") == err(await b.get("/v1/episodes/nope/frames"), 404, "not_found")
 
 
 # --- audio ------------------------------------------------------------------------------------

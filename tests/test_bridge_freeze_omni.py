@@ -21,7 +21,6 @@ from sqlalchemy import select
 from model_bridges import create_bridge
 from model_bridges.freeze_omni_sio import FreezeOmniProtocol, audio_packet, endpoint_url
 from model_bridges.playout import (
-    DUTY_TEXT,
     BridgeConfigError,
     EndpointProtocolError,
     EndpointRateLimited,
@@ -41,6 +40,7 @@ FRAME = 1920
 SLACK = 25 * FRAME
 
 SEC = 24_000
+PROMPT = "Answer briefly, and only when you are asked."
 
 
 # --- pure parts --------------------------------------------------------------------------
@@ -111,7 +111,7 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
     run = create_run(db, team="local", model="freeze-omni", suite_path=str(mini_suite), clock="realtime",
                      limit=1, conditions=["explicit"])
     async with FreezeOmniPeer(script) as peer, BackgroundServer(settings) as server:
-        bridge = create_bridge("freeze-omni-sio", endpoint=peer.url)
+        bridge = create_bridge("freeze-omni-sio", endpoint=peer.url, instructions=PROMPT)
         p = await serve_run(db, server, bridge, tok, run)
         for _ in range(40):  # the bridge ends the session after the episode
             if peer.disconnects:
@@ -126,7 +126,10 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
     track, room = load_track(db, att.id, "assistant"), load_track(db, att.id, "room")
 
     # the session: prompt, one recording, then a 16 kHz int16 packet for every room frame
-    assert peer.connections == 1 and peer.prompts == [DUTY_TEXT]
+    # (a text prompt set on the bridge, not by the run: sent, and recorded with the attempt)
+    assert peer.connections == 1 and peer.prompts == [PROMPT]
+    assert att.stats["instructions"]["source"] == "option" and att.stats["instructions"]["text"] == PROMPT
+    assert att.stats["instructions"]["offered"] is False
     assert peer.recording_started == 1 and peer.recording_stopped == 1 and peer.disconnects == 1
     assert peer.connects[0]["headers"].get("HTTP_AUTHORIZATION") == "Bearer fo-secret-9"
     assert {(n, r) for _, n, r in peer.packets} == {(1280, 16_000)}

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from model_bridges import create_bridge
-from model_bridges.playout import DUTY_TEXT, EndpointError
+from model_bridges.playout import EndpointError
 from tests.peers.gemini_live_peer import GeminiAnswer, GeminiPeer, GeminiScript
 from tests.peers.peer_tools import (
     FRAME,
@@ -65,7 +65,8 @@ async def test_realtime_episode_with_retry_resumption_and_interruption(db, setti
     assert st.connections == 2 and st.go_away_sent
     assert "handle" not in st.setups[0]["sessionResumption"] and st.setups[1]["sessionResumption"]["handle"]
     setup = st.setups[0]
-    assert setup["systemInstruction"]["parts"][0]["text"] == DUTY_TEXT
+    assert "systemInstruction" not in setup  # §4: no text prompt unless the run asks for one
+    assert res.completed.stats["instructions"] == {"source": "none", "offered": False}
     assert setup["realtimeInputConfig"]["automaticActivityDetection"]["disabled"] is False
     # 16 kHz input: the whole room stream (up to the last queued frames) reached the model
     n = res.completed.n_frames

@@ -26,7 +26,6 @@ from clients.sdk import BridgeClient, BridgeOptions
 from model_bridges import create_bridge
 from model_bridges.minicpm_ws import MiniCPMProtocol, session_url
 from model_bridges.playout import (
-    DUTY_TEXT,
     BridgeConfigError,
     EndpointError,
     EndpointProtocolError,
@@ -37,6 +36,7 @@ from model_bridges.playout import (
 )
 from server.app import BackgroundServer
 from server.auth import create_token
+from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.suite import Suite
 from server.core.detector import detect_segments
 from server.db import Attempt, Episode, EventRow
@@ -220,7 +220,7 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
     monkeypatch.setenv("MINICPM_TEST_KEY", "sk-test-123")
     tok = create_token(db, "local")
     run = create_run(db, team="local", model="minicpm-o-4.5", suite_path=str(mini_suite), clock="realtime",
-                     limit=1, conditions=["explicit"])
+                     limit=1, conditions=["explicit"], text_prompt=True)
     async with MiniCPMPeer(script) as peer, BackgroundServer(settings) as server:
         bridge = create_bridge("minicpm-o-ws", endpoint=peer.url, api_key_env="MINICPM_TEST_KEY")
         p = await serve_run(db, server, bridge, tok, run)
@@ -237,9 +237,13 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
     track = load_track(db, att.id, "assistant")
     assert len(track) == att.n_frames * FRAME
 
-    # the session: one connection, prepared with the duty text, 1 s float32 chunks at 16 kHz
+    # the session: one connection, prepared with the run's text prompt (the paper's duty text,
+    # sent in episode.start and reported back), 1 s float32 chunks at 16 kHz
     assert peer.connections == 1 and peer.paths[0].startswith("/ws/duplex/adx_")
     assert peer.prepares[0]["system_prompt"] == DUTY_TEXT
+    sent = att.stats["instructions"]
+    assert (sent["source"], sent["offered"], sent["text"], sent["chars"]) == ("episode.start", True, DUTY_TEXT,
+                                                                             len(DUTY_TEXT))
     assert peer.prepares[0]["config"] == {"chunk_ms": 1000, "sample_rate": 16_000}
     assert peer.headers[0].get("Authorization") == "Bearer sk-test-123"
     assert all(len(c) == 16_000 for _, _, c in peer.chunks)

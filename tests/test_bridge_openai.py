@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from model_bridges import create_bridge
-from model_bridges.playout import DUTY_TEXT, EndpointError
+from model_bridges.playout import EndpointError
 from tests.peers.openai_realtime_peer import Answer, RealtimePeer, RealtimeScript
 from tests.peers.peer_tools import (
     FRAME,
@@ -70,7 +70,9 @@ async def test_realtime_episode_with_retry_answer_and_barge_in(db, settings, n4_
     assert "endpoint_rate_limited" in res.attempts[0].error_message and KEY not in res.attempts[0].error_message
     log = peer.logs[-1]
     assert log.query["model"] == "gpt-realtime" and log.headers["Authorization"] == f"Bearer {KEY}"
-    assert log.session["instructions"] == DUTY_TEXT
+    # §4: every speech system gets the same input: no text prompt unless the run asks for one
+    assert "instructions" not in log.session
+    assert res.completed.stats["instructions"] == {"source": "none", "offered": False}
     assert log.session["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
     assert log.session["audio"]["input"]["turn_detection"]["type"] == "server_vad"
     # the room stream went to the API (the last frames may still be queued when the episode ends)

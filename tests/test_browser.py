@@ -105,6 +105,7 @@ async def test_sign_in_watch_live_and_replay(tmp_path, mini_suite, speech_frames
                     row = page.locator("#runs tr", has=page.locator(f"a[href='run.html?id={r_oracle}']"))
                     await row.locator(".badge.live").wait_for(timeout=30_000)
                     assert "running" in await row.inner_text()
+                    assert (await row.locator("a.run-label").inner_text()).startswith("oracle · lockstep · mini v")
                     assert await row.locator(".progress .seg.running").count() == 1
                     await page.screenshot(path=shots / "runs.png")
                     # keyboard: Tab to the run's link, Enter opens it
@@ -239,7 +240,9 @@ async def test_sign_in_watch_live_and_replay(tmp_path, mini_suite, speech_frames
                 await page.click("#run-form button[type=submit]")
                 await page.wait_for_url(re.compile(r"run\.html\?id="))
                 new_id = page.url.split("id=")[1]
-                await eventually(lambda: _text_match(page, "#title", r"from-the-page on mini"), what="the new run")
+                # the run's label: model · clock · suite · short id
+                await eventually(lambda: _text_match(page, "#title", rf"^from-the-page · lockstep · mini v\S+ · {new_id[:8]}$"),
+                                 what="the new run")
                 page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
                 await page.click("#cancel-run")
                 await eventually(lambda: _text_match(page, "#facts", r"cancelled"), what="the cancelled run")

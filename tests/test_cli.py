@@ -64,20 +64,56 @@ def test_token_run_status_and_errors(settings, mini_suite):
     assert json.loads(mpe(settings, "run", "status", run["run_id"], "--json").stdout)["status"] == "cancelled"
 
 
+def test_run_list_filters_and_labels(settings, mini_suite):
+    def create(model, clock, team, *extra):
+        return mpe(settings, "run", "create", "--model", model, "--suite", str(mini_suite), "--clock", clock,
+                   "--team", team, *extra).stdout.strip()
+
+    a = create("m1", "lockstep", "lab", "--limit", "1")  # one pair, both conditions: 2 episodes
+    b = create("m1", "realtime", "lab", "--limit", "1", "--conditions", "implicit")
+    c = create("m2", "lockstep", "other")
+    mpe(settings, "run", "cancel", b)
+
+    def listed(*args):
+        return json.loads(mpe(settings, "run", "list", "--json", *args).stdout)
+
+    everything = listed()
+    assert [r["run_id"] for r in everything] == [c, b, a]  # newest first, every team
+    by_id = {r["run_id"]: r for r in everything}
+    assert (by_id[a]["total"], by_id[a]["queued"], by_id[b]["total"], by_id[b]["cancelled"]) == (2, 2, 1, 1)
+    # two runs of one model are told apart by clock, suite and id
+    assert by_id[a]["label"] == f"m1 · lockstep · mini v{by_id[a]['suite']['version']} · {a[:8]}"
+    assert by_id[b]["label"].startswith("m1 · realtime · mini v") and by_id[a]["suite"]["name"] == "mini"
+    assert [r["run_id"] for r in listed("--team", "lab")] == [b, a]
+    assert [r["run_id"] for r in listed("--model", "m1", "--status", "cancelled")] == [b]
+    assert [r["run_id"] for r in listed("--limit", "1")] == [c]
+    assert listed("--team", "nobody") == []
+
+    lines = mpe(settings, "run", "list", "--team", "lab").stdout.splitlines()
+    assert lines[0].split()[:6] == ["RUN", "MODEL", "CLOCK", "SUITE", "TEAM", "STATUS"]
+    assert lines[1].split()[:3] == [b, "m1", "realtime"] and "cancelled" in lines[1] and "1/1" in lines[1]
+    assert lines[2].split()[:3] == [a, "m1", "lockstep"] and "queued" in lines[2] and "0/2" in lines[2]
+    bad = mpe(settings, "run", "list", "--status", "sleeping", check=False)
+    assert bad.returncode == 2 and "status must be one of queued, running" in bad.stderr and "Traceback" not in bad.stderr
+    assert "pairs" in mpe(settings, "run", "create", "--help").stdout  # --limit counts pairs
+
+
 def test_run_create_takes_its_defaults_from_the_settings(settings, mini_suite):
     from server.db import Database, Run
 
     env = {"MPE_MAX_ATTEMPTS": "5", "MPE_MAX_INFLIGHT": "4"}
     create = ("run", "create", "--model", "m1", "--suite", str(mini_suite), "--limit", "1")
     from_env = mpe(settings, *create, env=env).stdout.strip()
-    given = mpe(settings, *create, "--max-attempts", "2", "--max-inflight", "1", env=env).stdout.strip()
+    given = mpe(settings, *create, "--max-attempts", "2", "--max-inflight", "1", "--text-prompt",
+                env=env).stdout.strip()
     db = Database(settings.db_url)
     try:
         with db.session() as s:
-            got = {r.id: (r.max_attempts, r.max_inflight) for r in s.query(Run)}
+            got = {r.id: (r.max_attempts, r.max_inflight, r.text_prompt) for r in s.query(Run)}
     finally:
         db.dispose()
-    assert got == {from_env: (5, 4), given: (2, 1)}
+    # §4: no text prompt unless the run asks for one, and then it is part of the run's record
+    assert got == {from_env: (5, 4, False), given: (2, 1, True)}
 
 
 def test_invalid_suite_is_refused(settings, mini_suite, tmp_path):
@@ -122,6 +158,12 @@ async def test_export_bundles(settings, db, mini_suite):
         assert doc["events"][-1]["t"] <= len(room)
         # the echo bridge repeats the room 5 frames later at half volume
         assert abs(int(asst[5 * 1920 + 30000]) - int(room[30000]) // 2) <= 1
+        # the frame log: a row per room frame sent and per assistant frame answered (lockstep: slot = seq)
+        frames = [line.split(",") for line in (d / "frames.csv").read_text().splitlines()]
+        assert frames[0] == ["direction", "seq", "slot", "sent_us", "arrived_us", "silent"]
+        for direction in ("room", "assistant"):
+            rows = [f for f in frames[1:] if f[0] == direction]
+            assert [(int(f[1]), int(f[2])) for f in rows] == [(i, i) for i in range(len(room) // 1920)]
     p = mpe(settings, "export", "nope", "--out", str(out), check=False)
     assert p.returncode == 2 and "no run" in p.stderr
 

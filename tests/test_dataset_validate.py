@@ -13,7 +13,15 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-from server.benchmarks.mpe.suite import RULES, Scenario, Suite, SuiteMeta, check_suite, write_suite
+from server.benchmarks.mpe.suite import (
+    CONSTRUCTION_RULES,
+    RULES,
+    Scenario,
+    Suite,
+    SuiteMeta,
+    check_suite,
+    write_suite,
+)
 from server.cli import app
 from tests.dataset_support import text_suite, voiced_suite
 
@@ -182,6 +190,14 @@ def m_pair_labels(scs, meta, root):
     return {"pair": sc.pair_id}
 
 
+def m_pair_n4(scs, meta, root):
+    sc = _n4(scs)
+    im = _im(scs, sc.pair_id)
+    q = im.labels.index("N4Q")
+    im.turns[q].label = im.turns[q + 1].label = "N2"  # the implicit version lost its N4 event
+    return {"pair": sc.pair_id}
+
+
 def m_pair_gold(scs, meta, root):
     sc = _ex(scs)
     _im(scs, sc.pair_id).gold_answer = "Something else."
@@ -331,6 +347,58 @@ def test_construction_rules_only_when_strict(base, tmp_path):
     suite = Suite.load(root)
     assert check_suite(suite) == []
     assert {p.rule for p in check_suite(suite, strict=True)} == {"mention-label"}
+
+
+def _longer_implicit(base: Suite, tmp_path: Path) -> tuple[Suite, str]:
+    """The base suite with one more turn after T in an implicit version (its N4 event moves by
+    one): the paper's final versions may differ beyond T, turn counts included."""
+    root = _copy(base, tmp_path)
+    scenarios = [sc.model_copy(deep=True) for sc in base.scenarios]
+    ex = _n4(scenarios)
+    im = _im(scenarios, ex.pair_id)
+    t = im.t_index
+    im.turns.insert(t + 1, im.turns[0].model_copy(deep=True))  # a voiced clip, so the audio stays valid
+    for i, turn in enumerate(im.turns):
+        turn.idx = i
+    write_suite(root, base.meta, scenarios)
+    return Suite.load(root), ex.pair_id
+
+
+def test_pairs_may_differ_beyond_t(base, tmp_path):
+    suite, pair = _longer_implicit(base, tmp_path)
+    ex, im = suite.pairs()[pair]["explicit"], suite.pairs()[pair]["implicit"]
+    assert len(im.turns) == len(ex.turns) + 1 and im.t_index == ex.t_index
+    assert ex.labels.index("N4Q") + 1 == im.labels.index("N4Q")  # N4 paired by label, not by position
+    assert check_suite(suite) == []  # §2: accepted
+    # equal versions stay a construction rule of the generators (strict)
+    strict = check_suite(suite, strict=True)
+    assert "pair-turns" in {p.rule for p in strict} and all(p.construction for p in strict)
+    assert next(p for p in strict if p.rule == "pair-turns").pair == pair
+    r = _validate(str(suite.root))
+    assert r.exit_code == 0 and "warning" in r.output and "[pair-turns]" in r.output
+    assert _validate(str(suite.root), "--strict").exit_code == 1
+
+
+def test_t_as_the_last_turn_is_an_error_not_a_warning(base, tmp_path):
+    """§2: T must be followed by further conversation; without --strict too."""
+    root = _copy(base, tmp_path)
+    scenarios = [sc.model_copy(deep=True) for sc in base.scenarios]
+    where = m_t_not_last(scenarios, base.meta, root)
+    write_suite(root, base.meta, scenarios)
+    suite = Suite.load(root)
+    assert "t-not-last" not in CONSTRUCTION_RULES
+    assert [p.rule for p in check_suite(suite)] == ["t-not-last"]
+    r = _validate(str(root))
+    line = next(x for x in r.output.splitlines() if "[t-not-last]" in x)
+    assert r.exit_code == 1 and f"{where['scenario']} turn {where['turn']}: T is the last turn" in line
+    assert not line.startswith("warning")
+    data = json.loads(_validate(str(root), "--json").stdout)
+    assert [e["rule"] for e in data["errors"]] == ["t-not-last"]
+    assert "t-not-last" not in {w["rule"] for w in data["warnings"]}
+    # a run refuses it
+    from server.benchmarks.mpe import BENCHMARK
+
+    assert any("[t-not-last]" in p for p in BENCHMARK.problems(suite))
 
 
 # ------------------------------------------------------------------------------ CLI

@@ -34,3 +34,5 @@ async def test_demo_reference_bridges(tmp_path):
     assert result["report"].exists() and "<html" in result["report"].read_text()[:500].lower()
     text = (tmp_path / "out.txt").read_text()
     assert "oracle" in text and "no_response" in text
+    assert "answer accuracy is not computed" in text  # --asr none says so
+    assert "Table 3: results per model and condition" in text  # the paper-style table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import os
 import signal
@@ -32,11 +33,14 @@ from tests.api_fixtures import wait_run
 FRAME = 1920
 
 
-async def serve(db, server, bridges, run_id, timeout=120):
-    """Run bridges (bridge, token) until the run finishes."""
+async def serve(db, server, bridges, run_id, timeout=120, *, also=()):
+    """Run bridges (bridge, token) until the run (and the runs in ``also``) finish; the
+    progress of ``run_id``."""
     clients = [BridgeClient(b, BridgeOptions(server=server.url, token=tok, backoff_min_s=0.05)) for b, tok in bridges]
     tasks = [asyncio.create_task(c.run()) for c in clients]
     try:
+        for other in also:
+            await wait_run(db, other, tasks, timeout)
         return await wait_run(db, run_id, tasks, timeout)
     finally:
         for c in clients:
@@ -71,7 +75,7 @@ async def test_lockstep_silent_and_oracle(db, settings, mini_suite):
     async with BackgroundServer(settings) as server:
         oracle = create_bridge("oracle", suite=str(mini_suite), data_dir=str(settings.data_dir))
         clients = [(create_bridge("silent"), tok), (oracle, adm)]
-        p = await serve(db, server, clients, r_silent)
+        p = await serve(db, server, clients, r_silent, also=[r_oracle])  # both bridges run until both runs end
         p2 = await wait_run(db, r_oracle)
     assert p.completed == p.total == 4 and p2.completed == 4
     with db.session() as s:
@@ -220,6 +224,16 @@ async def test_realtime_episode(db, settings, mini_suite, speech_frames):
     # the speech sent as seq 100.. is on the timeline one or two slots later
     first = live[0].start
     assert 101 * FRAME <= first + 2400 and first <= 103 * FRAME + 4800
+    # the bundle's frames.csv holds the frame log: one row per frame, seq and (late) slot as logged
+    (bundle,) = export_run(db, run, settings.data_dir / "export")
+    with open(bundle / "frames.csv", newline="") as f:
+        logged = list(csv.DictReader(f))
+    assert [(r["direction"], int(r["seq"]), int(r["slot"])) for r in logged] == [(r.direction, r.seq, r.slot) for r in rows]
+    assert [r["seq"] for r in logged if r["direction"] == "room"] == [str(i) for i in range(att.n_frames)]
+    assert [(r["sent_us"], r["arrived_us"]) for r in logged if r["direction"] == "assistant"] == \
+        [("", str(r.arrived_us)) for r in asst]
+    assert [r["silent"] for r in logged if r["direction"] == "assistant"] == ["1" if r.silent else "0" for r in asst]
+    assert {r["silent"] for r in logged if r["direction"] == "assistant"} == {"0", "1"}  # speech and silence
 
 
 async def test_16k_bridge_and_max_inflight(db, settings, mini_suite):

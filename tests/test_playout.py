@@ -8,6 +8,7 @@ import importlib.util
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +16,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clients.messages import EpisodeStart
 from model_bridges.playout import (
     WIRE_LOG,
+    BridgeConfigError,
     EndpointAuthError,
     EndpointRateLimited,
     PlayoutBuffer,
     RoomActivity,
     Truncation,
     classify,
+    instructions_option,
     load_secret,
     redact_url,
+    text_prompt_record,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +186,63 @@ def test_classify_transport_errors():
     assert classify(KeyError("x")).code == "endpoint_error"
 
 
+# --- the text prompt (§4) -------------------------------------------------------------------
+
+
+def test_instructions_option_and_record(tmp_path):
+    assert instructions_option({}) is None and instructions_option({"instructions": "  "}) is None
+    opts = {"instructions": " Be brief. ", "other": 1}
+    assert instructions_option(opts) == "Be brief." and opts == {"other": 1}
+    (tmp_path / "p.txt").write_text("From a file.\n")
+    assert instructions_option({"instructions_file": str(tmp_path / "p.txt")}) == "From a file."
+    for bad in ({"instructions": "a", "instructions_file": str(tmp_path / "p.txt")},
+                {"instructions_file": str(tmp_path / "missing.txt")}, {"instructions": "x" * 16_001}):
+        with pytest.raises(BridgeConfigError):
+            instructions_option(bad)
+    assert text_prompt_record(None, "none", True) == {"source": "none", "offered": True}
+    rec = text_prompt_record("y" * 2500, "option", False)
+    assert rec["chars"] == 2500 and rec["text"] == "y" * 2000 and len(rec["sha256"]) == 64
+
+
+def _start(instructions=None):
+    return EpisodeStart(episode_id="e", clock="realtime", sample_rate=24000, frame_samples=1920,
+                        instructions=instructions)
+
+
+@pytest.mark.parametrize("bridge, options, offered, sent, source", [
+    ("openai-realtime", {}, None, None, "none"),  # no text prompt by default
+    ("openai-realtime", {}, "Duty.", "Duty.", "episode.start"),  # the run's text prompt
+    ("openai-realtime", {"instructions": "Mine."}, "Duty.", "Mine.", "option"),  # the bridge's wins
+    ("openai-realtime", {"instructions": "Mine."}, None, "Mine.", "option"),
+    ("moshi-ws", {}, "Duty.", None, "none"),  # takes no text: ignored, and reported as offered
+    ("freeze-omni-sio", {"send_prompt": "false"}, "Duty.", None, "none"),
+])
+async def test_the_text_prompt_sent_is_chosen_and_reported(bridge, options, offered, sent, source, monkeypatch):
+    from model_bridges import create_bridge
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    b = create_bridge(bridge, endpoint="ws://127.0.0.1:9/x", connect_timeout_s="30", **options)
+    await b.reset(_start(offered))
+    try:
+        assert b.instructions == sent
+        rec = [m["data"]["instructions"] for m in b._outbox if m["type"] == "stats"]
+        assert len(rec) == 1 and rec[0]["source"] == source and rec[0]["offered"] == (offered is not None)
+        assert rec[0].get("text") == sent
+        if bridge == "openai-realtime":
+            assert b.session_config().get("instructions") == sent
+    finally:
+        await b.close()
+
+
+def test_bridges_without_text_input_refuse_the_option():
+    from model_bridges import create_bridge
+
+    with pytest.raises(BridgeConfigError, match="unknown option"):
+        create_bridge("moshi-ws", endpoint="ws://h/api/chat", instructions="Be brief.")
+    with pytest.raises(BridgeConfigError, match="send_prompt"):
+        create_bridge("freeze-omni-sio", endpoint="http://h", instructions="Be brief.", send_prompt="false")
+
+
 # --- SDK: a fatal endpoint error reaches the server and stops the bridge ----------------------
 
 
@@ -243,37 +305,62 @@ def _doc_example() -> str:
     return re.search(r"```python\n(.*?)```", guide, re.S).group(1)
 
 
-async def test_docs_sdk_example_runs(db, settings, mini_suite, tmp_path):
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="the example synthesises its answer with espeak-ng")
+async def test_docs_sdk_example_is_detected_as_speech(db, settings, mini_suite, tmp_path):
+    """The example of docs/bridges.md, run as the doc says (``python my_bridge.py``) against a
+    server: its answers are detected as speech, live and on replay, and answer the request."""
     from sqlalchemy import select
 
-    from clients.sdk import BridgeClient, BridgeOptions
     from server.app import BackgroundServer
     from server.auth import create_token
-    from server.db import Attempt, Episode, EventRow
+    from server.core.detector import detect_segments
+    from server.db import Attempt, Episode, EventRow, SegmentRow
     from server.engine.export import load_track
     from server.engine.leasing import create_run
     from server.engine.progress import run_progress
 
     code = _doc_example()
-    assert len(code.strip().splitlines()) < 60
+    assert len(code.strip().splitlines()) < 80 and "from server" not in code  # clients/ only
     (tmp_path / "my_bridge.py").write_text(code)
-    spec = importlib.util.spec_from_file_location("my_bridge", tmp_path / "my_bridge.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-
     tok = create_token(db, "local")
-    run = create_run(db, team="local", model="tone-after-speech", suite_path=str(mini_suite), clock="lockstep",
+    run = create_run(db, team="local", model="speak-after-speech", suite_path=str(mini_suite), clock="lockstep",
                      limit=1, conditions=["explicit"])
     async with BackgroundServer(settings) as server:
-        client = BridgeClient(mod.ToneAfterSpeech(), BridgeOptions(server=server.url, token=tok, max_episodes=1))
-        await asyncio.wait_for(client.run(), 120)
+        env = dict(os.environ, MPE_TOKEN=tok, PYTHONPATH=str(ROOT))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(tmp_path / "my_bridge.py"), "--server", server.url, "--max-episodes", "1",
+            cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    log = err.decode()
+    assert proc.returncode == 0, log
+    assert "connected to" in log and "ended, completed" in log and tok not in log
     assert run_progress(db, run).completed == 1
     with db.session() as s:
         att = s.get(Attempt, s.scalars(select(Episode)).one().completed_attempt_id)
-        texts = s.scalars(select(EventRow).where(EventRow.attempt_id == att.id, EventRow.type == "text")).all()
+        texts = [e.t for e in s.scalars(select(EventRow).where(EventRow.attempt_id == att.id, EventRow.type == "text"))]
+        onset = s.scalars(select(EventRow).where(EventRow.attempt_id == att.id, EventRow.type == "t_wait.onset")).all()
+        live = [(g.start, g.end) for g in s.scalars(select(SegmentRow).where(SegmentRow.attempt_id == att.id))]
+    # the live detector heard each spoken answer as speech (the episode may end during the last one) ...
+    assert len(texts) >= 3 and len(live) >= len(texts) - 1
+    assert all(any(t <= start < t + 24_000 for start, _ in live) for t in texts[:-1])
+    assert sum(end - start for start, end in live) >= 24_000 * (len(texts) - 1)
+    # ... so the request was answered, and a replay of the recorded track finds the same speech
+    assert len(onset) == 1 and onset[0].data["already_speaking"] is False
     track = load_track(db, att.id, "assistant")
-    loud = np.abs(track.reshape(-1, 1920)).max(axis=1) > 3000
-    # a tone (7 frames) after each room utterance followed by 0.4 s of quiet, logged as text;
-    # the episode may end during the last one
-    assert len(texts) >= 4 and 7 * (len(texts) - 1) < loud.sum() <= 7 * len(texts)
-    assert texts[0].t >= 5 * 1920  # never before the room has spoken
+    assert [(g.start, g.end) for g in detect_segments(track)] == sorted(live)
+    # what the doc warns about: a tone is no speech to the detector
+    tone = (4000 * np.sin(2 * np.pi * 440 * np.arange(5 * 24_000) / 24_000)).astype(np.int16)
+    assert detect_segments(tone) == []
+
+    # --wav: any 16-bit WAV file (here espeak-ng's, 22050 Hz) resampled to the bridge's rate
+    spec = importlib.util.spec_from_file_location("my_bridge", tmp_path / "my_bridge.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    wav = tmp_path / "answer.wav"
+    subprocess.run(["espeak-ng", "-w", str(wav), "Nine dollars."], check=True)
+    import soundfile as sf
+
+    src, rate = sf.read(wav, dtype="int16")
+    speech = mod.SpeakAfterSpeech(str(wav)).speech
+    assert speech.dtype == np.int16 and abs(len(speech) - len(src) * 24_000 / rate) <= 1
+    assert len(mod.load_speech(str(wav), 16_000)) == len(src) * 16_000 // rate

@@ -16,6 +16,7 @@ import struct
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import websockets
@@ -88,10 +89,13 @@ async def connect(srv, token: str | None = None, *, query: str | None = None):
 
 
 async def open_bridge(srv, token: str, **hello_over):
+    """Connect and say hello; the server answers ``welcome``, then ``status`` (protocol.md §4.5)."""
     ws = await connect(srv, token)
     await ws.send(hello(**hello_over))
     welcome = json.loads(await asyncio.wait_for(ws.recv(), T))
     assert welcome["type"] == "welcome" and welcome["bridge_id"], welcome
+    status = json.loads(await asyncio.wait_for(ws.recv(), T))
+    assert status["type"] == "status", status
     return ws
 
 
@@ -225,6 +229,47 @@ async def test_bad_first_message(server, db, mini_suite, token, raw, code, close
     await ws.send(raw)
     await expect_fatal(ws, code, close_code)
     await assert_survives(server, db, mini_suite, token)
+
+
+@pytest.mark.parametrize(
+    "over, words",
+    [
+        ({"model": "x"}, "model must be an object"),
+        ({"model": None}, "model must be an object"),
+        ({"sample_rate": "16000"}, "sample_rate must be an integer (24000 or 16000)"),
+        ({"sample_rate": 44100}, "sample_rate must be 24000 or 16000"),
+        ({"protocol": "1"}, "protocol must be an integer"),
+        ({"clocks": "lockstep"}, "clocks must be an array"),
+        ({"clocks": ["sometimes"]}, "clocks.0 must be 'lockstep' or 'realtime'"),
+        ({"model": {"name": "x", "revision": 5}}, "model.revision must be a string"),
+        ({"model": {"name": ""}}, "model.name must have at least 1 character"),
+        ({"colour": "blue"}, "colour is not a field of this message"),
+    ],
+    ids=["model-string", "model-null", "rate-string", "rate-44100", "protocol-string", "clocks-string",
+         "clock-unknown", "revision-number", "name-empty", "extra-field"],
+)
+async def test_bad_hello_is_explained_in_the_protocols_words(server, token, over, words):
+    """The message names the field and what it must be, never an internal class (§4.1, §9)."""
+    ws = await connect(server, token)
+    await ws.send(hello(**over))
+    err = await expect_fatal(ws, "bad_message", 1002)
+    assert err["message"] == f"invalid hello message: {words}"
+    assert not re.search(r"ModelInfo|Hello\b|_Msg|BaseModel|instance of|Input should", err["message"])
+
+
+@pytest.mark.parametrize("path", ["/v1/bridges", "/bridge", "/", "/v1/bridge/extra"])
+async def test_wrong_websocket_path_is_404_not_an_auth_failure(server, token, path):
+    """A WebSocket to a path that has none: HTTP 404 naming /v1/bridge (§2), not a 403."""
+    with pytest.raises(websockets.InvalidStatus) as info:
+        await websockets.connect(server.url + path, additional_headers={"Authorization": f"Bearer {token}"},
+                                 open_timeout=T)
+    response = info.value.response
+    assert response.status_code == 404
+    error = json.loads(response.body)["error"]
+    assert error["code"] == "not_found" and path in error["message"] and "/v1/bridge" in error["message"]
+    async with httpx.AsyncClient() as http:  # plain HTTP keeps the API's own 404
+        r = await http.get(server.url.replace("ws://", "http://") + path + "-nothing")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
 
 
 async def test_handshake_timeout(settings, db, mini_suite, token):

@@ -43,7 +43,7 @@ def scored(db, say) -> EpisodeScore:
     long_talk = say("Well, I was just thinking about the weekend and all the things we still need to do.")
     track = place(sec(40), (sec(2.0), long_talk), (sec(10.0), say("Eleven dollars.")))
     ep = simulate(TURNS, track, gold="Eleven dollars.", answer_keys=[["eleven", "11"]])
-    return score_episode(ep, HearsOkay(), RuleJudge(), Cache(db))
+    return score_episode(ep, HearsOkay(), RuleJudge(fast_duration=True), Cache(db))  # `--judge rule:fast`
 
 
 def new_scoring(db) -> str:
@@ -98,3 +98,21 @@ def test_timelines_stored_before_their_segments_source_was_recorded():
     del base["segments"]
     assert TimelineInfo.model_validate({**base, "detector": "segments.json"}).segments == "segments.json"
     assert TimelineInfo.model_validate({**base, "detector": DETECTOR_VERSION}).segments == "replay"
+
+
+def test_entries_stored_before_addressees_load_without_them():
+    data = entry(windows=[(True, 0)], n4=[(True, "fresh_onset", True, "pass")]).model_dump(mode="json")
+    for part in (data["t"], data["silence_windows"][0], data["n4"][0]):
+        del part["addressee"]
+    e = EpisodeScore.model_validate(data)
+    assert (e.t.addressee, e.silence_windows[0].addressee, e.n4[0].addressee) == (None, None, None)
+
+
+def test_each_window_carries_its_turns_addressee(db, say):
+    track = place(sec(40), (sec(10.0), say("Eleven dollars.")))
+    ep = simulate(TURNS, track, gold="Eleven dollars.", answer_keys=[["eleven", "11"]])
+    for turn, to in zip(ep.doc["turns"], ("B", None, "Aria", "group", "Aria", "A")):
+        turn["addressee"] = to
+    e = score_episode(ep, HearsOkay(), RuleJudge(), Cache(db))
+    assert e.t.addressee == "Aria" and e.n4[0].addressee == "Aria"
+    assert [(w.label, w.addressee) for w in e.silence_windows] == [("N2", "B"), ("N1", None), ("N3", "group")]

@@ -74,7 +74,9 @@ class Talker(Bridge):
 
 async def run_models(db, settings, suite, say) -> dict[str, str]:
     tok, adm = create_token(db, "local"), create_token(db, "local", admin=True)
-    runs = {m: create_run(db, team="local", model=m, suite_path=str(suite), clock="lockstep")
+    # (the oracle's run also sends the duty as a text prompt, which it ignores: reports show it)
+    runs = {m: create_run(db, team="local", model=m, suite_path=str(suite), clock="lockstep",
+                          text_prompt=m == "oracle")
             for m in ("silent", "talker", "oracle")}
     bridges = [(create_bridge("silent"), tok), (Talker(str(suite), say), adm),
                (create_bridge("oracle", suite=str(suite), data_dir=str(settings.data_dir)), adm)]
@@ -234,15 +236,45 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
     # The report over all three runs: tables, pairwise tests, timelines.
     data = collect_report(db, runs.values())
     assert data.models == ["silent", "talker", "oracle"]
+    assert {s["run_id"]: s["text_prompt"] for s in data.sources} == {runs["silent"]: False, runs["talker"]: False,
+                                                                      runs["oracle"]: True}
     html = render_html(data)
+    assert html.count("none (audio only)") == 2 and html.count("duty text") == 1
     assert html.startswith("<!doctype html>") and "http" not in html.split("<body>", 1)[1]  # self-contained
     assert html.count("<details") == 12 and html.count("<svg") >= 12 + 6
-    assert data.analyses["pairwise"]["m"] == len(data.analyses["pairwise"]["tests"]) > 0
+    # Table 21: three models, so each condition's Bonferroni family is 3 pairs x 2 metrics.
+    pw = data.analyses["pairwise"]
+    assert {c: f["m"] for c, f in pw["families"].items()} == {"explicit": 6, "implicit": 6}
+    assert len(pw["tests"]) == 12
+    assert [t["p_bonferroni"] for t in pw["tests"]] == [pytest.approx(min(1.0, 6 * t["p"])) for t in pw["tests"]]
     r = await asyncio.to_thread(CliRunner().invoke, app, ["report", *runs.values(), "--html", str(tmp_path / "r.html")])
     assert r.exit_code == 0, r.output
+    # The terminal gets the paper's tables too, Table 21 included.
+    for n in (3, 9, 10, 12, 13, 14, 15, 16, 19, 21):
+        assert f"Table {n}:" in r.stdout
+    assert "Table 21" in (tmp_path / "r.html").read_text()
     assert (tmp_path / "r.html").read_text().count("<details") == 12
     r = await asyncio.to_thread(CliRunner().invoke, app, ["report", "never-scored"])
     assert r.exit_code != 0 and "mpe score" in str(r.exception)
+
+    # Run labels: model · clock · suite · short id. The oracle run and its bundles share a model
+    # name, so the tables name both by their labels; the terminal and the HTML list every label.
+    label = f"oracle · lockstep · {suite_label(db, runs['oracle'])} · {runs['oracle'][:8]}"
+    assert data.sources[2]["labels"] == {"oracle": label}
+    both = collect_report(db, [runs["oracle"], bundles.scoring_id])
+    assert both.models == [label, f"oracle · lockstep · bundles · {bundles.scoring_id[:8]}"]
+    assert both.metrics[label] == bundles.metrics["oracle"]
+    assert all(m in render_html(both) for m in both.models)
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["report", runs["oracle"], runs["talker"]])
+    assert r.exit_code == 0 and label in r.stdout and "talker · lockstep · mini v" in r.stdout
+
+
+def suite_label(db, run_id: str) -> str:
+    from server.db import Run, Suite
+
+    with db.session() as s:
+        suite = s.get(Suite, s.get(Run, run_id).suite_id)
+    return f"{suite.name} v{suite.version}"
 
 
 async def test_resume_after_interruption_and_parallel_workers(db, settings, mini_suite, say):

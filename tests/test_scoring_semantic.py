@@ -4,6 +4,7 @@ synthesised speech, the caches, and the backend error paths."""
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import numpy as np
 import pytest
@@ -11,9 +12,20 @@ from sqlalchemy import func, select
 
 from server.benchmarks.mpe.scoring import score_episode
 from server.db import TranscriptRow, VerdictRow
-from server.scoring.asr import ASRBackend, ASRResult, FasterWhisperASR, NoASR, join_fragments, make_asr
+from server.scoring.asr import (
+    FRAGMENT_PAD,
+    NO_ASR_NOTE,
+    ASRBackend,
+    ASRResult,
+    FasterWhisperASR,
+    NoASR,
+    join_fragments,
+    make_asr,
+    pad_fragments,
+)
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import AnswerInput, RuleJudge, SilenceInput, make_judge, normalize
+from server.scoring.judges import AnswerInput, RuleJudge, SilenceInput, make_judge, merge_numbers, normalize
+from server.scoring.runner import scoring_config
 from server.scoring.store import Cache
 from tests.audio_fixtures import place
 from tests.scoring_support import R, event_t, sec, simulate
@@ -122,7 +134,7 @@ def test_rescoring_makes_no_new_calls_and_keeps_provenance(db, say, asr):
         v = s.scalar(select(VerdictRow).where(VerdictRow.id == e1.t.verdict_id))
     assert t.backend == "faster-whisper" and "tiny.en" in t.model and "Aria" in t.config["initial_prompt"]
     assert t.config["compute_type"] == "int8" and t.config["beam_size"] == 5 and t.text == e1.t.transcript
-    assert (v.task, v.backend, v.prompt_version, v.label) == ("answer", "rule", "rule-answer-v2", "CORRECT")
+    assert (v.task, v.backend, v.prompt_version, v.label) == ("answer", "rule", "rule-answer-v3", "CORRECT")
     assert v.raw_reply and v.inputs["gold_answer"] == GOLD
 
 
@@ -131,6 +143,31 @@ def test_join_fragments():
     out = join_fragments(track, [(10, 20), (50, 55)])
     assert len(out) == 10 + R * 3 // 10 + 5 and out[0] == 10 and out[-1] == 54
     assert len(join_fragments(track, [])) == 0
+
+
+def test_pad_fragments():
+    segs = [(100, 200), (230, 400), (1000, 1100)]
+    # Widened where the detector's segment begins and ends, never into other speech or past the track.
+    assert pad_fragments([(100, 200)], segs, 2000, pad=50) == [(50, 230)]
+    assert pad_fragments([(1000, 1100)], segs, 1120, pad=50) == [(950, 1120)]
+    assert pad_fragments([(100, 200)], segs, 2000, pad=0) == [(100, 200)]
+    # A window boundary that cut a segment stays where it is (the neighbour's words stay out).
+    assert pad_fragments([(300, 400)], segs, 2000, pad=50) == [(300, 450)]
+    assert pad_fragments([(230, 350)], segs, 2000, pad=50) == [(200, 350)]
+    # Fragments that come to touch are merged, so no audio is transcribed twice.
+    assert pad_fragments([(100, 200), (230, 400)], segs, 2000, pad=50) == [(50, 450)]
+    assert pad_fragments([(0, 10)], [(0, 10)], 2000, pad=50) == [(0, 60)]
+    assert FRAGMENT_PAD == R // 5
+
+
+def test_the_asr_hears_each_fragment_with_its_padding(say):
+    answer = say("Eleven dollars.")
+    ep = simulate(TURNS, place(sec(40), (sec(9.8), answer)), gold=GOLD, answer_keys=KEYS)
+    asr = CountingASR()
+    e = score_episode(ep, asr, RuleJudge(), Cache())
+    ((s, end),) = e.t.fragments
+    assert asr.lengths == [end - s + 2 * FRAGMENT_PAD]  # silence around it: the full 0.2 s on both sides
+    assert [it.fragments for it in e.judged()] == [[(s - FRAGMENT_PAD, end + FRAGMENT_PAD)]]  # what the audit plays
 
 
 class TestRuleJudge:
@@ -170,6 +207,59 @@ class TestRuleJudge:
     def test_normalize(self):
         assert normalize("Twenty-one, 1,000 and the 11th at 9:05") == ["21", "1000", "and", "the", "11", "at", "9", "5"]
         assert normalize("one hundred and five") == ["105"]
+        assert normalize("Four hundred and eighty dollars") == normalize("$480") == ["480", "dollars"]
+        assert normalize("$4.80") == ["4", "80", "dollars"] and merge_numbers(["4", "80", "dollars"]) == ["480", "dollars"]
+        assert normalize("half past seven") == normalize("7:30") == normalize("seven thirty") == ["7", "30"]
+        assert normalize("quarter to one") == ["12", "45"]
+        assert normalize("eleven o'clock") == normalize("11:00") == ["11", "0"]
+        assert normalize("2½ hours") == normalize("2.5 hours") == normalize("two and a half hours")
+        assert normalize("10%") == normalize("ten percent") == ["10", "percent"]
+        assert normalize("on the fifth") == ["on", "the", "5"] and normalize("the second") == ["the", "2"]
+        assert normalize("one second") == ["1", "second"]  # the unit of time stays a word
+        assert merge_numbers(["9", "5"]) == ["905"] and merge_numbers(["150", "5"]) == ["150", "5"]
+
+    def test_numbers_spoken_or_written_any_way(self):
+        keys = [["four hundred and eighty", "480"]]
+        gold = "Four hundred and eighty dollars over the year."
+        for heard in ("$480 over the year.", "Four eighty dollars.", "It's $4.80 a year.", "4 80 dollars",
+                      "four hundred eighty"):
+            assert self.answer(heard, gold, keys) == "CORRECT", heard
+        for heard in ("$408 over the year.", "Forty-eight dollars.", "Four hundred dollars.", "$4.08"):
+            assert self.answer(heard, gold, keys) == "INCORRECT", heard
+        times = [["7:30", "7.30", "730", "seven thirty", "half past seven"]]
+        for heard in ("At 7:30.", "seven thirty", "Half past seven.", "at 730"):
+            assert self.answer(heard, "At seven thirty.", times) == "CORRECT", heard
+        assert self.answer("At 7:13.", "At seven thirty.", times) == "INCORRECT"
+        half = [["two and a half", "2 and a half", "2.5", "2½"]]
+        for heard in ("About 2.5 hours.", "2½ hours", "two and a half hours"):
+            assert self.answer(heard, "About two and a half hours.", half) == "CORRECT", heard
+        assert self.answer("About two hours.", "About two and a half hours.", half) == "INCORRECT"
+        assert self.answer("8 onions", "You need eight onions.", [["eight", "8"]]) == "CORRECT"
+        assert self.answer("Eight onions", "You need 8 onions.", None) == "CORRECT"  # derived keys
+
+    def test_number_homophones_where_a_number_belongs(self):
+        four = [["four", "4"]]
+        assert self.answer("For dollars.", "Four dollars.", four) == "CORRECT"  # the issue's "for dollars"
+        assert self.answer("It's for dollars.", "Four dollars.", None) == "CORRECT"
+        assert self.answer("You need ate onions.", "You need eight onions.", [["eight", "8"]]) == "CORRECT"
+        assert self.answer("About to and a half hours.", "About two and a half hours.",
+                           [["two and a half", "2 and a half"]]) == "CORRECT"
+        assert self.answer("At for thirty.", "At four thirty.", [["4:30", "four thirty"]]) == "CORRECT"
+        # Not where no number belongs: "for" and "to" stay words.
+        assert self.answer("Three for each.", "Four dollars.", four) == "INCORRECT"
+        assert self.answer("You need to buy onions.", "You need two onions.", [["two", "2"]]) == "INCORRECT"
+        assert self.answer("Good for you.", "Four dollars.", four) == "INCORRECT"
+
+    def test_compounds_and_near_names(self):
+        house = [["guesthouse"]]
+        assert self.answer("The guest house near the beach.", "The guesthouse near the beach.", house) == "CORRECT"
+        assert self.answer("The stopover one.", "The one with the stop over.", [["stop over"]]) == "CORRECT"
+        assert self.answer("Leto, with 50 points.", "Leo, with fifty points.", [["Leo"]]) == "CORRECT"
+        assert self.answer("Fin, with 50 points.", "Finn, with fifty points.", [["Finn"]]) == "CORRECT"
+        assert self.answer("Then, with 50 points.", "Finn, with fifty points.", [["Finn"]]) == "INCORRECT"
+        assert self.answer("Dan, with 50 points.", "Finn, with fifty points.", [["Finn"]]) == "INCORRECT"
+        assert self.answer("Sunday.", "Saturday.", [["Saturday"]]) == "INCORRECT"
+        assert self.answer("The hotel.", "The guesthouse.", house) == "INCORRECT"
 
 
 class TestBackendErrors:
@@ -213,19 +303,35 @@ class CountingASR(EmptyASR):
         return ASRResult("okay", {})
 
 
-def test_rule_judge_decides_long_speech_on_duration_without_asr(say):
+def long_talk_episode(say):
+    long_talk = say("Well, I was just thinking about the weekend and all the things we still need to do.")
+    return simulate(TURNS, place(sec(40), (sec(2.0), long_talk), (sec(9.8), say("Eleven dollars."))),
+                    gold=GOLD, answer_keys=KEYS)
+
+
+def test_silence_windows_are_judged_on_transcripts_by_default(say):
     judge = RuleJudge()
+    assert judge.decide_on_duration("silence", 60_000) is None and judge.decide_on_duration("answer", 90_000) is None
+    asr = CountingASR()
+    e = score_episode(long_talk_episode(say), asr, judge, Cache())
+    spoken = [w for w in e.silence_windows if w.speech_ms > 0]
+    assert any(w.speech_ms > 2000 for w in spoken)
+    for w in spoken:  # every window with speech was transcribed and judged, long ones too
+        assert w.reason == "judged" and w.transcript == "okay"
+        assert w.passed == (w.speech_ms <= 2000)  # lexicon words, but a 2 s backchannel limit
+    assert len(asr.lengths) == 1 + len(spoken)
+
+
+def test_deciding_long_speech_on_duration_is_an_explicit_speed_option(say):
+    judge = make_judge("rule:fast")
+    assert isinstance(judge, RuleJudge) and judge.fast_duration
     assert judge.decide_on_duration("silence", 2000) is None
     assert judge.decide_on_duration("silence", 2001).label == "SUBSTANTIVE_INTRUSION"
     assert judge.decide_on_duration("answer", 30_000) is None
     assert judge.decide_on_duration("answer", 30_001).label == "INCORRECT"
-    long_talk = say("Well, I was just thinking about the weekend and all the things we still need to do.")
-    ep = simulate(TURNS, place(sec(40), (sec(2.0), long_talk), (sec(9.8), say("Eleven dollars."))),
-                  gold=GOLD, answer_keys=KEYS)
     asr = CountingASR()
-    e = score_episode(ep, asr, judge, Cache())
+    e = score_episode(long_talk_episode(say), asr, judge, Cache())
     spoken = [w for w in e.silence_windows if w.speech_ms > 0]
-    assert any(w.speech_ms > 2000 for w in spoken)
     for w in spoken:
         if w.speech_ms > 2000:  # decided by length: no transcript needed, none made
             assert w.reason == "duration" and w.transcript is None and not w.passed
@@ -233,4 +339,37 @@ def test_rule_judge_decides_long_speech_on_duration_without_asr(say):
         else:
             assert w.transcript == "okay"
     assert e.t.transcript == "okay"  # a short answer is still transcribed
-    assert len(asr.lengths) == 1 + sum(1 for w in spoken if w.speech_ms <= 2000)
+    assert len(asr.lengths) == 1 + sum(1 for w in spoken if w.speech_ms <= 2000) < 1 + len(spoken)
+    # The option is part of the scoring's settings, so its scorings are kept apart.
+    (fast, fast_hash), (plain, plain_hash) = scoring_config("none", "rule:fast"), scoring_config("none", "rule")
+    assert fast["judge"]["decide_on_duration"] is True and plain["judge"]["decide_on_duration"] is False
+    assert fast_hash != plain_hash
+    with pytest.raises(BackendUnavailable, match="unknown judge"):
+        make_judge("rule:slow")
+
+
+def test_without_asr_the_cli_says_answer_accuracy_is_not_computed(db, say, tmp_path, monkeypatch):
+    import soundfile as sf
+    from typer.testing import CliRunner
+
+    from server.cli import app
+
+    ep = episode(say, "The noodle bar, eleven dollars each.")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "episode.json").write_text(json.dumps(ep.doc))
+    sf.write(str(bundle / "assistant.wav"), ep.assistant, R, subtype="PCM_16")
+    monkeypatch.setenv("DATABASE_URL", db.url)
+    monkeypatch.setenv("MPE_DATA_DIR", str(tmp_path / "data"))
+    r = CliRunner().invoke(app, ["score", str(bundle), "--asr", "none", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["metrics"]["m"]["explicit"]["answer_accuracy"]["den"] == 0
+    assert NO_ASR_NOTE in " ".join(r.stderr.split())
+    r = CliRunner().invoke(app, ["report", out["scoring_id"], "--html", str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    assert NO_ASR_NOTE in " ".join(r.stderr.split())
+    assert "answer accuracy is not computed" in (tmp_path / "r.html").read_text()
+    # With ASR the note is absent.
+    r = CliRunner().invoke(app, ["score", str(bundle), "--asr", "faster-whisper", "--workers", "1", "--json"])
+    assert r.exit_code == 0 and "not computed" not in r.stderr

@@ -83,6 +83,14 @@ class TestMetrics:
         assert best["fresh_onset_rate"] == {"a"}
         assert best["silence_preservation"] == set()  # everyone tied: nobody marked
 
+    def test_window_response_is_descriptive_and_never_best(self):
+        eps = [entry("a", n4=[(True, "fresh_onset", False, None)]), entry("b", n4=[(False, "no_speech", False, None)])]
+        m = compute_metrics(eps)
+        assert m["a"]["explicit"]["window_response"]["value"] == 1.0 and m["b"]["explicit"]["window_response"][
+            "value"] == 0.0
+        assert best_per_column(m, "explicit")["window_response"] == set()
+        assert [n for n, q in METRICS.items() if not q.scored] == ["window_response"]
+
 
 def loop_bootstrap(num, den, *, n=10_000, seed=7):
     """Independent percentile bootstrap of sum(num)/sum(den) over clusters, one resample at a time."""
@@ -147,7 +155,7 @@ class TestAnalyses:
         assert r["diff_pp"] == pytest.approx(40.0)
         assert r["p_mcnemar"] == pytest.approx(exact_mcnemar(5, 1), rel=1e-6)
 
-    def test_pairwise_with_bonferroni_over_the_table(self):
+    def test_pairwise_family_per_condition(self):
         eps = []
         for i in range(12):
             # silence: model a passes all 3 windows, model b fails the first window in 8 scenarios
@@ -157,19 +165,49 @@ class TestAnalyses:
             eps.append(entry("c", scenario=f"s{i}", windows=[(True, 0)] * 3))
         pw = stats.pairwise(eps)
         tests = {(t["model_a"], t["model_b"], t["task"]): t for t in pw["tests"]}
-        # a-b silence: 36 shared windows, a only passes 8; a-b accuracy on the 10 both answered: a only 5.
-        # a-c silence: no discordance; b-c silence; c never answers, so no accuracy tests with c.
-        assert set(tests) == {("a", "b", "silence"), ("a", "b", "accuracy"), ("a", "c", "silence"),
-                              ("b", "c", "silence")}
-        assert pw["m"] == 4
+        # Three models: 3 pairs x 2 metrics = 6 tests in the one condition's family, also those
+        # with nothing shared (c never answers: no accuracy pairs with c; p = 1).
+        assert set(tests) == {(m1, m2, k) for m1, m2 in (("a", "b"), ("a", "c"), ("b", "c"))
+                              for k in ("silence", "accuracy")}
+        assert pw["families"] == {"explicit": {"models": ["a", "b", "c"], "m": 6}}
+        assert all(t["m"] == 6 for t in pw["tests"])
         ab = tests[("a", "b", "silence")]
+        # a-b silence: 36 shared windows, a only passes 8; a-b accuracy on the 10 both answered: a only 5.
         assert (ab["n_shared"], ab["a_only"], ab["b_only"]) == (36, 8, 0)
         assert ab["p"] == pytest.approx(exact_mcnemar(8, 0), rel=1e-6)
-        assert ab["p_bonferroni"] == pytest.approx(min(1, 4 * exact_mcnemar(8, 0)), rel=1e-6)
+        assert ab["p_bonferroni"] == pytest.approx(6 * exact_mcnemar(8, 0), rel=1e-6)  # 6 * 2/256
         acc = tests[("a", "b", "accuracy")]
         assert (acc["n_shared"], acc["a_only"], acc["b_only"]) == (10, 5, 0)
+        assert acc["p_bonferroni"] == pytest.approx(min(1.0, 6 * exact_mcnemar(5, 0)))  # 6 * 1/16 = 0.375
+        none = tests[("a", "c", "accuracy")]
+        assert (none["n_shared"], none["p"], none["p_bonferroni"], none["rate_a"], none["ci_diff_pp"]) == \
+            (0, 1.0, 1.0, None, None)
         lo, hi = ab["ci_diff_pp"]
         assert 0 < lo <= ab["diff_pp"] <= hi
+
+    def test_bonferroni_counts_20_tests_per_condition_for_five_models(self):
+        # Five models in both conditions: the paper's family is the 20 tests of one condition
+        # (ten pairs x two metrics), not the 40 of both.
+        eps = []
+        for cond in ("explicit", "implicit"):
+            for k, model in enumerate("abcde"):
+                for i in range(10):
+                    # model a fails the first window of 7 scenarios (only in implicit); others pass it
+                    fails = model == "a" and cond == "implicit" and i < 7
+                    eps.append(entry(model, cond, f"s{i}", present=True, correct=i >= k,
+                                     windows=[(not fails, 400 if fails else 0)]))
+        pw = stats.pairwise(eps)
+        assert {c: f["m"] for c, f in pw["families"].items()} == {"explicit": 20, "implicit": 20}
+        assert len(pw["tests"]) == 40
+        t = {(x["condition"], x["model_a"], x["model_b"], x["task"]): x for x in pw["tests"]}
+        sil = t[("implicit", "a", "b", "silence")]
+        assert (sil["a_only"], sil["b_only"]) == (0, 7)
+        assert sil["p"] == pytest.approx(2 / 128, rel=1e-6)  # exact: 2 * (1/2)^7
+        assert sil["p_bonferroni"] == pytest.approx(20 * 2 / 128, rel=1e-6)  # 0.3125, not 40 * 2 / 128
+        # accuracy a-e: a correct in all 10, e in 6 (i >= 4): 4 discordant, p = 2/16, corrected 20 * 0.125 > 1
+        acc = t[("explicit", "a", "e", "accuracy")]
+        assert (acc["a_only"], acc["b_only"], acc["p"], acc["p_bonferroni"]) == (4, 0, 0.125, 1.0)
+        assert t[("explicit", "a", "b", "silence")]["p_bonferroni"] == 1.0  # no discordance
 
     def test_silence_sweep(self):
         eps = [entry(windows=[(True, 0), (False, 50), (False, 150), (False, 250), (False, 400), (False, 600)])]
@@ -181,7 +219,8 @@ class TestAnalyses:
         eps = []
         for i in range(9):
             t = float(i + 1)  # 1..9 s
-            eps.append(entry("a", scenario=f"s{i}", present=True, correct=i % 3 == 0, request_time_s=t))
+            eps.append(entry("a", scenario=f"s{i}", present=True, fresh=i in (0, 4, 5), correct=i % 3 == 0,
+                             request_time_s=t))
             eps.append(entry("b", scenario=f"s{i}", present=i >= 6, correct=True if i >= 6 else None,
                              request_time_s=t))
         tt = stats.request_tertiles(eps)
@@ -192,27 +231,48 @@ class TestAnalyses:
         assert [b[g]["presence"] for g in ("early", "middle", "late")] == [0.0, 0.0, 1.0]
         assert a["early"]["accuracy"] == pytest.approx(1 / 3) and b["late"]["accuracy"] == 1.0
         assert b["early"]["accuracy"] is None
+        # Table 13 carries the fresh-onset rate: a is fresh at 1 s, 5 s and 6 s.
+        assert [(a[g]["fresh"], a[g]["fresh_rate"]) for g in ("early", "middle", "late")] == \
+            [(1, pytest.approx(1 / 3)), (2, pytest.approx(2 / 3)), (0, 0.0)]
 
-    def test_spearman_against_ranks_by_hand(self):
+    def test_spearman_pools_both_conditions(self):
+        # Ten entries (five models x two conditions). Fresh-onset ranks 1..10 in the order
+        # below; presence ranks swap (1,5), (2,4), (6,9), (8,10): sum d^2 = 32 + 8 + 18 + 8 = 66,
+        # so rho = 1 - 6 * 66 / (10 * 99) = 0.6.
+        presence_rank = {1: 5, 2: 4, 3: 3, 4: 2, 5: 1, 6: 9, 7: 7, 8: 10, 9: 6, 10: 8}
+        metrics: dict = {}
+        for r in range(1, 11):
+            model, cond = f"m{(r - 1) // 2}", ("explicit", "implicit")[(r - 1) % 2]
+            metrics.setdefault(model, {})[cond] = {"fresh_onset_rate": {"value": r / 20},
+                                                   "response_presence": {"value": 0.5 + presence_rank[r] / 40}}
+        rc = stats.ranking_correlation(metrics)
+        assert rc["pooled"]["n"] == 10 and rc["pooled"]["rho"] == pytest.approx(0.6)
+        # Per condition (an extra): explicit holds ranks 1,3,5,7,9 -> presence 5,3,1,7,6 (ranks 3,2,1,5,4):
+        # sum d^2 = 10, rho = 1 - 60/120 = 0.5; implicit 2,4,6,8,10 -> 4,2,9,10,8 (ranks 2,1,4,5,3):
+        # sum d^2 = 8, rho = 0.6.
+        assert rc["per_condition"]["explicit"]["n"] == 5
+        assert rc["per_condition"]["explicit"]["rho"] == pytest.approx(0.5)
+        assert rc["per_condition"]["implicit"]["rho"] == pytest.approx(0.6)
+
+    def test_spearman_through_the_metrics(self):
         fresh = [0.1, 0.5, 0.3, 0.9, 0.5]
         presence = [0.2, 0.6, 0.7, 0.8, 0.4]
         eps = []
         for k, (f, p) in enumerate(zip(fresh, presence)):
             for i in range(10):
                 eps.append(entry(f"m{k}", scenario=f"s{i}", fresh=i < round(10 * f), present=i < round(10 * p)))
-        rc = stats.ranking_correlation(compute_metrics(eps))["explicit"]
-
-        def ranks(xs):  # average ranks for ties
-            order = sorted(xs)
-            return [np.mean([j + 1 for j, y in enumerate(order) if y == x]) for x in xs]
-
-        rf, rp = ranks(fresh), ranks(presence)
+        rc = stats.ranking_correlation(compute_metrics(eps))
+        # ranks with the tie averaged: fresh 1, 3.5, 2, 5, 3.5; presence 1, 3, 4, 5, 2
+        rf, rp = [1, 3.5, 2, 5, 3.5], [1, 3, 4, 5, 2]
         rho = np.corrcoef(rf, rp)[0, 1]
-        assert rc["n_models"] == 5 and rc["rho"] == pytest.approx(rho, abs=1e-6)
+        assert rc["pooled"]["n"] == 5 and rc["pooled"]["rho"] == pytest.approx(rho, abs=1e-6)
+        assert rc["per_condition"]["explicit"]["rho"] == rc["pooled"]["rho"]  # one condition: the same entries
 
-    def test_spearman_needs_three_models(self):
+    def test_spearman_needs_three_entries(self):
         eps = [entry("a", fresh=True), entry("b")]
-        assert stats.ranking_correlation(compute_metrics(eps))["explicit"]["rho"] is None
+        rc = stats.ranking_correlation(compute_metrics(eps))
+        assert rc["pooled"]["rho"] is None and rc["pooled"]["note"] == "needs at least 3 entries"
+        assert rc["per_condition"]["explicit"]["rho"] is None
 
     def test_n4_breakdown(self):
         eps = [entry(n4=[(True, "fresh_onset", True, "pass"), (True, "fresh_onset", True, "resumed"),
@@ -230,3 +290,149 @@ class TestAnalyses:
             assert b[q]["lo"] <= m["m"]["explicit"][q]["value"] <= b[q]["hi"]
             assert b[q]["n_scenarios"] == 20
         assert b["window_yield"]["lo"] is None  # no value, no CI
+
+
+def windows_of(*spec) -> list:
+    """N1-N3 windows from (label, addressee, speech_ms, passed, reason, verdict)."""
+    base = entry(windows=[(True, 0)]).silence_windows[0]
+    return [base.model_copy(update={"turn_idx": i, "label": lab, "addressee": to, "speech_ms": ms, "passed": ok,
+                                    "reason": why, "verdict": verdict})
+            for i, (lab, to, ms, ok, why, verdict) in enumerate(spec)]
+
+
+def with_clips(e, labels: str, speakers: str):
+    """An entry whose timeline played turns with these labels and speakers (one letter each, labels by space)."""
+    clips = [(i, lab, spk, i * 24_000, (i + 1) * 24_000) for i, (lab, spk) in enumerate(zip(labels.split(), speakers))]
+    return e.model_copy(update={"timeline": e.timeline.model_copy(update={"clips": clips})})
+
+
+class TestPaperTables:
+    def test_t_partition(self):
+        eps = [entry(scenario="s1", fresh=True), entry(scenario="s2", present=True), entry(scenario="s3", present=True),
+               entry(scenario="s4")]
+        assert stats.t_partition(eps) == {"m": {"explicit": {"n": 4, "fresh": 1, "already_speaking": 2, "none": 1}}}
+
+    def test_silence_stages(self):
+        e = entry().model_copy(update={"silence_windows": windows_of(
+            ("N1", None, 0, True, "no_speech", None),
+            ("N1", None, 300, True, "judged", "BACKCHANNEL"),
+            ("N2", None, 900, False, "judged", "SUBSTANTIVE_INTRUSION"),
+            ("N2", None, 400, False, "empty_transcript", None),
+            ("N3", None, 500, False, "unparseable", None),
+            ("N3", None, 200, True, "duration", "BACKCHANNEL"),
+            ("N3", None, 5000, False, "duration", "SUBSTANTIVE_INTRUSION"),
+            ("N2", None, 100, False, "no_asr", None))})
+        r = stats.silence_stages([e])["m"]["explicit"]
+        assert r == {"n": 8, "passed": 3, "duration_passed": 1,
+                     "stages": {"no_speech": 1, "judged_backchannel": 1, "judged_non_backchannel": 1,
+                                "empty_or_unparseable": 2, "duration": 2, "no_asr": 1}}
+
+    def test_n4_eligibility_and_censored(self):
+        e = entry(n4=[(True, "fresh_onset", True, "still_voicing"), (True, "fresh_onset", False, None)])
+        e = e.model_copy(update={"n4": [e.n4[0].model_copy(update={"censored": True}), e.n4[1]]})
+        b = stats.n4_breakdown([e])["m"]["explicit"]
+        assert (b["categories"]["fresh_onset"], b["eligible"], b["outcomes"]["still_voicing"], b["censored"]) == \
+            (2, 1, 1, 1)
+
+    def test_response_decisions_by_type_and_addressee(self):
+        e1 = entry(scenario="s1", present=True)
+        e1 = e1.model_copy(update={
+            "t": e1.t.model_copy(update={"addressee": "Aria"}),
+            "silence_windows": windows_of(("N1", "B", 300, False, "judged", "SUBSTANTIVE_INTRUSION"),
+                                          ("N1", "C", 200, True, "judged", "BACKCHANNEL"),
+                                          ("N2", "group", 0, True, "no_speech", None),
+                                          ("N3", None, 0, True, "no_speech", None)),
+            "n4": [n.model_copy(update={"addressee": "Aria"})
+                   for n in entry(n4=[(True, "fresh_onset", True, "pass")]).n4]})
+        e2 = entry(scenario="s2", n4=[(False, "no_speech", False, None)])
+        rd = stats.response_decisions([e1, e2])
+        lab = rd["by_label"]["m"]["explicit"]
+        assert {k: (v["n"], v["spoke"], v["responded"]) for k, v in lab.items()} == {
+            "T": (2, 1, 1), "N1": (2, 2, 1), "N2": (1, 0, 0), "N3": (1, 0, 0), "N4Q": (2, 1, 1)}
+        assert lab["N1"]["rate"] == 0.5 and rd["addressees_given"] is True
+        by = rd["by_addressee"]["m"]["explicit"]
+        assert {k: v["n"] for k, v in by["N1"].items()} == {"person": 2}  # B and C are people
+        assert {k: v["responded"] for k, v in by["T"].items()} == {"Aria": 1, "nobody": 0}  # e2 has none given
+        assert set(by["N2"]) == {"group"} and set(by["N3"]) == {"nobody"}
+        assert set(by["N4Q"]) == {"Aria", "nobody"}
+
+    def test_stored_entries_have_no_addressees(self):
+        assert stats.response_decisions([entry(windows=[(True, 0)])])["addressees_given"] is False
+
+    def test_speakers_and_t_bucket_come_from_the_turns_played(self):
+        a = with_clips(entry(scenario="s1", present=True), "N2 N1 T N3 N4Q N4R", "ABCABC")  # T 2 of 6: middle
+        b = with_clips(entry(scenario="s2"), "N2 T N1 N1 N2 N3 N4Q N4R N2 N2", "ABCDABCDAB")  # T 1 of 10
+        assert (a.n_speakers, a.t_bucket, b.n_speakers, b.t_bucket) == (3, "middle", 4, "early-middle")
+        assert (entry().n_speakers, entry().t_bucket) == (None, None)  # no turns played
+        br = stats.breakdowns([a, b])
+        assert br["t_bucket"]["groups"] == ["early-middle", "middle"]
+        rp = {g: q["response_presence"] for g, q in br["t_bucket"]["values"]["m"]["explicit"].items()}
+        assert rp == {"early-middle": {"num": 0, "den": 1, "value": 0.0}, "middle": {"num": 1, "den": 1, "value": 1.0}}
+        assert br["n_speakers"]["groups"] == ["3", "4"]
+        assert br["n_speakers"]["values"]["m"]["explicit"]["4"]["response_presence"]["num"] == 0
+
+    def test_silence_preservation_by_n_label(self):
+        e = entry().model_copy(update={"silence_windows": windows_of(
+            ("N1", None, 0, True, "no_speech", None), ("N1", None, 800, False, "judged", "SUBSTANTIVE_INTRUSION"),
+            ("N3", None, 0, True, "no_speech", None))})
+        v = stats.breakdowns([e])["n_label"]["values"]["m"]["explicit"]
+        assert v == {"N1": {"num": 1, "den": 2, "value": 0.5}, "N2": {"num": 0, "den": 0, "value": None},
+                     "N3": {"num": 1, "den": 1, "value": 1.0}}
+
+
+class TestReportTables:
+    def test_table3_two_decimals_and_stars_only_on_scored_quantities(self):
+        from server.benchmarks.mpe.tables import results_table
+
+        def q(num, den):
+            return {"num": num, "den": den, "value": num / den if den else None}
+
+        base = {"fresh_onset_rate": q(1, 2), "response_presence": q(1, 2), "answer_accuracy": q(0, 0),
+                "window_yield": q(0, 0)}
+        metrics = {"a": {"explicit": {**base, "silence_preservation": q(667, 1000), "window_response": q(9, 10)}},
+                   "b": {"explicit": {**base, "silence_preservation": q(666, 1000), "window_response": q(1, 10)}}}
+        t = results_table(metrics)
+        assert t.title.startswith("Table 3")
+        col = {h.split(" ")[0] + " " + h.split(" ")[1]: i for i, h in enumerate(t.head) if " " in h}
+        a, b = t.rows
+        sil, wr = col["Silence preservation"], col["Window response"]
+        assert (a[sil].text, a[sil].sub, a[sil].best) == ("66.70%", "667/1000", True)  # 0.1 pp apart
+        assert (b[sil].text, b[sil].best) == ("66.60%", False)
+        assert (a[wr].text, a[wr].best) == ("90.00%", False)  # descriptive: never starred
+        assert t.head[wr] == "Window response (descriptive)"
+
+    def test_report_names_the_papers_tables_in_the_terminal_and_html(self):
+        import io
+
+        from rich.console import Console
+
+        from server.benchmarks.mpe.report import print_report, render_html, report_from_entries
+
+        eps = []
+        for i in range(8):
+            eps.append(entry("a", scenario=f"s{i}", present=True, correct=True, windows=[(True, 0)]))
+            eps.append(entry("b", scenario=f"s{i}", present=True, correct=i >= 7, windows=[(True, 0)]))
+        data = report_from_entries(eps, [])
+        buf = io.StringIO()
+        print_report(data, Console(file=buf, width=250))
+        text = buf.getvalue()
+        html = render_html(data)
+        for n in (3, 9, 10, 12, 13, 14, 15, 16, 19, 21):
+            assert f"Table {n}:" in text and f"Table {n}:" in html
+        # Table 21 in the terminal: a only 7 on accuracy, p = 2/128, family of 2 tests, corrected 0.03125.
+        row = next(line for line in text.splitlines() if "answer accuracy" in line and "│ a" in line)
+        assert "7 / 0" in row and "0.0156" in row and "0.0312" in row and "+87.50 pp" in row
+        assert "By T position bucket" in text and "Silence preservation by N label" in text
+
+
+def test_paired_addressing_pairs_by_pair_id_whatever_the_turn_positions():
+    """§2: the versions of a pair may differ beyond T (other turn counts, T elsewhere); the
+    paired test matches them by pair id, never by position."""
+    eps = []
+    for i, (ex, im) in enumerate([(True, False)] * 3 + [(False, True)]):
+        a = entry(condition="explicit", scenario=f"s{i}", pair=f"p{i}", present=ex, windows=[(True, 0)] * 4)
+        b = entry(condition="implicit", scenario=f"s{i}", pair=f"p{i}", present=im, windows=[(True, 0)] * 6)
+        eps += [a, b.model_copy(update={"t": b.t.model_copy(update={"turn_idx": 3})})]
+    r = stats.paired_addressing(eps)["m"]
+    assert (r["n_pairs"], r["explicit_only"], r["implicit_only"]) == (4, 3, 1)
+    assert r["p_mcnemar"] == pytest.approx(exact_mcnemar(3, 1), rel=1e-6)

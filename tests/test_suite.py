@@ -15,6 +15,7 @@ import soundfile as sf
 
 from server.benchmarks.mpe.dataset import builtin as builtin_mod
 from server.benchmarks.mpe.demo_suite import build_demo_suite
+from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.suite import (
     LABELS,
     Preamble,
@@ -185,9 +186,9 @@ def test_demo_suite_content(demo):
             assert (a.clip == b.clip) == (a.text == b.text)
     assert all_labels == LABELS
     assert n4_after_t
-    # the duty preamble: Aria, spelled out
+    # the duty preamble: the paper's duty instruction, verbatim (Aria, spelled out)
     pre = demo.meta.preamble
-    assert "A, R, I, A" in pre.text
+    assert pre.text == DUTY_TEXT and "Aria, that is A R I A, Aria." in pre.text
     assert 15 <= pre.duration_s <= 30
     assert pre.clip == "clips/preamble.wav"
 
@@ -244,6 +245,23 @@ def test_rebuild_reuses_the_cache_and_the_suite(tmp_path, demo_build, piper_engi
     build_demo_suite(data_dir, engine=engine)
     assert Suite.load(path).content_hash() == first_hash
     assert not [p for p in (data_dir / "suites").iterdir() if p.name.startswith(".mini.build-")]
+
+
+def test_a_build_of_another_duty_text_is_rebuilt(tmp_path, demo_build, piper_engine, monkeypatch):
+    """The duty text is part of a built-in suite's definition: a complete build made with
+    another one is stale (rebuilt from the clip cache), so a new text reaches every data dir."""
+    data_dir = tmp_path / "data"
+    (data_dir / "suites").mkdir(parents=True)
+    _link_tree(demo_build["data_dir"] / "tts-cache", data_dir / "tts-cache")
+    _link_tree(demo_build["path"], data_dir / "suites" / "mini")
+    engine = CountingEngine(piper_engine)
+    before = (data_dir / "suites" / "mini" / "suite.json").stat().st_ino
+    assert build_demo_suite(data_dir, engine=engine) == data_dir / "suites" / "mini"
+    assert (data_dir / "suites" / "mini" / "suite.json").stat().st_ino == before  # complete: reused
+    monkeypatch.setattr(builtin_mod, "PREAMBLE_TEXT", "An earlier duty text.")  # as if built before a change
+    path = build_demo_suite(data_dir, engine=engine)
+    assert (path / "suite.json").stat().st_ino != before and engine.calls == []
+    assert Suite.load(path).meta.preamble.text == DUTY_TEXT
 
 
 def test_reuse_without_engine_and_error_when_nothing_built(tmp_path, demo_build, monkeypatch):

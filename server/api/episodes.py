@@ -1,10 +1,11 @@
-"""Episodes of a run (filters: condition, status, outcome) and one episode in full."""
+"""Episodes of a run (filters: condition, status, outcome), one episode in full, and its frame log."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 
@@ -12,18 +13,31 @@ from clients.codec import STREAM_RATE
 from server.api import scores
 from server.api.deps import Caller, Paging, State, visible_episode, visible_run
 from server.api.errors import BadRequest, NotFound
-from server.api.schemas import ERRORS, AttemptOut, Condition, EpisodeItem, EpisodeOut, EpisodeScores, PageOf
+from server.api.schemas import (
+    ERRORS,
+    AttemptOut,
+    Condition,
+    EpisodeItem,
+    EpisodeOut,
+    EpisodeScores,
+    FrameItem,
+    FrameLog,
+    PageOf,
+)
 from server.core.benchmark import Benchmark, Outcome, outcome_matches
 from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode, EventRow, SegmentRow
-from server.engine.export import episode_document
+from server.engine.export import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
 from server.engine.registry import get_benchmark
 from server.scoring.results import load_episode_scores
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERRORS)
 CHUNK = 500  # ids per IN (...) query
+MAX_FRAMES_PAGE = 5000
+AttemptNumber = Annotated[int | None, Query(ge=1, le=1000, description="attempt number (default: the completed one, "
+                                                                       "else the latest)")]
 
 
 def _chunks(ids: list[str]):
@@ -106,22 +120,26 @@ def list_episodes(
     return PageOf[EpisodeItem](items=items, total=total, limit=paging.limit, offset=paging.offset)
 
 
+def choose_attempt(ep: Episode, atts: list[Attempt], number: int | None) -> Attempt | None:
+    """The attempt a request names by ``number``, else the completed one, else the latest (None when
+    there is none yet); NotFound (404) for a number the episode does not have."""
+    if number is not None:
+        chosen = next((a for a in atts if a.number == number), None)
+        if chosen is None:
+            raise NotFound("no such attempt")
+        return chosen
+    return next((a for a in atts if a.id == ep.completed_attempt_id), None) or (atts[-1] if atts else None)
+
+
 @router.get("/episodes/{episode_id}", response_model=EpisodeOut, summary="One episode: events, segments, verdicts")
-def get_episode(episode_id: str, p: Caller, state: State,
-                attempt: Annotated[int | None, Query(ge=1, le=1000, description="attempt number (default: the "
-                                                     "completed one, else the latest)")] = None) -> dict:
+def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber = None) -> dict:
     """One episode: the chosen attempt's events and detector segments (stream times in samples at
     24 kHz), every attempt, the outcome, and the latest scores (null when not scored). 404 for
     an unknown episode or attempt number."""
     with state.db.session() as s:
         ep, run = visible_episode(s, p, episode_id)
         atts = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id).order_by(Attempt.number)).all()
-    if attempt is not None:
-        chosen = next((a for a in atts if a.number == attempt), None)
-        if chosen is None:
-            raise NotFound("no such attempt")
-    else:
-        chosen = next((a for a in atts if a.id == ep.completed_attempt_id), None) or (atts[-1] if atts else None)
+    chosen = choose_attempt(ep, atts, attempt)
     doc = episode_document(state.db, ep.id, chosen.id if chosen else None)
     doc["segments"] = doc.pop("live_segments")
     bench = get_benchmark(run.benchmark)
@@ -145,3 +163,37 @@ def get_episode(episode_id: str, p: Caller, state: State,
     )
     doc.pop("team", None)
     return doc
+
+
+@router.get("/episodes/{episode_id}/frames", response_model=FrameLog, summary="The frame log of an attempt",
+            responses={200: {"content": {"text/csv": {}}, "description": "a page of JSON, or the whole log as CSV"}})
+def get_frames(
+    episode_id: str, p: Caller, state: State, attempt: AttemptNumber = None,
+    direction: Annotated[Direction | None, Query(description="only room or only assistant frames")] = None,
+    format: Annotated[Literal["json", "csv"], Query(description="json: one page; csv: the whole log "
+                                                    "(the columns of a bundle's frames.csv)")] = "json",
+    limit: Annotated[int, Query(ge=1, le=MAX_FRAMES_PAGE, description=f"page size (at most {MAX_FRAMES_PAGE}; json)")]
+    = 1000,
+    offset: Annotated[int, Query(ge=0, le=10_000_000, description="rows to skip (json)")] = 0,
+) -> FrameLog | StreamingResponse:
+    """The per-frame log of one attempt (protocol.md §8), in the order it was written: each room
+    frame with its seq and send time, each assistant frame that arrived with its seq, the timeline
+    slot it was placed in and its arrival time (µs after the episode's t0; ``slot - seq`` is its
+    lateness), and whether it was silent. Slots in which nothing arrived have no row. JSON is
+    paged (`limit` up to 5000); `format=csv` streams the whole log. 404 for an unknown episode or
+    attempt number."""
+    with state.db.session() as s:
+        ep, _ = visible_episode(s, p, episode_id)
+        atts = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id).order_by(Attempt.number)).all()
+    chosen = choose_attempt(ep, atts, attempt)
+    if format == "csv":
+        rows = iter_frame_log(state.db, chosen.id, direction) if chosen is not None else iter(())
+        name = f"frames-{ep.id}-{chosen.number if chosen is not None else 0}.csv"
+        return StreamingResponse(frames_csv(rows), media_type="text/csv; charset=utf-8",
+                                 headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    if chosen is None:
+        return FrameLog(items=[], total=0, limit=limit, offset=offset, attempt=None, attempt_id=None)
+    items = [FrameItem.model_validate(r, from_attributes=True)
+             for r in frame_log(state.db, chosen.id, direction, limit=limit, offset=offset)]
+    return FrameLog(items=items, total=count_frames(state.db, chosen.id, direction), limit=limit, offset=offset,
+                    attempt=chosen.number, attempt_id=chosen.id)

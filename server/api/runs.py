@@ -16,7 +16,7 @@ from server.core.status import ACTIVE_RUN, RunStatus
 from server.db import Run
 from server.db import Suite as SuiteRow
 from server.engine.leasing import cancel_run, create_run
-from server.engine.progress import RunProgress, runs_progress
+from server.engine.progress import RunProgress, run_label, runs_progress
 from server.scoring.results import latest_scoring, load_run_metrics
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
@@ -64,10 +64,12 @@ def run_out(run: Run, suite: SuiteRow, progress: Progress, state: Any, scored: b
     """A run as the API returns it: its suite, settings, status, progress and the episodes streaming
     live on this server."""
     live = [ch.episode_id for ch in list(state.live.channels.values()) if ch.run_id == run.id]
-    return RunOut(id=run.id, team=run.team, model=run.model_name, benchmark=run.benchmark,
+    return RunOut(id=run.id, label=run_label(run.model_name, run.clock, suite.name, suite.version, run.id),
+                  team=run.team, model=run.model_name, benchmark=run.benchmark,
                   suite=SuiteRef(id=suite.id, name=suite.name, version=suite.version), clock=run.clock,
                   conditions=list(run.conditions), limit=run.limit_n, max_attempts=run.max_attempts,
-                  max_inflight=run.max_inflight, status=run.status, created_at=run.created_at,
+                  max_inflight=run.max_inflight, text_prompt=run.text_prompt, status=run.status,
+                  created_at=run.created_at,
                   finished_at=run.finished_at, error=run.error, progress=progress, live_episodes=live, scored=scored)
 
 
@@ -100,7 +102,8 @@ def create(body: RunCreate, p: Caller, state: State) -> RunOut:
         run_id = create_run(state.db, team=team, model=body.model, suite_path=str(path), clock=body.clock,
                             conditions=list(body.conditions), limit=body.limit,
                             max_attempts=_or(body.max_attempts, state.settings.max_attempts),
-                            max_inflight=_or(body.max_inflight, state.settings.max_inflight))
+                            max_inflight=_or(body.max_inflight, state.settings.max_inflight),
+                            text_prompt=body.text_prompt)
     except SuiteError as exc:
         raise BadRequest(_clean(f"{shown} cannot be loaded: {exc}", path, shown)) from None
     except BadRequest as exc:

@@ -65,12 +65,18 @@ class RunCreate(BaseModel):
                               description="a suite directory relative to the server's suites root (MPE_SUITES_ROOT)")
     clock: Clock = "lockstep"
     conditions: list[Condition] = Field(default_factory=lambda: ["explicit", "implicit"], min_length=1, max_length=2)
-    limit: int | None = Field(default=None, ge=1, le=1_000_000, description="only the first N pairs")
+    limit: int | None = Field(default=None, ge=1, le=1_000_000,
+                              description="only the first N pairs of the suite (a pair is a scenario in both "
+                                          "addressing conditions: N pairs are 2N episodes with both conditions, "
+                                          "N with one)")
     max_attempts: int | None = Field(default=None, ge=1, le=10,
                                      description="attempts per episode (default: the server's MPE_MAX_ATTEMPTS)")
     max_inflight: int | None = Field(default=None, ge=1, le=64,
                                      description="lockstep: frames in flight (default: the server's MPE_MAX_INFLIGHT)")
     team: str | None = Field(default=None, pattern=TEAM_RE, description="admin only: create the run for this team")
+    text_prompt: bool = Field(default=False, description="give the bridges the benchmark's duty as a text prompt "
+                                                         "(episode.start instructions); default: audio only, no "
+                                                         "text prompt")
 
     @model_validator(mode="after")
     def _one_suite(self) -> "RunCreate":
@@ -103,6 +109,8 @@ class RunOut(BaseModel):
     """A run: its model, suite, settings, status and progress."""
 
     id: str
+    label: str = Field(description="model · clock · suite name and version · short id: how the pages and reports "
+                                   "tell runs apart")
     team: str
     model: str
     benchmark: str = Field(description="the benchmark plug-in of the run's suite (duplex-mpe)")
@@ -112,6 +120,8 @@ class RunOut(BaseModel):
     limit: int | None
     max_attempts: int
     max_inflight: int
+    text_prompt: bool = Field(default=False, description="whether the bridges were given the benchmark's duty as a "
+                                                         "text prompt")
     status: RunStatus
     created_at: datetime
     finished_at: datetime | None
@@ -187,6 +197,26 @@ class EpisodeOut(BaseModel):
     outcome: Outcome | None
     scores: EpisodeScores | None = Field(description="windows, transcripts and verdicts of the latest scoring, "
                                                      "or null when not scored")
+
+
+class FrameItem(BaseModel):
+    """One frame of an attempt's frame log: room frames with their send time, assistant frames
+    with their arrival time and timeline slot (µs after the episode's t0)."""
+
+    direction: Literal["room", "assistant"]
+    seq: int = Field(description="the frame's seq on the wire")
+    slot: int = Field(description="the timeline slot it occupies (room: its seq; assistant: see protocol.md §8; "
+                                  "slot - seq is its lateness)")
+    sent_us: int | None = Field(description="room frames: when it was handed to the socket")
+    arrived_us: int | None = Field(description="assistant frames: when it arrived")
+    silent: bool = Field(description="all samples zero (or a SILENT frame)")
+
+
+class FrameLog(PageOf[FrameItem]):
+    """One page of an attempt's frame log, in the order it was written (each direction in seq order)."""
+
+    attempt: int | None = Field(description="the attempt number (null: the episode has no attempt yet)")
+    attempt_id: str | None
 
 
 class AudioUrl(BaseModel):

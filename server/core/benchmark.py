@@ -62,7 +62,7 @@ class JudgedItem(BaseModel):
 
     task: str = Field(description="the judge's task (e.g. answer, silence)")
     turn_idx: int
-    fragments: list[Span] = Field(description="the judged speech, [start, end) samples of the assistant track")
+    fragments: list[Span] = Field(description="the judged audio, [start, end) samples of the assistant track")
     transcript: str | None
     verdict_id: int
     label: str | None = Field(description="the judge's label; null when its reply had none")
@@ -112,6 +112,9 @@ class Benchmark(ABC):
     name: ClassVar[str]
     #: run conditions a run may choose from (e.g. Duplex-MPE's addressing conditions)
     conditions: ClassVar[tuple[str, ...]]
+    #: the model's duty as text: ``episode.start`` carries it as ``instructions`` only for runs
+    #: created with a text prompt (§4); None: the benchmark has no text prompt to offer
+    duty_text: ClassVar[str | None] = None
 
     # --- suites ----------------------------------------------------------------------------
 

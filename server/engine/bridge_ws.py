@@ -13,14 +13,17 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, max_binary_size
 from clients.errors import CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError
-from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Welcome, parse_bridge_message
+from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Status, Welcome, parse_bridge_message
 from server.auth import Principal, authenticate, socket_token
 from server.db import BridgeRow, utcnow
 from server.engine.clips import open_episode
 from server.engine.leasing import fail_run, lease_episode
+from server.engine.matching import bridge_work
 from server.engine.session import EpisodeSession
 
 log = logging.getLogger("mpe.bridge")
+
+STATUS_EVERY_S = 2.0  # while a bridge is idle, how often the work that matches it is looked at again
 
 
 class Disconnected(Exception):
@@ -92,6 +95,37 @@ class WSConnection:
         return item
 
 
+class StatusReporter:
+    """No silent waits (docs/protocol.md §4.5): tells a bridge what work matches it — right after
+    ``welcome``, then while it is idle at most every ``every_s`` seconds, and only when that changed
+    (so a bridge whose runs have ended hears "no more work" once). The server logs each one."""
+
+    def __init__(self, db, conn: WSConnection, principal: Principal, hello: Hello, bridge_id: str,
+                 every_s: float = STATUS_EVERY_S):
+        self.db, self.conn, self.bridge_id, self.every_s = db, conn, bridge_id, every_s
+        self.query = dict(team=principal.team, admin=principal.admin, model=hello.model.name, clocks=list(hello.clocks))
+        self.last: Status | None = None
+        self.due = 0.0
+
+    async def report(self) -> None:
+        """Send the current status if it is due and differs from the last one sent."""
+        t = self.conn.clock()
+        if t < self.due:
+            return
+        self.due = t + self.every_s
+        status = await asyncio.to_thread(bridge_work, self.db, **self.query)
+        if status == self.last:
+            return
+        self.last = status
+        log.info("bridge %s (model %s, team %s): %s: %s", self.bridge_id, self.query["model"],
+                 self.query["team"], status.reason, status.hint)
+        await self.conn.send_text(status.dumps())
+
+    def after_episode(self) -> None:
+        """Look again as soon as the bridge is idle (its run may have just ended)."""
+        self.due = 0.0
+
+
 async def _receive_hello(ws: WebSocket, timeout: float) -> Hello:
     try:
         msg = await asyncio.wait_for(ws.receive(), timeout)
@@ -131,12 +165,15 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         await ws.send_text(Welcome(bridge_id=bridge_id).dumps())
         conn = WSConnection(ws, principal, hello)
         reader = asyncio.create_task(conn.reader())
+        status = StatusReporter(state.db, conn, principal, hello, bridge_id)
+        await status.report()
         while not state.stopping.is_set():
             lease = await asyncio.to_thread(
                 lease_episode, state.db, team=principal.team, admin=principal.admin, model=hello.model.name,
                 clocks=list(hello.clocks), owner=state.server_id, bridge_id=bridge_id,
                 bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s)
             if lease is None:
+                await status.report()
                 msg = await conn.next_inbound(settings.poll_s)  # idle: surfaces disconnects and errors
                 if msg is not None and msg.type == "frame":
                     raise ProtocolError("audio frame outside an episode", code="unexpected_message")
@@ -148,9 +185,11 @@ async def bridge_endpoint(ws: WebSocket) -> None:
             except MPEError as exc:  # §8: a changed or broken suite ends its run, not the bridge
                 log.error("run %s failed: %s", lease.run_id, exc)
                 await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
+                status.after_episode()
                 continue
             with state.live.attempt(lease) as observer:  # issue 5: live listeners
                 await EpisodeSession(state.db, conn, lease, state.server_id, settings, core, observer=observer).run()
+            status.after_episode()
         raise MPEError("server shutting down", code="shutdown")
     except (Disconnected, WebSocketDisconnect):
         pass

@@ -1,22 +1,97 @@
-"""Episode bundles (DESIGN §7): episode.json + room.wav + assistant.wav (+ segments.json)."""
+"""Episode bundles (DESIGN §7): episode.json + room.wav + assistant.wav + frames.csv (+ segments.json),
+and the frame log they and the REST API share."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from collections.abc import Iterator
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from clients.codec import STREAM_RATE
 from server.core.audio import decode_audio, write_wav
 from server.core.status import EpisodeStatus
-from server.db import Attempt, AudioChunk, Database, Episode, EventRow, Run, SegmentRow
+from server.db import Attempt, AudioChunk, Database, Episode, EventRow, FrameRow, Run, SegmentRow
 from server.db import Suite as SuiteRow
 from server.engine.leasing import NotFound
 
 BUNDLE_VERSION = 1
+FRAMES_FILE = "frames.csv"
+Direction = Literal["room", "assistant"]
+
+
+@dataclass(frozen=True)
+class FrameLogRow:
+    """One frame of an attempt's frame log (§8), as the protocol document describes it: room
+    frames with the time they were handed to the socket, assistant frames with their arrival
+    time and the timeline slot they were placed in (``slot - seq`` is their lateness). Times in
+    µs after the episode's t0; ``silent`` is true for a frame of digital silence."""
+
+    direction: Direction
+    seq: int
+    slot: int
+    sent_us: int | None
+    arrived_us: int | None
+    silent: bool
+
+
+FRAME_COLUMNS = tuple(f.name for f in fields(FrameLogRow))
+FRAME_BATCH = 5000  # rows per query when a whole log is read
+
+
+def _frame_query(attempt_id: str, direction: Direction | None):
+    q = select(FrameRow.direction, FrameRow.seq, FrameRow.slot, FrameRow.sent_us, FrameRow.arrived_us,
+               FrameRow.silent).where(FrameRow.attempt_id == attempt_id)
+    return q.where(FrameRow.direction == direction) if direction else q
+
+
+def count_frames(db: Database, attempt_id: str, direction: Direction | None = None) -> int:
+    """How many frames the attempt's log holds (of one direction, when given)."""
+    with db.session() as s:
+        return s.scalar(select(func.count()).select_from(_frame_query(attempt_id, direction).subquery()))
+
+
+def frame_log(db: Database, attempt_id: str, direction: Direction | None = None, *,
+              limit: int | None = None, offset: int = 0) -> list[FrameLogRow]:
+    """The attempt's frame log in the order it was written (each direction in seq order)."""
+    q = _frame_query(attempt_id, direction).order_by(FrameRow.id).offset(offset)
+    if limit is not None:
+        q = q.limit(limit)
+    with db.session() as s:
+        return [FrameLogRow(*r) for r in s.execute(q)]
+
+
+def iter_frame_log(db: Database, attempt_id: str, direction: Direction | None = None) -> Iterator[FrameLogRow]:
+    """The whole frame log, read in batches (one short unit of work each)."""
+    offset = 0
+    while True:
+        rows = frame_log(db, attempt_id, direction, limit=FRAME_BATCH, offset=offset)
+        yield from rows
+        if len(rows) < FRAME_BATCH:
+            return
+        offset += len(rows)
+
+
+def frames_csv(rows: Iterator[FrameLogRow] | list[FrameLogRow], *, header: bool = True) -> Iterator[str]:
+    """The frame log as CSV text, a line at a time (§7 ``frames.csv``): the columns of
+    :class:`FrameLogRow`, empty for a time that does not apply, ``silent`` as 0/1."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if header:
+        w.writerow(FRAME_COLUMNS)
+    for r in rows:
+        w.writerow(["" if v is None else int(v) if isinstance(v, bool) else v for v in astuple(r)])
+        if buf.tell() > 1 << 16:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
 
 
 def load_track(db: Database, attempt_id: str, track: str) -> np.ndarray:
@@ -67,7 +142,7 @@ def episode_document(db: Database, episode_id: str, attempt_id: str | None = Non
         "clock": run.clock,
         "suite": {"name": suite.name, "version": suite.version, "content_hash": suite.content_hash},
         "settings": {"sample_rate": STREAM_RATE, "frame_samples": 1920, "bridge_rate": att.bridge_rate if att else None,
-                     "max_inflight": run.max_inflight},
+                     "max_inflight": run.max_inflight, "text_prompt": run.text_prompt},
         "gold_answer": sc.get("gold_answer"),
         "answer_keys": sc.get("answer_keys"),
         "attributes": sc.get("attributes", {}),
@@ -80,7 +155,8 @@ def episode_document(db: Database, episode_id: str, attempt_id: str | None = Non
 
 
 def export_run(db: Database, run_id: str, out: Path, *, progress: Callable[[int, int], None] | None = None) -> list[Path]:
-    """Write one bundle per completed episode (partial attempts are never exported as results)."""
+    """Write one bundle per completed episode (partial attempts are never exported as results):
+    ``episode.json``, ``room.wav``, ``assistant.wav`` and the frame log ``frames.csv``."""
     with db.session() as s:
         if s.get(Run, run_id) is None:
             raise NotFound(f"no run {run_id}")
@@ -99,6 +175,8 @@ def export_run(db: Database, run_id: str, out: Path, *, progress: Callable[[int,
         write_wav(d / "room.wav", np.pad(room, (0, n - len(room))))
         write_wav(d / "assistant.wav", np.pad(assistant, (0, n - len(assistant))))
         (d / "episode.json").write_text(json.dumps(doc, indent=2))
+        with open(d / FRAMES_FILE, "w", encoding="utf-8", newline="") as f:
+            f.writelines(frames_csv(iter_frame_log(db, aid)))
         written.append(d)
         if progress:
             progress(i + 1, len(eps))

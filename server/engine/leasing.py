@@ -28,6 +28,7 @@ from server.core.status import (
 from server.db import Attempt, Database, Episode, Run, new_id, now, utcnow
 from server.db import Suite as SuiteRow
 from server.engine.clips import episode_audio, load_suite
+from server.engine.registry import get_benchmark
 from server.settings import Settings
 
 CLOCKS = ("lockstep", "realtime")
@@ -61,6 +62,7 @@ class Lease:
     suite_path: str
     suite_hash: str  # the suite and the episode's audio as the run was created (§8: runs are pinned)
     audio_hash: str | None
+    instructions: str | None = None  # §4: the benchmark's duty text, only for runs with a text prompt
 
 
 def register_suite(db: Database, suite, team: str, benchmark: str) -> str:
@@ -98,9 +100,11 @@ def create_run(
     limit: int | None = None,
     max_attempts: int = _DEFAULT["max_attempts"].default,
     max_inflight: int = _DEFAULT["max_inflight"].default,
+    text_prompt: bool = False,
 ) -> str:
     """Queue the suite's episodes (one per scenario version for Duplex-MPE; ``limit`` as the
-    benchmark defines it: pairs for Duplex-MPE, so both conditions stay paired)."""
+    benchmark defines it: pairs for Duplex-MPE, so both conditions stay paired). With
+    ``text_prompt`` every ``episode.start`` of the run carries the benchmark's duty text (§4)."""
     if clock not in CLOCKS:
         raise BadRequest(f"clock must be one of {', '.join(CLOCKS)}")
     if limit is not None and limit < 1:
@@ -114,6 +118,8 @@ def create_run(
     conditions = conditions or list(bench.conditions)
     if not conditions or any(c not in bench.conditions for c in conditions):
         raise BadRequest(f"conditions must be a subset of {', '.join(bench.conditions)}")
+    if text_prompt and bench.duty_text is None:
+        raise BadRequest(f"the {bench.name} benchmark has no text prompt to send")
     problems = bench.problems(suite)
     if problems:
         raise BadRequest(f"suite {suite_path} is invalid: " + "; ".join(problems[:5]))
@@ -136,6 +142,7 @@ def create_run(
                 limit_n=limit,
                 max_attempts=max_attempts,
                 max_inflight=max_inflight,
+                text_prompt=text_prompt,
             )
         )
         s.flush()
@@ -152,6 +159,12 @@ def create_run(
                 )
             )
     return run_id
+
+
+def bridge_runs(*, team: str, admin: bool, model: str) -> list:
+    """The WHERE clauses that select the runs a bridge may serve, whatever their status and clock
+    (docs/protocol.md §2): runs for the model name it announces, of its token's team (admin: any)."""
+    return [Run.model_name == model] if admin else [Run.model_name == model, Run.team == team]
 
 
 def lease_episode(
@@ -175,13 +188,12 @@ def lease_episode(
     q = (
         select(Episode, Run)
         .join(Run, Run.id == Episode.run_id)
-        .where(Run.model_name == model, Run.status.in_(ACTIVE_RUN), Run.clock.in_(clocks), runnable)
+        .where(*bridge_runs(team=team, admin=admin, model=model), Run.status.in_(ACTIVE_RUN),
+               Run.clock.in_(clocks), runnable)
         .order_by(Run.created_at, Episode.ordinal)
         .limit(1)
         .with_for_update(of=Episode, skip_locked=True)
     )
-    if not admin:
-        q = q.where(Run.team == team)
     for _ in range(20):  # skip episodes whose retries are exhausted, or that another server won
         with db.session() as s:
             row = s.execute(q).first()
@@ -234,8 +246,9 @@ def lease_episode(
                           .values(status=RunStatus.running))
             suite_path, suite_hash = s.execute(select(SuiteRow.path, SuiteRow.content_hash)
                                                .where(SuiteRow.id == run.suite_id)).one()
+            instructions = get_benchmark(run.benchmark).duty_text if run.text_prompt else None
             return Lease(ep.id, attempt_id, number, run.id, run.clock, run.max_inflight, ep.scenario, suite_path,
-                         suite_hash, ep.audio_hash)
+                         suite_hash, ep.audio_hash, instructions)
     return None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 
 from server.core.status import ACTIVE_RUN, DONE_EPISODE, FAILED_ATTEMPT, EpisodeStatus, RunStatus
-from server.db import Attempt, Database, Episode, Run
+from server.db import Attempt, Database, Episode, Run, Suite
 from server.engine.leasing import NotFound
 
 
@@ -71,6 +71,24 @@ def runs_progress(db: Database, run_ids: Iterable[str]) -> dict[str, RunProgress
                                   status=status, total=total, **episodes, failed_attempts=n_failed,
                                   error=error)
     return out
+
+
+def run_label(model: str, clock: str, suite_name: str, suite_version: str, run_id: str) -> str:
+    """How a run is named wherever runs are listed side by side (reports, the pages, ``mpe run
+    list``): model, clock, suite name/version and the first 8 characters of its id, so that two
+    runs of one model are told apart."""
+    return f"{model} · {clock} · {suite_name} v{suite_version} · {run_id[:8]}"
+
+
+def run_labels(db: Database, run_ids: Iterable[str]) -> dict[str, str]:
+    """The :func:`run_label` of each of these runs that exists, by run id."""
+    ids = list(dict.fromkeys(run_ids))
+    if not ids:
+        return {}
+    with db.session() as s:
+        rows = s.execute(select(Run.id, Run.model_name, Run.clock, Suite.name, Suite.version)
+                         .join(Suite, Suite.id == Run.suite_id).where(Run.id.in_(ids))).all()
+    return {run_id: run_label(model, clock, name, version, run_id) for run_id, model, clock, name, version in rows}
 
 
 def run_progress(db: Database, run_id: str) -> RunProgress:

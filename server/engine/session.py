@@ -87,8 +87,10 @@ class EpisodeSession:
         if self.conn.admin:  # only admin bridges ever learn what they are playing
             sc = lease.scenario
             ref = Reference(scenario_id=sc["scenario_id"], condition=sc["condition"])
+        # §4: the duty as text only when the run asked for a text prompt (the lease carries it)
         start = EpisodeStart(episode_id=lease.attempt_id, clock=lease.clock, sample_rate=self.conn.bridge_rate,
-                             frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref)
+                             frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref,
+                             instructions=lease.instructions)
         ok, reason, err = False, "error", None
         try:
             await self.conn.send_text(start.dumps())

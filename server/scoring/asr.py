@@ -1,8 +1,11 @@
 """ASR of model speech, behind one interface (§6, §9).
 
 Only detected speech is transcribed: the scorer cuts the detector's segments of one window
-out of the assistant track and :func:`join_fragments` joins them (with a short pause
-between fragments) into one clip, transcribed in one call.
+out of the assistant track, :func:`pad_fragments` widens each by up to 0.2 s of the track
+where the detector's segment begins or ends (the detector clips soft onsets and offsets,
+such as the f of "four", and Whisper needs a moment of silence around a word), and
+:func:`join_fragments` joins them (with a short pause between fragments) into one clip,
+transcribed in one call.
 
 Backends (``--asr NAME``):
 
@@ -14,7 +17,7 @@ Backends (``--asr NAME``):
   large, Qwen3-ASR where its processor supports the pipeline), GPU when available. Never
   downloads: DIR must hold the weights.
 * ``none``: no transcription (duration-only scoring: windows with speech fail, answer
-  accuracy is not computed).
+  accuracy is not computed; :data:`NO_ASR_NOTE` says so wherever results are shown).
 
 Every backend describes itself (name, model, version, prompt/config) and that description
 is part of the cache key of every transcript it makes.
@@ -38,6 +41,7 @@ from server.scoring.errors import BackendUnavailable
 
 ASR_RATE = 16_000
 JOIN_GAP = STREAM_RATE * 3 // 10  # 0.3 s of silence between joined fragments
+FRAGMENT_PAD = STREAM_RATE // 5  # up to 0.2 s of the track before and after each fragment (docs/scoring.md)
 ARIA_PROMPT = "Aria, the voice assistant, is talking with people in the room."
 
 
@@ -45,6 +49,32 @@ ARIA_PROMPT = "Aria, the voice assistant, is talking with people in the room."
 class ASRResult:
     text: str
     raw: dict[str, Any] = field(default_factory=dict)
+
+
+def pad_fragments(spans: Sequence[tuple[int, int]], segments: Sequence[tuple[int, int]], n_samples: int,
+                  pad: int = FRAGMENT_PAD) -> list[tuple[int, int]]:
+    """Fragments ``[s, e)`` widened by up to ``pad`` samples of the track on each side where
+    they begin or end with the detector's segment (``segments``, sorted): never into
+    other detected speech, nor where a window boundary cut the segment (the neighbour's
+    words stay out), nor past the track. Fragments that then touch are merged."""
+    starts = sorted(s for s, _ in segments)
+    ends = sorted(e for _, e in segments)
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if s >= e:
+            continue
+        ps, pe = s, e
+        if s in starts:  # the detector's onset: widen back to the end of earlier speech at most
+            prev_end = max((x for x in ends if x <= s), default=0)
+            ps = max(s - pad, prev_end, 0)
+        if e in ends:  # the detector's offset: widen up to the start of later speech at most
+            next_start = min((x for x in starts if x >= e), default=n_samples)
+            pe = min(e + pad, next_start, n_samples)
+        if out and ps <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], pe))
+        else:
+            out.append((ps, pe))
+    return out
 
 
 def join_fragments(track: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -85,6 +115,15 @@ class ASRBackend(ABC):
 
     @abstractmethod
     def transcribe(self, pcm: np.ndarray) -> ASRResult: ...
+
+
+NO_ASR_NOTE = ("answer accuracy is not computed: with --asr none nothing is transcribed, so no answer "
+               "is judged (and every N1-N3 window with speech fails)")
+
+
+def asr_disabled(config: dict[str, Any]) -> bool:
+    """Whether a scoring's configuration (``scorings.config``) was made without ASR."""
+    return (config.get("asr") or {}).get("backend") == NoASR.name
 
 
 class NoASR(ASRBackend):

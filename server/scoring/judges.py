@@ -15,9 +15,12 @@ A verdict whose label is missing or not one of the task's labels counts as INCOR
 fail (§6); the raw reply is kept. Empty transcripts never reach a judge (the scorer
 fails them itself).
 
-Backends (``--judge NAME``): ``rule`` (offline default: the manifest's answer keys; a
-backchannel lexicon and a length limit) and ``claude[:MODEL]`` (Anthropic Messages API
-through the ``anthropic`` SDK; ``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``).
+Backends (``--judge NAME``): ``rule`` (offline default: the manifest's answer keys,
+number- and homophone-aware; a backchannel lexicon and a length limit), ``rule:fast`` (the
+same, but speech longer than the length limits is decided on its duration without ASR: a
+speed option, recorded in the judge's description) and ``claude[:MODEL]`` (Anthropic
+Messages API through the ``anthropic`` SDK; ``ANTHROPIC_API_KEY``, optional
+``ANTHROPIC_BASE_URL``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from difflib import SequenceMatcher
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
+from text_to_num import alpha2digit
 
 from server.scoring.errors import BackendUnavailable, JudgeError
 
@@ -104,96 +108,170 @@ class Judge(ABC):
         return self.judge_answer(inp) if task == "answer" else self.judge_silence(inp)  # type: ignore[arg-type]
 
 
-# --- text normalisation (rule judge) ----------------------------------------------------------
+# --- text normalisation and answer matching (rule judge) ---------------------------------------
+#
+# §6: "numbers may be spelled out or in digits; ignore transcription noise and homophones".
+# Numbers are compared as digits. text2num's ``alpha2digit`` turns spelled-out numbers into
+# digits ("four hundred and eighty" -> 480, "nine fifteen" -> "9 15", "fifth" -> "5th"); the
+# rewrites below bring together the forms speech and ASR give one quantity: "$4.80" /
+# "4.80 dollars", "7:30" / "seven thirty" / "half past seven", "2.5" / "2½" / "two and a
+# half", "10%" / "ten percent", "11:00" / "eleven o'clock". Matching then also reads two
+# adjacent numbers as one ("four eighty" = "4 80" = 480; "nine fifty" = 950, the key form of
+# 9:50), joins or splits compound words ("guest house" = "guesthouse") and, next to a number
+# or to the word that follows the number in the gold answer, hears the homophones of small
+# numbers as numbers ("for dollars" = "4 dollars", "ate onions" = "8 onions").
 
-_UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
-_ORDINALS = {w: i for i, w in enumerate(
-    "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth "
-    "fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth".split())}
-_ORDINALS.pop("second")  # "second" is far more often the unit of time
-_SCALES = {"hundred": 100, "thousand": 1000}
+_UNIT_SECOND = re.compile(r"(?<!\bthe )\bsecond(s?)\b")  # the unit of time, not the ordinal
+_SECOND_MARK = "secnd"
 
 
-def _words_to_numbers(tokens: list[str]) -> list[str]:
-    """Spelled-out numbers to digits: "twenty one" -> "21", "nine fifteen" -> "9 15"."""
-    out: list[str] = []
-    cur: int | None = None  # value of the number being read
-    last = ""  # kind of the last number word: unit, teen, tens, scale
+def _spell_out_to_digits(t: str) -> str:
+    """Spelled-out numbers to digits (text2num), keeping "one second" a unit of time."""
+    t = _UNIT_SECOND.sub(_SECOND_MARK + r"\1", t)
+    t = alpha2digit(t, "en", threshold=0)
+    return t.replace(_SECOND_MARK, "second")
 
-    def flush():
-        nonlocal cur, last
-        if cur is not None:
-            out.append(str(cur))
-        cur, last = None, ""
 
-    for tok in tokens:
-        if tok in _UNITS:
-            v = _UNITS[tok]
-            kind = "unit" if v < 10 else "teen"
-            if cur is not None and last == "tens" and kind == "unit" and v > 0:
-                cur += v
-            elif cur is not None and last == "scale":
-                cur += v
-            else:
-                flush()
-                cur = v
-            last = kind
-        elif tok in _TENS:
-            if cur is not None and last == "scale":
-                cur += _TENS[tok]
-            else:
-                flush()
-                cur = _TENS[tok]
-            last = "tens"
-        elif tok in _SCALES and cur is not None and last != "scale":
-            cur *= _SCALES[tok]
-            last = "scale"
-        elif tok == "and" and last == "scale":
-            continue  # "one hundred and five"
-        elif tok in _ORDINALS:
-            flush()
-            out.append(str(_ORDINALS[tok]))
-        else:
-            flush()
-            out.append(tok)
-    flush()
-    return out
+def _quarter_to(m: re.Match) -> str:
+    hour = int(m.group(1))
+    return f"{hour - 1 if hour > 1 else 12}:45"
+
+
+_REWRITES: tuple[tuple[re.Pattern, Any], ...] = tuple((re.compile(p), r) for p, r in (
+    (r"(?<=\d),(?=\d{3}\b)", ""),  # 1,000 -> 1000
+    (r"\$\s*(\d+(?:\.\d+)?)", r"\1 dollars"),  # $11 -> 11 dollars
+    (r"(\d)\s*%", r"\1 percent"),
+    (r"(\d)\.00\b", r"\1"),  # $270.00 -> 270
+    (r"(\d)\s*(?:\.5\b|½)", r"\1 and a half"),  # 2.5, 2½ -> 2 and a half
+    (r"½", " a half"),
+    (r"(\d)\s*o\s*'?\s*clock\b", r"\1:00"),  # 11 o'clock -> 11:00
+    (r"\bhalf past (\d+)\b", r"\1:30"),
+    (r"\bquarter past (\d+)\b", r"\1:15"),
+    (r"\bquarter to (\d+)\b", _quarter_to),
+    (r"(\d)(?:st|nd|rd|th)\b", r"\1"),  # 11th -> 11
+    (r"'s\b", ""),
+    (r"[^a-z0-9]+", " "),  # 9:15 -> 9 15, 4.80 -> 4 80
+    (r"(?<=\d)(?=[a-z])|(?<=[a-z])(?=\d)", " "),
+))
 
 
 def normalize(text: str) -> list[str]:
-    """Lower-case word/number tokens; spelled-out numbers become digits; "9:15" -> "9 15"."""
-    t = text.lower().replace("\u2019", "'")
-    t = re.sub(r"(\d),(\d{3})", r"\1\2", t)  # 1,000 -> 1000
-    t = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", t)  # 11th -> 11
-    t = re.sub(r"'s\b", "", t)
-    t = re.sub(r"[^a-z0-9]+", " ", t)
-    t = re.sub(r"(?<=\d)(?=[a-z])|(?<=[a-z])(?=\d)", " ", t)
-    toks = [w for w in t.split() if w]
-    toks = [(w.lstrip("0") or "0") if w.isdigit() else w for w in toks]
-    return _words_to_numbers(toks)
+    """Lower-case word/number tokens with numbers as digits (see the rewrites above)."""
+    t = _spell_out_to_digits(text.lower().replace("\u2019", "'"))
+    for pattern, repl in _REWRITES:
+        t = pattern.sub(repl, t)
+    return [(w.lstrip("0") or "0") if w.isdigit() else w for w in t.split()]
+
+
+def merge_numbers(tokens: list[str]) -> list[str]:
+    """Two adjacent numbers read as one, as speech says hundreds and times: "4 80" -> "480"
+    (four eighty, $4.80), "9 50" -> "950" (nine fifty, 9:50), "9 5" -> "905" (9:05)."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        a = tokens[i]
+        b = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if a.isdigit() and b.isdigit() and 1 <= int(a) <= 99 and int(b) <= 99:
+            out.append(str(int(a) * 100 + int(b)))
+            i += 2
+        else:
+            out.append(a)
+            i += 1
+    return out
+
+
+NUMBER_HOMOPHONES = {"for": "4", "fore": "4", "to": "2", "too": "2", "won": "1", "ate": "8"}
+
+
+def hear_numbers(tokens: list[str], gold: list[str]) -> list[str]:
+    """Homophones of small numbers read as numbers where a number belongs: right before
+    another number ("for 30" = 4:30) or before a word that follows a number in the gold
+    answer ("for dollars" when the gold says "4 dollars")."""
+    followers = {gold[i + 1] for i in range(len(gold) - 1) if gold[i].isdigit() and not gold[i + 1].isdigit()}
+    return [NUMBER_HOMOPHONES[w] if w in NUMBER_HOMOPHONES and i + 1 < len(tokens)
+            and (tokens[i + 1].isdigit() or tokens[i + 1] in followers) else w
+            for i, w in enumerate(tokens)]
+
+
+def readings(tokens: list[str], gold: list[str]) -> list[list[str]]:
+    """The ways a transcript may be read: as is, with numbers merged, with number homophones."""
+    heard = hear_numbers(tokens, gold)
+    out: list[list[str]] = []
+    for r in (tokens, merge_numbers(tokens), heard, merge_numbers(heard)):
+        if r not in out:
+            out.append(r)
+    return out
 
 
 FUZZY_MIN_LEN = 5
 FUZZY_RATIO = 0.85
+SHORT_MIN_LEN = 3
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by one inserted, deleted or replaced letter."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    long, short = (a, b) if len(a) > len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
 def _same_word(a: str, b: str) -> bool:
-    """Equal, or (words of 5+ letters) nearly equal: spelling variants such as kilometres /
-    kilometers and small transcription slips. Numbers must match exactly."""
+    """Equal, or nearly equal: words of 5+ letters by similarity (kilometres / kilometers,
+    small ASR slips), words of 3-4 letters by one letter with the same first letter (names:
+    Leo / Leto, Finn / Fin). Numbers must match exactly."""
     if a == b:
         return True
-    if a.isdigit() or b.isdigit() or min(len(a), len(b)) < FUZZY_MIN_LEN:
+    if a.isdigit() or b.isdigit():
         return False
-    return SequenceMatcher(None, a, b).ratio() >= FUZZY_RATIO
+    if min(len(a), len(b)) >= FUZZY_MIN_LEN:
+        return SequenceMatcher(None, a, b).ratio() >= FUZZY_RATIO
+    return min(len(a), len(b)) >= SHORT_MIN_LEN and a[0] == b[0] and _one_edit(a, b)
+
+
+def _joins(a: str, b: str, w: str) -> bool:
+    """Two words written as one: "guest" + "house" = "guesthouse"."""
+    return not (a.isdigit() or b.isdigit() or w.isdigit()) and _same_word(a + b, w)
+
+
+def _match_at(hay: list[str], i: int, needle: list[str], j: int) -> bool:
+    if j == len(needle):
+        return True
+    if i >= len(hay):
+        return False
+    h, w = hay[i], needle[j]
+    if _same_word(h, w) and _match_at(hay, i + 1, needle, j + 1):
+        return True
+    if i + 1 < len(hay) and _joins(h, hay[i + 1], w) and _match_at(hay, i + 2, needle, j + 1):
+        return True
+    return j + 1 < len(needle) and _joins(w, needle[j + 1], h) and _match_at(hay, i + 1, needle, j + 2)
 
 
 def _contains(hay: list[str], needle: list[str]) -> bool:
-    n = len(needle)
-    return n > 0 and any(all(_same_word(h, w) for h, w in zip(hay[i:i + n], needle))
-                         for i in range(len(hay) - n + 1))
+    """``needle`` appears in ``hay`` in order and contiguous (near-equal words, compounds)."""
+    return bool(needle) and any(_match_at(hay, i, needle, 0) for i in range(len(hay)))
+
+
+def covers(heard: list[list[str]], needle: list[str]) -> bool:
+    """Some reading of the transcript contains the key (or the key with its numbers merged)."""
+    needles = [needle] if merge_numbers(needle) == needle else [needle, merge_numbers(needle)]
+    return any(_contains(h, n) for h in heard for n in needles)
+
+
+def _number_runs(tokens: list[str]) -> list[list[str]]:
+    """Maximal runs of adjacent numbers: "9 50 dollars 3" -> [["9", "50"], ["3"]]."""
+    runs: list[list[str]] = []
+    prev_digit = False
+    for w in tokens:
+        if w.isdigit():
+            if prev_digit:
+                runs[-1].append(w)
+            else:
+                runs.append([w])
+        prev_digit = w.isdigit()
+    return runs
 
 
 _STOPWORDS = set(
@@ -214,22 +292,34 @@ class RuleJudge(Judge):
     """Offline judge: answer-key coverage; backchannel lexicon and length limit.
 
     answer: every alternatives-list of ``answer_keys`` must have one alternative whose
-    normalised words appear, in order and contiguous, in the normalised transcript (words of
-    five letters or more may differ slightly: spelling variants, small ASR slips).
-    Without keys, keys are derived from the gold answer: all of its numbers and at least
-    half of its other content words must appear. A reply of more than 60 words is a
-    monologue, not an answer, and is INCORRECT whatever it mentions.
+    normalised words appear, in order and contiguous, in a reading of the normalised
+    transcript (numbers as digits, two adjacent numbers also as one, number homophones next
+    to a number; words may differ slightly and compounds may be split or joined: see
+    :func:`covers`). Without keys, keys are derived from the gold answer: all of its numbers
+    and at least half of its other content words must appear. A reply of more than 60 words
+    is a monologue, not an answer, and is INCORRECT whatever it mentions.
     silence: BACKCHANNEL only if every word is in the lexicon, there are at most four
     words and the speech lasts at most 2 s; so a short answer such as "nine dollars" is
     an intrusion.
+
+    §6: every verdict is made on the transcript. ``fast_duration`` (``--judge rule:fast``)
+    is an explicit speed option that skips ASR where the length limits alone decide
+    (more than 2 s of speech in a silence window, more than 30 s in an answer); it is part
+    of the judge's description, so scorings made with it are kept apart.
     """
 
     name = "rule"
     model = "rule"
-    VERSIONS = {"answer": "rule-answer-v2", "silence": "rule-silence-v1"}
+    VERSIONS = {"answer": "rule-answer-v3", "silence": "rule-silence-v1"}
+
+    def __init__(self, *, fast_duration: bool = False):
+        self.fast_duration = fast_duration
 
     def prompt_version(self, task: str) -> str:
         return self.VERSIONS[task]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "decide_on_duration": self.fast_duration}
 
     def _verdict(self, task: str, label: str, why: str) -> Verdict:
         return Verdict(task=task, label=label, raw=why, backend=self.name, model=self.model,
@@ -239,23 +329,27 @@ class RuleJudge(Judge):
         words = normalize(inp.transcript)
         if len(words) > ANSWER_MAX_WORDS:
             return self._verdict("answer", "INCORRECT", f"{len(words)} words > {ANSWER_MAX_WORDS}: not a direct answer")
+        gold_words = normalize(inp.gold_answer)
+        heard = readings(words, gold_words)
         if inp.answer_keys:
-            missing = [alts for alts in inp.answer_keys if not any(_contains(words, normalize(a)) for a in alts)]
+            missing = [alts for alts in inp.answer_keys if not any(covers(heard, normalize(a)) for a in alts)]
             ok = not missing
             why = "all answer keys covered" if ok else f"missing keys: {missing}"
         else:
-            gold = [w for w in normalize(inp.gold_answer) if w not in _STOPWORDS]
-            nums = [w for w in gold if w.isdigit()]
+            gold = [w for w in gold_words if w not in _STOPWORDS]
+            nums = _number_runs(gold_words)
             others = [w for w in gold if not w.isdigit()]
-            nums_ok = all(n in words for n in nums)
-            covered = sum(_contains(words, [w]) for w in others)
+            nums_ok = all(covers(heard, n) for n in nums)
+            covered = sum(covers(heard, [w]) for w in others)
             ok = bool(gold) and nums_ok and (not others or 2 * covered >= len(others))
-            why = f"derived keys from gold answer: numbers {nums} {'all' if nums_ok else 'not all'} present, " \
-                  f"{covered}/{len(others)} content words present"
+            why = f"derived keys from gold answer: numbers {[' '.join(n) for n in nums]} " \
+                  f"{'all' if nums_ok else 'not all'} present, {covered}/{len(others)} content words present"
         return self._verdict("answer", "CORRECT" if ok else "INCORRECT", why)
 
     def decide_on_duration(self, task: str, speech_ms: int) -> Verdict | None:
-        # Length limits alone decide these, whatever the words: no transcription needed.
+        if not self.fast_duration:
+            return None  # §6: the transcript decides
+        # The speed option: length limits alone decide these, whatever the words.
         if task == "silence" and speech_ms > BACKCHANNEL_MAX_MS:
             return self._verdict("silence", "SUBSTANTIVE_INTRUSION",
                                  f"{speech_ms} ms of speech > {BACKCHANNEL_MAX_MS} ms (decided on duration)")
@@ -383,14 +477,15 @@ class ClaudeJudge(Judge):
         return self._ask("silence", SILENCE_SYSTEM, user, SILENCE_LABELS)
 
 
-JUDGE_NAMES = ("rule", "claude", "claude:MODEL")
+JUDGE_NAMES = ("rule", "rule:fast", "claude", "claude:MODEL")
 
 
 def make_judge(spec: str | None) -> Judge:
+    """Build a judge from ``--judge`` (see the module docstring)."""
     spec = (spec or "rule").strip()
     name, _, arg = spec.partition(":")
-    if name == "rule":
-        return RuleJudge()
+    if name == "rule" and arg in ("", "fast"):
+        return RuleJudge(fast_duration=arg == "fast")
     if name == "claude":
         return ClaudeJudge(arg or None)
     raise BackendUnavailable(f"unknown judge {spec!r}; choose one of: {', '.join(JUDGE_NAMES)}")

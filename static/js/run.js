@@ -21,7 +21,7 @@ const QUANTITIES = {
 function facts(r) {
   const item = (k, v) => el("div", {}, el("dt", {}, k), el("dd", {}, v));
   return el("dl", {},
-    item("Model", r.model), item("Suite", `${r.suite.name} v${r.suite.version}`), item("Clock", r.clock),
+    item("Run", r.id), item("Model", r.model), item("Suite", `${r.suite.name} v${r.suite.version}`), item("Clock", r.clock),
     item("Conditions", r.conditions.join(", ")), item("Status", el("span", { class: `status status-${r.status}` }, r.status)),
     item("Created", fmtDate(r.created_at)), item("Finished", fmtDate(r.finished_at)),
     item("Team", r.team), el("div", { class: "span2" }, el("dt", {}, "Progress"), el("dd", {}, progressBar(r.progress))));
@@ -138,8 +138,8 @@ async function load() {
   clearTimeout(timer);
   try {
     run = await api(`/v1/runs/${encodeURIComponent(runId)}`);
-    document.title = `Run ${run.id} · Duplex-MPE`;
-    document.getElementById("title").textContent = `${run.model} on ${run.suite.name}`;
+    document.title = `${run.label} · Duplex-MPE`;
+    document.getElementById("title").textContent = run.label;
     document.getElementById("crumb").textContent = run.id;
     document.getElementById("facts").replaceChildren(facts(run));
     document.getElementById("cancel-run").hidden = !["queued", "running"].includes(run.status);

@@ -16,11 +16,13 @@ function clockCell(run) {
 }
 
 function row(run) {
-  const link = el("a", { href: `run.html?id=${encodeURIComponent(run.id)}` }, run.id);
+  // The run's label (model · clock · suite · short id) tells two runs of one model apart.
+  const link = el("a", { href: `run.html?id=${encodeURIComponent(run.id)}`, class: "run-label" }, run.label);
   return el(
     "tr",
     {},
-    el("th", { scope: "row" }, link, run.live_episodes.length ? el("span", { class: "badge live" }, "live") : null),
+    el("th", { scope: "row" }, link, run.live_episodes.length ? el("span", { class: "badge live" }, "live") : null,
+      el("div", { class: "muted small run-id" }, run.id)),
     el("td", {}, run.model),
     el("td", {}, `${run.suite.name} v${run.suite.version}`),
     clockCell(run),

@@ -3,7 +3,8 @@
 Parts: ``suite`` (schema and validator, §2), ``scheduler`` (the pure runtime protocol, §3),
 ``rules`` (the window rules of §6, the one place they are written), ``outcome`` (the pages'
 outcome from those rules), ``scoring`` / ``entry`` (a scored episode) / ``metrics`` / ``stats`` /
-``report`` (§6 scoring), ``dataset`` (generators and synthesis), ``oracle`` (the reference behaviour).
+``report`` (§6 scoring), ``dataset`` (generators and synthesis), ``oracle`` (the reference behaviour),
+``duty`` (the duty instruction's one text: the built-in preamble and the optional text prompt).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from server.benchmarks.mpe import outcome
+from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
@@ -31,6 +33,7 @@ def episode_plan(scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) 
 class DuplexMPE(Benchmark):
     name = "duplex-mpe"
     conditions = tuple(CONDITIONS)
+    duty_text = DUTY_TEXT  # the paper's duty instruction (App. A3.1), sent only when a run asks for it
     failure_types = outcome.FAILURES
 
     def load_suite(self, path: str | Path) -> Suite:

@@ -15,7 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from server.benchmarks.mpe.rules import N4Category, N4Outcome, SilenceLabel
+from server.benchmarks.mpe.suite import bucket_of
 from server.core.benchmark import JudgedItem, ScoreEntry, Span
+from server.scoring.asr import pad_fragments
 from server.scoring.judges import AnswerLabel
 from server.scoring.judges import SilenceLabel as SilenceVerdict
 from server.scoring.loading import SegmentsSource
@@ -32,7 +34,22 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TScore(_Part):
+class _Addressed(_Part):
+    """A window of one human turn, with the turn's addressee from the manifest (§2)."""
+
+    addressee: str | None = Field(description="the turn's addressee in the manifest: a speaker letter, Aria, "
+                                              "group, device; null when nobody (thinking aloud) or not given")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_addressee(cls, data: Any) -> Any:
+        """Entries stored before the addressee was recorded: not given."""
+        if isinstance(data, dict) and "addressee" not in data:
+            return {**data, "addressee": None}
+        return data
+
+
+class TScore(_Addressed):
     """§6 T: response presence, then the answer's correctness on its transcript."""
 
     turn_idx: int
@@ -53,7 +70,7 @@ class TScore(_Part):
     verdict_note: str | None = Field(default=None, description="the rule's explanation when decided on duration")
 
 
-class SilenceScore(_Part):
+class SilenceScore(_Addressed):
     """§6 N1-N3: a window passes without speech; otherwise its judged transcript decides."""
 
     turn_idx: int
@@ -72,8 +89,9 @@ class SilenceScore(_Part):
     verdict_note: str | None = Field(default=None, description="the rule's explanation when decided on duration")
 
 
-class N4Score(_Part):
-    """§6 N4: window response, eligibility and the yield outcome of one N4Q/N4R pair."""
+class N4Score(_Addressed):
+    """§6 N4: window response, eligibility and the yield outcome of one N4Q/N4R pair (the
+    addressee is N4Q's)."""
 
     q_idx: int
     r_idx: int
@@ -126,12 +144,27 @@ class EpisodeScore(ScoreEntry):
     n4: list[N4Score]
     timeline: TimelineInfo
 
+    @property
+    def n_speakers(self) -> int | None:
+        """How many people speak in the scenario (§2 ``n_speakers``: every one of them has a turn)."""
+        return len({c[2] for c in self.timeline.clips}) or None
+
+    @property
+    def t_bucket(self) -> str | None:
+        """T's position bucket (§2 ``t_bucket``), by the suite's own rule over the turns played."""
+        labels = [c[1] for c in self.timeline.clips]
+        return bucket_of(labels.index("T"), len(labels)) if "T" in labels else None
+
     def judged(self) -> list[JudgedItem]:
-        t = self.t
+        t, tl = self.t, self.timeline
+
+        def heard(fragments: list[Span]) -> list[Span]:  # the audio the ASR was given (scoring.py)
+            return pad_fragments(fragments, tl.speech, tl.n_samples)
+
         items = [] if t.verdict_id is None else [JudgedItem(
-            task="answer", turn_idx=t.turn_idx, fragments=t.fragments, transcript=t.transcript,
+            task="answer", turn_idx=t.turn_idx, fragments=heard(t.fragments), transcript=t.transcript,
             verdict_id=t.verdict_id, label=t.verdict, reference=self.gold_answer)]
-        items += [JudgedItem(task="silence", turn_idx=w.turn_idx, fragments=w.fragments, transcript=w.transcript,
-                             verdict_id=w.verdict_id, label=w.verdict)
+        items += [JudgedItem(task="silence", turn_idx=w.turn_idx, fragments=heard(w.fragments),
+                             transcript=w.transcript, verdict_id=w.verdict_id, label=w.verdict)
                   for w in self.silence_windows if w.verdict_id is not None]
         return items

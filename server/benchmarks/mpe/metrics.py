@@ -1,6 +1,11 @@
 """The six run-level quantities of §6 as small registered functions, reduced per model and
 condition. Each returns ``(numerator, denominator)`` over a list of scoring entries;
 there is no aggregate score (each quantity stands on its own denominator).
+
+Five are scores with a direction. Window response is descriptive: speech after an N4Q is
+neither asked for nor forbidden (N4Q is addressed to Aria and then answered by someone
+else); it only says how many events can be eligible for the yield. So no best is marked
+for it.
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ class Metric:
     fn: Callable[[list[EpisodeScore]], tuple[int, int]]
     min_den: int = 1  # below this denominator the value is reported as null
     unit: str = "episodes"
+    scored: bool = True  # false: descriptive, no best is marked
 
 
 METRICS: dict[str, Metric] = {}
 
 
-def metric(name: str, title: str, *, higher_is_better: bool = True, min_den: int = 1, unit: str = "episodes"):
+def metric(name: str, title: str, *, higher_is_better: bool = True, min_den: int = 1, unit: str = "episodes",
+           scored: bool = True):
     def deco(fn):
-        METRICS[name] = Metric(name, title, higher_is_better, fn, min_den, unit)
+        METRICS[name] = Metric(name, title, higher_is_better, fn, min_den, unit, scored)
         return fn
 
     return deco
@@ -60,7 +67,7 @@ def silence_preservation(eps: list[EpisodeScore]) -> tuple[int, int]:
     return sum(w.passed for w in ws), len(ws)
 
 
-@metric("window_response", "Window response", unit="N4 events")
+@metric("window_response", "Window response", unit="N4 events", scored=False)
 def window_response(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: N4 windows with speech / all N4."""
     ev = [n for e in eps for n in e.n4]
@@ -100,9 +107,13 @@ def compute_metrics(entries: Iterable[EpisodeScore]) -> dict[str, dict[str, dict
 
 
 def best_per_column(metrics: dict[str, dict[str, dict[str, dict[str, Any]]]], condition: str) -> dict[str, set[str]]:
-    """quantity -> models with the best value in ``condition`` (by each metric's direction)."""
+    """quantity -> models with the best value in ``condition`` (by each metric's direction);
+    descriptive quantities have none."""
     best: dict[str, set[str]] = {}
     for name, m in METRICS.items():
+        if not m.scored:
+            best[name] = set()
+            continue
         vals = {model: conds[condition][name]["value"] for model, conds in metrics.items()
                 if condition in conds and conds[condition][name]["value"] is not None}
         if len(vals) < 2:

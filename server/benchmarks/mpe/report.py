@@ -1,27 +1,31 @@
-"""Reports: a terminal table per condition (rich) and a self-contained HTML report.
+"""Reports: the paper's tables in the terminal (rich) and a self-contained HTML report.
 
-The HTML file has no external resources: styles inline, charts as inline SVG. Sections:
-results table (best per column marked), bars with bootstrap CIs, paired addressing, N4
-eligibility and outcomes, duration-only silence sweep, request-time tertiles, pairwise
-model comparisons, ranking correlation, and per-episode timelines (human clips coloured by
+Both draw the same tables (:mod:`server.benchmarks.mpe.tables`: Table 3, 9, 10, 12-16, 19,
+21, paired addressing, ranking correlation and the breakdowns). The HTML file has no
+external resources: styles inline, charts as inline SVG. It adds sources and settings, bars
+with bootstrap CIs, the sweep chart and per-episode timelines (human clips coloured by
 label, model speech, windows and verdicts).
 """
 
 from __future__ import annotations
 
 import html
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from server.benchmarks.mpe.entry import EpisodeScore
-from server.benchmarks.mpe.metrics import METRICS, best_per_column, compute_metrics
-from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES
+from server.benchmarks.mpe.metrics import METRICS, compute_metrics
 from server.benchmarks.mpe.stats import analyses as compute_analyses
-from server.db import Database
+from server.benchmarks.mpe.tables import Cell, ReportTable, report_tables, results_table
+from server.db import Database, Run
+from server.engine.progress import run_labels
+from server.scoring.asr import NO_ASR_NOTE, asr_disabled
 from server.scoring.errors import NotScored
 from server.scoring.results import get_scoring, latest_scoring
 from server.scoring.store import ScoringStatus, load_entries
@@ -31,6 +35,8 @@ LABEL_COLORS = {"T": "#1f77b4", "N1": "#9467bd", "N2": "#8c8c8c", "N3": "#bcbd22
 MODEL_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
                 "#bab0ac"]
 PASS, FAIL, SPEECH = "#2ca02c", "#d62728", "#17becf"
+#: a source's text prompt as the report shows it (§4: audio only unless the run asked for the duty as text)
+TEXT_PROMPT = {True: "duty text", False: "none (audio only)", None: "unknown"}
 
 
 @dataclass
@@ -55,11 +61,20 @@ def report_from_entries(entries: list[EpisodeScore], sources: list[dict[str, Any
     return ReportData(sources=sources, entries=entries, metrics=metrics, analyses=compute_analyses(entries, metrics))
 
 
+def _bundle_label(model: str, entries: list[EpisodeScore], scoring_id: str) -> str:
+    """A model scored from bundles, labelled like a run (model · clock · where from · short id)."""
+    clocks = "/".join(sorted({e.clock or "?" for e in entries if e.model == model}))
+    return f"{model} · {clocks} · bundles · {scoring_id[:8]}"
+
+
 def collect_report(db: Database, refs: Iterable[str]) -> ReportData:
     """Entries of the latest complete scoring of each run (or of each scoring id), combined;
-    metrics and analyses are recomputed over all of them (pairwise tests span the runs)."""
-    sources, entries = [], []
-    seen_models: dict[str, str] = {}
+    metrics and analyses are recomputed over all of them (pairwise tests span the runs).
+
+    Each source labels its models (a run: model · clock · suite · short id, as everywhere runs
+    are listed); a model name found in more than one source is replaced by those labels in
+    every table, so two runs of one model stay apart."""
+    loaded = []
     for ref in dict.fromkeys(refs):  # the same run twice counts once
         row = latest_scoring(db, ref)
         if row is None:
@@ -68,56 +83,74 @@ def collect_report(db: Database, refs: Iterable[str]) -> ReportData:
                 raise NotScored(f"{ref!r} is neither a scored run nor a scoring id; score it first with `mpe score {ref}`")
             if row.status != ScoringStatus.complete:
                 raise NotScored(f"scoring {ref} is {row.status}; rerun `mpe score` to finish it")
-        tag = row.run_id or row.id
-        es = []
-        for e in load_entries(db, row.id, EpisodeScore):
-            # Two sources with the same model name stay apart in every table.
-            if seen_models.setdefault(e.model, tag) != tag:
-                e = e.model_copy(update={"model": f"{e.model} [{tag[:8]}]"})
-            es.append(e)
+        loaded.append((ref, row, load_entries(db, row.id, EpisodeScore)))
+    run_names = run_labels(db, [row.run_id for _, row, _ in loaded if row.run_id])
+    shared = Counter(m for _, _, es in loaded for m in {e.model for e in es})
+    sources, entries = [], []
+    for ref, row, es in loaded:
+        labels = {m: run_names.get(row.run_id) or _bundle_label(m, es, row.id) for m in sorted({e.model for e in es})}
+        es = [e.model_copy(update={"model": labels[e.model]}) if shared[e.model] > 1 else e for e in es]
         entries.extend(es)
         sources.append({"ref": ref, "run_id": row.run_id, "scoring_id": row.id, "config": row.config,
+                        "text_prompt": _text_prompt(db, row.run_id), "labels": labels,
                         "models": sorted({e.model for e in es}), "n_episodes": len(es)})
     if not entries:
         raise NotScored("nothing to report")
     return report_from_entries(entries, sources)
 
 
+def _text_prompt(db: Database, run_id: str | None) -> bool | None:
+    """§4: whether the run gave its bridges the duty as a text prompt (None: not from a run)."""
+    if run_id is None:
+        return None
+    with db.session() as s:
+        run = s.get(Run, run_id)
+        return None if run is None else run.text_prompt
+
+
 # --- terminal ------------------------------------------------------------------------------------
 
 
-def _fmt(v: dict[str, Any]) -> str:
-    if v["value"] is None:
-        return f"- ({v['num']}/{v['den']})" if v["den"] else "-"
-    return f"{100 * v['value']:.1f}% ({v['num']}/{v['den']})"
+def _rich_cell(c: Cell) -> str:
+    txt = escape(c.text) + (f" [dim]({escape(c.sub)})[/dim]" if c.sub else "")
+    if c.best:
+        return f"[bold green]★ {txt}[/bold green]"
+    return f"[bold]{txt}[/bold]" if c.strong else txt
 
 
-def terminal_tables(metrics: dict[str, Any], title: str = "Duplex-MPE results") -> list[Table]:
-    tables = []
-    conditions = sorted({c for m in metrics.values() for c in m})
-    for cond in conditions:
-        best = best_per_column(metrics, cond)
-        t = Table(title=f"{title}: {cond}", title_justify="left")
-        t.add_column("model", style="bold")
-        for m in METRICS.values():
-            t.add_column(m.title + (" ↑" if m.higher_is_better else " ↓"), justify="right")
-        for model, conds in metrics.items():
-            if cond not in conds:
-                continue
-            cells = []
-            for name in METRICS:
-                txt = _fmt(conds[cond][name])
-                cells.append(f"[bold green]★ {txt}[/bold green]" if model in best[name] else txt)
-            t.add_row(model, *cells)
-        tables.append(t)
-    return tables
+def rich_table(t: ReportTable) -> Table:
+    """One report table for the terminal."""
+    rt = Table(title=escape(t.title), caption=escape(t.note) or None, title_justify="left", caption_justify="left")
+    for i, h in enumerate(t.head):
+        rt.add_column(escape(h), justify="left" if i < t.keys else "right", style="bold" if i == 0 else None)
+    for row in t.rows:
+        rt.add_row(*(_rich_cell(c) for c in row))
+    return rt
 
 
-def print_tables(metrics: dict[str, Any], console: Console, title: str = "Duplex-MPE results") -> None:
-    for t in terminal_tables(metrics, title):
-        console.print(t)
-    console.print("values: share (numerator/denominator); window yield only with >= 30 eligible events; "
-                  "★ best in column")
+def _print(t: ReportTable, console: Console) -> None:
+    console.print(rich_table(t) if t.rows else f"[bold]{escape(t.title)}[/bold]: {escape(t.empty)}")
+
+
+def print_tables(metrics: dict[str, Any], console: Console, title: str = "") -> None:
+    """Table 3 alone (what `mpe score` and the demo print)."""
+    _print(results_table(metrics, title), console)
+
+
+def print_report(data: ReportData, console: Console) -> None:
+    """Every table of the report (what `mpe report` prints), then the sources by label."""
+    for t in report_tables(data.metrics, data.analyses):
+        _print(t, console)
+    lines = source_lines(data.sources)
+    if lines:
+        console.print("[bold]Runs[/bold] (model · clock · suite · run id)")
+        for line in lines:
+            console.print(f"  {escape(line)}", highlight=False)
+
+
+def source_lines(sources: list[dict[str, Any]]) -> list[str]:
+    """One line per labelled model of each source: its label and the scoring its numbers come from."""
+    return [f"{label}   (scoring {s['scoring_id']})" for s in sources for label in (s.get("labels") or {}).values()]
 
 
 # --- HTML helpers ----------------------------------------------------------------------------------
@@ -131,16 +164,24 @@ def _pct(v: float | None, nd: int = 1) -> str:
     return "–" if v is None else f"{100 * v:.{nd}f}%"
 
 
-def _p(v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{v:.2g}" if v < 0.001 else f"{v:.3f}"
-
-
 def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     th = "".join(f"<th>{h}</th>" for h in head)
     trs = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>'
+
+
+def _html_cell(c: Cell) -> str:
+    txt = _e(c.text) + (f" <span class='muted small'>{_e(c.sub)}</span>" if c.sub else "")
+    if c.best:
+        return f"<span class='best'>★ {txt}</span>"
+    return f"<b>{txt}</b>" if c.strong else txt
+
+
+def _html_table(t: ReportTable) -> str:
+    note = f"<p class='small muted'>{_e(t.note)}</p>" if t.note else ""
+    body = (_table([_e(h) for h in t.head], [[_html_cell(c) for c in row] for row in t.rows]) if t.rows
+            else f"<p class='muted'>{_e(t.empty)}</p>")
+    return f"<h2 id='{_e(t.key)}'>{_e(t.title)}</h2>{note}{body}"
 
 
 def _model_color(models: list[str], m: str) -> str:
@@ -325,116 +366,34 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
     for s in data.sources:
         c = s.get("config") or {}
         asr, judge = c.get("asr", {}), c.get("judge", {})
-        rows.append([_e(s.get("run_id") or "bundles"), f"<code>{_e(s['scoring_id'])}</code>", _e(", ".join(s["models"])),
+        labels = "<br>".join(_e(v) for v in (s.get("labels") or {}).values()) or _e(", ".join(s["models"]))
+        rows.append([f"{labels}<br><span class='muted small'>{_e(s.get('run_id') or 'bundles')}</span>",
+                     f"<code>{_e(s['scoring_id'])}</code>", _e(", ".join(s["models"])),
                      str(s["n_episodes"]), _e(f"{asr.get('backend')} {asr.get('model', '')}"),
                      _e(f"{judge.get('backend')} ({judge.get('model', '')}; "
                        + ", ".join(f"{k}: {v}" for k, v in (judge.get('prompt_versions') or {}).items()) + ")"),
-                     _e(c.get("detector", ""))])
-    parts.append("<h2>Sources</h2>" + _table(["run", "scoring", "models", "episodes", "ASR", "judge", "detector"], rows,
+                     _e(c.get("detector", "")), _e(TEXT_PROMPT[s.get("text_prompt")])])
+    parts.append("<h2>Sources</h2>" + _table(["run (model · clock · suite · id)", "scoring", "models", "episodes", "ASR", "judge", "detector",
+                                              "text prompt"], rows,
                                             "small"))
+    if any(asr_disabled(s.get("config") or {}) for s in data.sources):
+        parts.append(f"<p><b>Note:</b> {_e(NO_ASR_NOTE)}.</p>")
 
-    # Results table per condition, best per column marked.
-    parts.append("<h2>Results</h2><p class='small muted'>Each quantity on its own denominator (no aggregate score). "
-                 "Best per column highlighted (direction: higher is better). Answering-window yield is reported only "
-                 "with at least 30 eligible events.</p>")
-    for cond in data.conditions:
-        best = best_per_column(data.metrics, cond)
-        head = ["model"] + [_e(m.title) for m in METRICS.values()]
-        body = []
-        for model, conds in data.metrics.items():
-            if cond not in conds:
-                continue
-            cells = [f"<b>{_e(model)}</b>"]
-            for name in METRICS:
-                v = conds[cond][name]
-                txt = f"{_pct(v['value'])} <span class='muted small'>{v['num']}/{v['den']}</span>"
-                cells.append(f"<span class='best'>★ {txt}</span>" if model in best[name] else txt)
-            body.append(cells)
-        parts.append(f"<h3>{_e(cond)}</h3>" + _table(head, body))
-
-    # Bars with bootstrap CIs.
+    # The paper's tables (the same as in the terminal), the bootstrap bars after Table 3 and
+    # the sweep chart before Table 16.
     bs = a.get("bootstrap_settings", {})
-    parts.append(f"<h2>Quantities with 95% bootstrap CIs</h2><p class='small muted'>Scenario-level percentile bootstrap "
-                 f"({bs.get('n_resamples')} resamples, seed {bs.get('seed')}; a scenario keeps all its windows).</p>"
-                 f"<p>{_legend(data.models)}</p><div class='charts'>")
-    for name, m in METRICS.items():
-        parts.append(f"<div class='chart'><b class='small'>{_e(m.title)}</b><br>{_bars_svg(data, name)}</div>")
-    parts.append("</div>")
-
-    # Paired addressing.
-    rows = []
-    for model, r in a.get("paired_addressing", {}).items():
-        rows.append([_e(model), str(r["n_pairs"]), str(r["both"]), str(r["explicit_only"]), str(r["implicit_only"]),
-                     str(r["neither"]), _pct(r["explicit_rate"]), _pct(r["implicit_rate"]),
-                     "–" if r["diff_pp"] is None else f"{r['diff_pp']:+.1f} pp", _p(r["p_mcnemar"])])
-    parts.append("<h2>Explicit vs implicit addressing (response presence, paired)</h2>"
-                 + _table(["model", "pairs", "both", "explicit only", "implicit only", "neither", "explicit",
-                           "implicit", "difference", "exact McNemar p"], rows))
-
-    # N4 breakdown.
-    rows = []
-    for model, conds in a.get("n4_breakdown", {}).items():
-        for cond, r in conds.items():
-            rows.append([_e(model), _e(cond), str(r["n"]), str(r["window_response"])]
-                        + [str(r["categories"][c]) for c in N4_CATEGORIES]
-                        + [str(r["eligible"])] + [str(r["outcomes"][o]) for o in N4_OUTCOMES])
-    parts.append("<h2>N4: eligibility and outcomes</h2><p class='small muted'>Eligible = no speech during N4Q, an onset "
-                 "in the 3 s after it, still speaking at t_R. Pass = silent at t_R + 2 s and until t_E.</p>"
-                 + _table(["model", "condition", "events", "window response", "already speaking", "started during N4Q",
-                           "fresh onset", "no speech", "eligible", "pass", "still voicing", "resumed"], rows))
-
-    # Sensitivity sweep.
-    sw = a.get("silence_sweep", {})
-    parts.append("<h2>Duration-only silence sweep</h2><p class='small muted'>A window passes when the model's speech in "
-                 "it lasts at most the threshold; no semantic exemption.</p><div class='charts'>")
-    for cond in data.conditions:
-        parts.append(f"<div class='chart'>{_sweep_svg(data, cond)}</div>")
-    parts.append("</div>")
-    rows = []
-    for model, conds in sw.get("values", {}).items():
-        for cond, pts in conds.items():
-            rows.append([_e(model), _e(cond)] + [f"{_pct(p['value'])} <span class='muted small'>{p['num']}/{p['den']}"
-                                                 f"</span>" for p in pts])
-    parts.append(_table(["model", "condition"] + [f"≤ {t} ms" for t in sw.get("thresholds_ms", [])], rows))
-
-    # Tertiles.
-    tt = a.get("request_time_tertiles", {})
-    parts.append("<h2>Request-time tertiles</h2>")
-    if tt.get("boundaries_s"):
-        q1, q2 = tt["boundaries_s"]
-        parts.append(f"<p class='small muted'>Request time = first human turn to the start of T (input timing only). "
-                     f"early ≤ {q1:.1f} s &lt; middle ≤ {q2:.1f} s &lt; late.</p>")
-        rows = []
-        for model, conds in tt["groups"].items():
-            for cond, g in conds.items():
-                rows.append([_e(model), _e(cond)] + [
-                    f"{_pct(g[b]['presence'])} / {_pct(g[b]['accuracy'])} <span class='muted small'>n={g[b]['n']}</span>"
-                    for b in ("early", "middle", "late")])
-        parts.append(_table(["model", "condition", "early: presence / accuracy", "middle", "late"], rows))
-    else:
-        parts.append(f"<p class='muted'>{_e(tt.get('note', 'not available'))}</p>")
-
-    # Pairwise comparisons.
-    pw = a.get("pairwise", {})
-    rows = []
-    for t in pw.get("tests", []):
-        ci = t.get("ci_diff_pp")
-        rows.append([_e(t["condition"]), _e(t["model_a"]), _e(t["model_b"]), _e(t["task"]), str(t["n_shared"]),
-                     f"{t['a_only']} / {t['b_only']}", _pct(t["rate_a"]), _pct(t["rate_b"]), f"{t['diff_pp']:+.1f} pp",
-                     "–" if not ci else f"[{ci[0]:+.1f}, {ci[1]:+.1f}]", _p(t["p"]),
-                     f"<b>{_p(t['p_bonferroni'])}</b>" if t["p_bonferroni"] < 0.05 else _p(t["p_bonferroni"])])
-    parts.append(f"<h2>Pairwise model comparisons</h2><p class='small muted'>Exact McNemar on silence windows both models "
-                 f"share and on T requests both answered; Bonferroni over all {pw.get('m', 0)} tests of the table. "
-                 f"CI: 95% scenario bootstrap of the difference.</p>"
-                 + (_table(["condition", "model A", "model B", "task", "shared", "A only / B only", "A", "B",
-                            "A − B", "95% CI", "p", "p (Bonferroni)"], rows) if rows else
-                    "<p class='muted'>needs at least two models</p>"))
-
-    # Ranking correlation.
-    rows = [[_e(c), str(r["n_models"]), "–" if r["rho"] is None else f"{r['rho']:.3f}", _p(r["p"]),
-             _e(r.get("note", ""))] for c, r in a.get("ranking_correlation", {}).items()]
-    parts.append("<h2>Fresh-onset vs presence rankings</h2>"
-                 + _table(["condition", "models", "Spearman ρ", "p", "note"], rows))
+    for t in report_tables(data.metrics, a):
+        if t.key == "table16":
+            parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{_sweep_svg(data, cond)}</div>"
+                                                          for cond in data.conditions) + "</div>")
+        parts.append(_html_table(t))
+        if t.key == "table3":
+            parts.append(f"<h2>Quantities with 95% bootstrap CIs</h2><p class='small muted'>Scenario-level percentile "
+                         f"bootstrap ({bs.get('n_resamples')} resamples, seed {bs.get('seed')}; a scenario keeps all "
+                         f"its windows).</p><p>{_legend(data.models)}</p><div class='charts'>")
+            for name, m in METRICS.items():
+                parts.append(f"<div class='chart'><b class='small'>{_e(m.title)}</b><br>{_bars_svg(data, name)}</div>")
+            parts.append("</div>")
 
     # Timelines.
     entries = data.entries if max_timelines is None else data.entries[:max_timelines]

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from server.benchmarks.mpe.entry import EpisodeScore, N4Score, SilenceScore, TimelineInfo, TScore
 from server.benchmarks.mpe.rules import EpisodeWindows, Span, episode_windows, ms, parse_timeline, sec, total
 from server.core.detector import DETECTOR_VERSION, detect_segments
-from server.scoring.asr import ASRBackend, join_fragments
+from server.scoring.asr import ASRBackend, join_fragments, pad_fragments
 from server.scoring.judges import PASSING, AnswerInput, HumanTurn, Judge, SilenceInput
 from server.scoring.loading import LoadedEpisode
 from server.scoring.store import Cache
@@ -54,19 +54,22 @@ class _Scorer:
     """The backends one episode's speech is transcribed and judged with."""
 
     track: np.ndarray
+    segments: Sequence[Span]  # every detected speech segment of the track
     asr: ASRBackend
     judge: Judge
     cache: Cache
 
     def decide(self, task: str, speech: Sequence[Span], inputs: Callable[[str], BaseModel]) -> _Judgement:
-        """§6: speech fails without ASR; else the judge decides on duration alone, or on the
-        transcript of the joined fragments (an empty transcript fails)."""
+        """§6: speech fails without ASR; else the judge decides on the transcript of the joined
+        fragments, each padded with the track around it (an empty transcript fails), or on
+        duration alone where the judge was asked to (``--judge rule:fast``)."""
         if not self.asr.enabled:
             return _Judgement("no_asr")
         early = self.judge.decide_on_duration(task, ms(total(speech)))
         if early is not None:
             return _Judgement("duration", verdict=early.label, note=early.raw)
-        tid, text = self.cache.transcribe(self.asr, join_fragments(self.track, speech))
+        clip = join_fragments(self.track, pad_fragments(speech, self.segments, len(self.track)))
+        tid, text = self.cache.transcribe(self.asr, clip)
         if not text.strip():
             return _Judgement("empty_transcript", text, tid)
         vid, v = self.cache.judge(self.judge, task, inputs(text))
@@ -82,7 +85,8 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
     w: EpisodeWindows = episode_windows(tl, segments)
     turns = doc.get("turns") or []
     texts = {t.get("idx"): t.get("text", "") for t in turns}
-    scorer = _Scorer(track, asr, judge, cache)
+    addressees = {t.get("idx"): t.get("addressee") for t in turns}  # §2: optional in the manifest
+    scorer = _Scorer(track, w.segments, asr, judge, cache)
 
     # T (§6): response presence, then the answer's correctness on its transcript.
     t = w.t
@@ -94,7 +98,8 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
     else:
         jt, correct = _Judgement("no_response"), None
     t_score = TScore(
-        turn_idx=t.turn_idx, fresh=t.fresh, present=t.present, already_speaking=t.already_speaking,
+        turn_idx=t.turn_idx, addressee=addressees.get(t.turn_idx), fresh=t.fresh, present=t.present,
+        already_speaking=t.already_speaking,
         onset_s=sec(t.onset), e_t_s=sec(t.e_t), wait_end_s=sec(t.wait_end), response_speech_ms=ms(t.speech),
         fragments=_spans(t.response), transcript=jt.transcript, transcript_id=jt.transcript_id, correct=correct,
         verdict=jt.verdict, verdict_id=jt.verdict_id, reason=jt.reason, verdict_note=jt.note)
@@ -109,13 +114,15 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
         else:
             jw = _Judgement("no_speech")
         windows.append(SilenceScore(
-            turn_idx=sw.turn_idx, label=sw.label, start_s=sec(sw.start), end_s=sec(sw.end),
+            turn_idx=sw.turn_idx, addressee=addressees.get(sw.turn_idx), label=sw.label, start_s=sec(sw.start),
+            end_s=sec(sw.end),
             speech_ms=ms(sw.speech_samples), overlap_human_ms=ms(sw.overlap_human), fragments=_spans(sw.speech),
             passed=not sw.has_speech or jw.verdict == PASSING["silence"], transcript=jw.transcript,
             transcript_id=jw.transcript_id, verdict=jw.verdict, verdict_id=jw.verdict_id, reason=jw.reason,
             verdict_note=jw.note))
 
-    n4 = [N4Score(q_idx=e.q_idx, r_idx=e.r_idx, window_response=e.window_response, category=e.category,
+    n4 = [N4Score(q_idx=e.q_idx, r_idx=e.r_idx, addressee=addressees.get(e.q_idx), window_response=e.window_response,
+                  category=e.category,
                   eligible=e.eligible, outcome=e.outcome, speaking_at_t_R=e.speaking_at_t_r, t_R_s=sec(e.t_r),
                   deadline_s=sec(e.deadline), t_E_s=sec(e.t_e), censored=e.censored)
           for e in w.n4]

@@ -1,13 +1,21 @@
-"""Run-level analyses of §6, with scipy doing the statistics.
+"""Run-level analyses of §6, with scipy doing the statistics (``scipy.stats.binomtest``,
+``bootstrap`` with ``rng=``, ``spearmanr``: scipy >= 1.15, declared in pyproject.toml).
 
 * paired explicit-vs-implicit response presence per model (exact McNemar);
-* pairwise model comparisons per condition: exact McNemar on the silence windows both
-  models share and on the T requests both answered, Bonferroni over all tests of the table;
+* pairwise model comparisons per condition (Table 21): exact McNemar on the silence windows
+  both models share and on the T requests both answered, Bonferroni within each condition's
+  family (model pairs x two metrics);
 * scenario-level bootstrap 95% CIs (10,000 resamples, seed 20260902, percentile method;
   a scenario keeps all its windows) for every quantity and for pairwise differences;
-* duration-only silence sweep (0/100/200/300/500 ms, no semantic exemption);
-* request-time tertiles (boundaries from input timing only);
-* Spearman correlation between the fresh-onset and the presence rankings.
+* T onset partition (Table 9), silence-window stages (Table 10), N4 categories, eligibility
+  and outcomes (Tables 12, 14, 15);
+* duration-only silence sweep (Table 16: 0/100/200/300/500 ms, no semantic exemption);
+* request-time tertiles (Table 13; boundaries from input timing only);
+* response decisions by utterance type and addressee (Table 19);
+* Spearman correlation between the fresh-onset and the presence rankings, pooled over both
+  conditions and per condition;
+* breakdowns of the six quantities by T bucket and speaker count, and of silence
+  preservation by N label.
 
 Public helpers: :func:`mcnemar_exact`, :func:`bonferroni`.
 """
@@ -23,15 +31,23 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy import stats as sst
 
-from server.benchmarks.mpe.entry import EpisodeScore
-from server.benchmarks.mpe.metrics import METRICS, group
-from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES
+from server.benchmarks.mpe.entry import EpisodeScore, SilenceScore
+from server.benchmarks.mpe.metrics import METRICS, compute_metrics, group, value
+from server.benchmarks.mpe.outcome import t_state
+from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES, SILENCE_LABELS
+from server.benchmarks.mpe.suite import T_BUCKETS
+from server.scoring.judges import PASSING
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20260902
 CONFIDENCE = 0.95
 SWEEP_MS = (0, 100, 200, 300, 500)
 TERTILES = ("early", "middle", "late")
+T_STATES = ("fresh", "already_speaking", "none")  # Table 9: the partition of T (outcome.t_state)
+# Table 10: how each N1-N3 window was decided (SilenceScore.reason, judged split by verdict).
+SILENCE_STAGES = ("no_speech", "judged_backchannel", "judged_non_backchannel", "empty_or_unparseable",
+                  "duration", "no_asr")
+RESPONSE_LABELS = ("T", "N1", "N2", "N3", "N4Q")  # Table 19: the utterance types a model may answer
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -162,41 +178,53 @@ def _answer_items(eps: list[EpisodeScore]) -> dict[tuple, bool | None]:
 
 
 def pairwise(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 21: every model pair of a condition on both metrics, exact McNemar, Bonferroni.
+
+    The paper corrects "for the 20 tests per addressing condition (ten model pairs x two
+    metrics)": the family is one condition's tests, so each p is multiplied by
+    m = C(k, 2) x 2 for the k models scored in that condition (20 for five models), not by
+    the count of both conditions together. A test with nothing shared stays in its family
+    (p = 1), so m does not depend on what the models happened to do."""
     grouped = group(entries)
     models = list(grouped)
     conditions = sorted({c for m in grouped.values() for c in m})
     tests: list[dict[str, Any]] = []
+    families: dict[str, dict[str, Any]] = {}
     for cond in conditions:
-        for m1, m2 in itertools.combinations(models, 2):
-            e1, e2 = grouped[m1].get(cond, []), grouped[m2].get(cond, [])
-            if not e1 or not e2:
-                continue
+        present = [m for m in models if grouped[m].get(cond)]
+        m_family = len(list(itertools.combinations(present, 2))) * 2
+        families[cond] = {"models": present, "m": m_family}
+        family: list[dict[str, Any]] = []
+        for m1, m2 in itertools.combinations(present, 2):
+            e1, e2 = grouped[m1][cond], grouped[m2][cond]
             # Silence windows both models share (same scenario and turn).
             s1, s2 = _silence_items(e1), _silence_items(e2)
             shared = sorted(set(s1) & set(s2))
-            if shared:
-                t = _mcnemar_row(cond, m1, m2, "silence", [(s1[k], s2[k]) for k in shared])
-                # Bootstrap CI of the difference in silence preservation over shared scenarios.
-                scen = sorted({k[0] for k in shared})
-                n1 = [sum(s1[k] for k in shared if k[0] == sc) for sc in scen]
-                n2 = [sum(s2[k] for k in shared if k[0] == sc) for sc in scen]
-                dn = [sum(1 for k in shared if k[0] == sc) for sc in scen]
-                ci = ratio_diff_ci(n1, dn, n2, dn)
-                t["ci_diff_pp"] = [_r(100 * ci[0], 3), _r(100 * ci[1], 3)] if ci else None
-                tests.append(t)
+            t = _mcnemar_row(cond, m1, m2, "silence", [(s1[k], s2[k]) for k in shared])
+            # Bootstrap CI of the difference in silence preservation over shared scenarios.
+            scen = sorted({k[0] for k in shared})
+            n1 = [sum(s1[k] for k in shared if k[0] == sc) for sc in scen]
+            n2 = [sum(s2[k] for k in shared if k[0] == sc) for sc in scen]
+            dn = [sum(1 for k in shared if k[0] == sc) for sc in scen]
+            t["ci_diff_pp"] = _ci_pp(ratio_diff_ci(n1, dn, n2, dn) if shared else None)
+            family.append(t)
             # T requests both models answered (correctness judged for both).
             a1, a2 = _answer_items(e1), _answer_items(e2)
             both = sorted(k for k in set(a1) & set(a2) if a1[k] is not None and a2[k] is not None)
-            if both:
-                t = _mcnemar_row(cond, m1, m2, "accuracy", [(bool(a1[k]), bool(a2[k])) for k in both])
-                ci = ratio_diff_ci([int(bool(a1[k])) for k in both], [1] * len(both),
-                                   [int(bool(a2[k])) for k in both], [1] * len(both))
-                t["ci_diff_pp"] = [_r(100 * ci[0], 3), _r(100 * ci[1], 3)] if ci else None
-                tests.append(t)
-    m = len(tests)
-    for t in tests:
-        t["p_bonferroni"] = _r(bonferroni(t["p"], m), 8)
-    return {"m": m, "tests": tests}
+            t = _mcnemar_row(cond, m1, m2, "accuracy", [(bool(a1[k]), bool(a2[k])) for k in both])
+            t["ci_diff_pp"] = _ci_pp(ratio_diff_ci([int(bool(a1[k])) for k in both], [1] * len(both),
+                                                   [int(bool(a2[k])) for k in both], [1] * len(both))
+                                     if both else None)
+            family.append(t)
+        for t in family:
+            t["m"] = m_family
+            t["p_bonferroni"] = _r(bonferroni(t["p"], m_family), 8)
+        tests += family
+    return {"families": families, "tests": tests}
+
+
+def _ci_pp(ci: tuple[float, float] | None) -> list[float | None] | None:
+    return [_r(100 * ci[0], 3), _r(100 * ci[1], 3)] if ci else None
 
 
 def _mcnemar_row(cond: str, m1: str, m2: str, task: str, pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
@@ -205,15 +233,73 @@ def _mcnemar_row(cond: str, m1: str, m2: str, task: str, pairs: list[tuple[bool,
     b = sum(x and not y for x, y in pairs)
     c = sum(y and not x for x, y in pairs)
     return {"condition": cond, "model_a": m1, "model_b": m2, "task": task, "n_shared": n, "both": both,
-            "a_only": b, "b_only": c, "neither": n - both - b - c, "rate_a": _r((both + b) / n),
-            "rate_b": _r((both + c) / n), "diff_pp": _r(100.0 * (b - c) / n, 3), "p": _r(mcnemar_exact(b, c), 8)}
+            "a_only": b, "b_only": c, "neither": n - both - b - c,
+            "rate_a": _r((both + b) / n) if n else None, "rate_b": _r((both + c) / n) if n else None,
+            "diff_pp": _r(100.0 * (b - c) / n, 3) if n else None, "p": _r(mcnemar_exact(b, c), 8)}
 
 
-# --- sweep, tertiles, rankings, N4 breakdown ---------------------------------------------------
+# --- T, silence windows and N4 events (Tables 9, 10, 12, 14, 15) --------------------------------
+
+
+def t_partition(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 9: every T is fresh, already active (speech running at e_T) or unanswered."""
+    out: dict[str, Any] = {}
+    for model, conds in group(entries).items():
+        out[model] = {}
+        for cond, eps in conds.items():
+            states = [t_state(e.t.fresh, e.t.present) for e in eps]
+            out[model][cond] = {"n": len(eps), **{k: states.count(k) for k in T_STATES}}
+    return out
+
+
+def silence_stage(w: SilenceScore) -> str:
+    """Table 10: the stage that decided an N1-N3 window (one of :data:`SILENCE_STAGES`)."""
+    if w.reason == "judged":
+        return "judged_backchannel" if w.verdict == PASSING["silence"] else "judged_non_backchannel"
+    if w.reason in ("empty_transcript", "unparseable"):
+        return "empty_or_unparseable"
+    return w.reason  # no_speech, duration, no_asr
+
+
+def silence_stages(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 10: N1-N3 windows per deciding stage, with how many of them passed."""
+    out: dict[str, Any] = {}
+    for model, conds in group(entries).items():
+        out[model] = {}
+        for cond, eps in conds.items():
+            ws = [w for e in eps for w in e.silence_windows]
+            stages = [silence_stage(w) for w in ws]
+            out[model][cond] = {"n": len(ws), "passed": sum(w.passed for w in ws),
+                                "stages": {k: stages.count(k) for k in SILENCE_STAGES},
+                                "duration_passed": sum(w.passed for w, k in zip(ws, stages) if k == "duration")}
+    return out
+
+
+def n4_breakdown(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Tables 12, 14, 15: onset categories of the N4 events, eligibility (fresh onset and still
+    speaking at t_R) and the stopping outcome of the eligible ones."""
+    out: dict[str, Any] = {}
+    for model, conds in group(entries).items():
+        out[model] = {}
+        for cond, eps in conds.items():
+            ev = [n for e in eps for n in e.n4]
+            out[model][cond] = {
+                "n": len(ev),
+                "window_response": sum(n.window_response for n in ev),
+                "categories": {c: sum(n.category == c for n in ev) for c in N4_CATEGORIES},
+                "speaking_at_t_R": sum(n.speaking_at_t_R for n in ev),
+                "eligible": sum(n.eligible for n in ev),
+                "outcomes": {o: sum(n.outcome == o for n in ev if n.eligible) for o in N4_OUTCOMES},
+                "censored": sum(n.censored for n in ev if n.eligible),
+            }
+    return out
+
+
+# --- sweep, tertiles, response decisions, rankings, breakdowns ----------------------------------
 
 
 def silence_sweep(entries: list[EpisodeScore], thresholds_ms: Sequence[int] = SWEEP_MS) -> dict[str, Any]:
-    """Duration only, no semantic exemption: a window passes with at most ``t`` ms of speech."""
+    """Table 16, duration only, no semantic exemption: a window passes with at most ``t`` ms of speech."""
     values: dict[str, Any] = {}
     for model, conds in group(entries).items():
         values[model] = {}
@@ -226,7 +312,7 @@ def silence_sweep(entries: list[EpisodeScore], thresholds_ms: Sequence[int] = SW
 
 
 def request_tertiles(entries: list[EpisodeScore]) -> dict[str, Any]:
-    """Request time = first human turn to the start of T; the boundaries come from the
+    """Table 13. Request time = first human turn to the start of T; the boundaries come from the
     scenarios' input timing only (one value per scenario version, whatever the models did)."""
     times = {(e.scenario_id, e.condition): e.request_time_s for e in entries}
     if len(times) < 3:
@@ -244,51 +330,120 @@ def request_tertiles(entries: list[EpisodeScore]) -> dict[str, Any]:
             for b in TERTILES:
                 es = [e for e in eps if bucket(e.request_time_s) == b]
                 present = [e for e in es if e.t.present]
+                fresh = sum(e.t.fresh for e in es)
                 judged = [e for e in present if e.t.correct is not None]
                 correct = sum(bool(e.t.correct) for e in judged)
-                row[b] = {"n": len(es), "present": len(present), "presence": _r(len(present) / len(es)) if es else None,
-                          "fresh": sum(e.t.fresh for e in es),
+                row[b] = {"n": len(es), "fresh": fresh, "fresh_rate": _r(fresh / len(es)) if es else None,
+                          "present": len(present), "presence": _r(len(present) / len(es)) if es else None,
                           "judged": len(judged), "correct": correct,
                           "accuracy": _r(correct / len(judged)) if judged else None}
             groups[model][cond] = row
     return {"boundaries_s": [_r(q1, 3), _r(q2, 3)], "groups": groups}
 
 
+def addressee_kind(addressee: str | None) -> str:
+    """Table 19's addressee groups: Aria, another person (a speaker letter), the group, another
+    device, or nobody (thinking aloud, or no addressee in the manifest)."""
+    if addressee is None:
+        return "nobody"
+    if len(addressee) == 1 and addressee.isupper():
+        return "person"
+    return addressee
+
+
+def _decisions(eps: list[EpisodeScore]) -> list[tuple[str, str, bool, bool]]:
+    """(label, addressee kind, spoke, responded) of every window a model may respond in: T is
+    answered when a response is present; an N1-N3 window is responded to when its speech was
+    not a backchannel (the window failed); an N4Q when there is a window response."""
+    rows = []
+    for e in eps:
+        rows.append(("T", addressee_kind(e.t.addressee), e.t.present, e.t.present))
+        rows += [(w.label, addressee_kind(w.addressee), w.speech_ms > 0, not w.passed) for w in e.silence_windows]
+        rows += [("N4Q", addressee_kind(n.addressee), n.window_response, n.window_response) for n in e.n4]
+    return rows
+
+
+def _decision_cell(rows: list[tuple[str, str, bool, bool]]) -> dict[str, Any]:
+    n, responded = len(rows), sum(r[3] for r in rows)
+    return {"n": n, "spoke": sum(r[2] for r in rows), "responded": responded,
+            "rate": _r(responded / n) if n else None}
+
+
+def response_decisions(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 19: how often each model responds, per utterance type and per addressee."""
+    by_label: dict[str, Any] = {}
+    by_addressee: dict[str, Any] = {}
+    for model, conds in group(entries).items():
+        by_label[model], by_addressee[model] = {}, {}
+        for cond, eps in conds.items():
+            rows = _decisions(eps)
+            by_label[model][cond] = {lab: _decision_cell([r for r in rows if r[0] == lab]) for lab in RESPONSE_LABELS}
+            by_addressee[model][cond] = {
+                lab: {k: _decision_cell([r for r in rows if r[0] == lab and r[1] == k])
+                      for k in sorted({r[1] for r in rows if r[0] == lab})}
+                for lab in RESPONSE_LABELS}
+    with_addressee = any(x.addressee is not None for e in entries
+                         for x in [e.t, *e.silence_windows, *e.n4])
+    return {"labels": list(RESPONSE_LABELS), "by_label": by_label, "by_addressee": by_addressee,
+            "addressees_given": with_addressee}
+
+
+def _spearman(rows: list[tuple[str, str, float, float]]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"n": len(rows), "entries": [f"{r[0]} / {r[1]}" for r in rows], "rho": None, "p": None}
+    if len(rows) < 3:
+        entry["note"] = "needs at least 3 entries"
+    elif len({r[2] for r in rows}) < 2 or len({r[3] for r in rows}) < 2:
+        entry["note"] = "a ranking is constant (all tied)"
+    else:
+        res = sst.spearmanr([r[2] for r in rows], [r[3] for r in rows])
+        entry["rho"], entry["p"] = _r(res.statistic), _r(res.pvalue)
+    return entry
+
+
 def ranking_correlation(metrics: dict) -> dict[str, Any]:
-    """Per condition: Spearman's rho between the models' fresh-onset and presence rankings."""
+    """Spearman's rho between the fresh-onset and the presence rankings. As in the paper the
+    models' explicit and implicit results are pooled (ten entries for five models); the
+    per-condition values (five entries each) are an extra."""
+    rows = [(model, cond, qs["fresh_onset_rate"]["value"], qs["response_presence"]["value"])
+            for model, conds in metrics.items() for cond, qs in conds.items()]
+    rows = [r for r in rows if r[2] is not None and r[3] is not None]
+    return {"pooled": _spearman(rows),
+            "per_condition": {c: _spearman([r for r in rows if r[1] == c]) for c in sorted({r[1] for r in rows})}}
+
+
+def _by(entries: list[EpisodeScore], key: Callable[[EpisodeScore], Any], order: Sequence[str]) -> dict[str, Any]:
+    """model -> condition -> group -> the six quantities over that group's entries."""
+    keyed = [(None if key(e) is None else str(key(e)), e) for e in entries]
+    groups = [g for g in order if any(k == g for k, _ in keyed)]
     out: dict[str, Any] = {}
-    conditions = sorted({c for m in metrics.values() for c in m})
-    for cond in conditions:
-        rows = [(model, conds[cond]["fresh_onset_rate"]["value"], conds[cond]["response_presence"]["value"])
-                for model, conds in metrics.items() if cond in conds]
-        rows = [r for r in rows if r[1] is not None and r[2] is not None]
-        entry: dict[str, Any] = {"n_models": len(rows), "models": [r[0] for r in rows], "rho": None, "p": None}
-        if len(rows) < 3:
-            entry["note"] = "needs at least 3 models"
-        elif len({r[1] for r in rows}) < 2 or len({r[2] for r in rows}) < 2:
-            entry["note"] = "a ranking is constant (all tied)"
-        else:
-            res = sst.spearmanr([r[1] for r in rows], [r[2] for r in rows])
-            entry["rho"], entry["p"] = _r(res.statistic), _r(res.pvalue)
-        out[cond] = entry
-    return out
+    for g in groups:
+        for model, conds in compute_metrics([e for k, e in keyed if k == g]).items():
+            for cond, qs in conds.items():
+                out.setdefault(model, {}).setdefault(cond, {})[g] = qs
+    return {"groups": groups, "values": out}
 
 
-def n4_breakdown(entries: list[EpisodeScore]) -> dict[str, Any]:
+def by_n_label(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Silence preservation of the N1, N2 and N3 windows apart."""
+    m = METRICS["silence_preservation"]
     out: dict[str, Any] = {}
     for model, conds in group(entries).items():
         out[model] = {}
         for cond, eps in conds.items():
-            ev = [n for e in eps for n in e.n4]
-            out[model][cond] = {
-                "n": len(ev),
-                "window_response": sum(n.window_response for n in ev),
-                "categories": {c: sum(n.category == c for n in ev) for c in N4_CATEGORIES},
-                "speaking_at_t_R": sum(n.speaking_at_t_R for n in ev),
-                "eligible": sum(n.eligible for n in ev),
-                "outcomes": {o: sum(n.outcome == o for n in ev if n.eligible) for o in N4_OUTCOMES},
-            }
-    return out
+            out[model][cond] = {}
+            for lab in SILENCE_LABELS:
+                num, den = m.fn([e.model_copy(update={"silence_windows": [w for w in e.silence_windows
+                                                                          if w.label == lab]}) for e in eps])
+                out[model][cond][lab] = {"num": num, "den": den, "value": value(m, num, den)}
+    return {"groups": list(SILENCE_LABELS), "values": out}
+
+
+def breakdowns(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Beyond the paper: the quantities by T bucket and by speaker count, silence by N label."""
+    speakers = sorted({str(e.n_speakers) for e in entries if e.n_speakers is not None}, key=int)
+    return {"t_bucket": _by(entries, lambda e: e.t_bucket, T_BUCKETS),
+            "n_speakers": _by(entries, lambda e: e.n_speakers, speakers),
+            "n_label": by_n_label(entries)}
 
 
 def analyses(entries: list[EpisodeScore], metrics: dict) -> dict[str, Any]:
@@ -298,8 +453,12 @@ def analyses(entries: list[EpisodeScore], metrics: dict) -> dict[str, Any]:
         "bootstrap": bootstrap_cis(entries, metrics),
         "bootstrap_settings": {"n_resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "confidence": CONFIDENCE,
                                "method": "percentile", "unit": "scenario"},
+        "t_partition": t_partition(entries),
+        "silence_stages": silence_stages(entries),
+        "n4_breakdown": n4_breakdown(entries),
         "silence_sweep": silence_sweep(entries),
         "request_time_tertiles": request_tertiles(entries),
+        "response_decisions": response_decisions(entries),
         "ranking_correlation": ranking_correlation(metrics),
-        "n4_breakdown": n4_breakdown(entries),
+        "breakdowns": breakdowns(entries),
     }

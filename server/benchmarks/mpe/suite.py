@@ -297,8 +297,7 @@ RULES: dict[str, str] = {
     "gold-answer": "gold_answer is not empty",
     "answer-keys": "answer_keys, when given, is a non-empty list of non-empty alternatives",
     "pair-complete": "both conditions of a pair exist",
-    "pair-turns": "both conditions of a pair have the same number of turns",
-    "pair-labels": "both conditions of a pair have the same label sequence",
+    "pair-n4": "both conditions of a pair have the same number of N4 events (paired by label, in order)",
     "pair-gold": "both conditions of a pair share gold_answer",
     "audio-pending": "the suite's audio has been synthesised",
     "clip-path": "clip paths are relative and stay inside the suite",
@@ -314,12 +313,14 @@ RULES: dict[str, str] = {
     "n1-mentions-aria": "an N1 turn mentions Aria",
     "mention-label": "N2 and N3 turns do not mention Aria (a mention makes the turn N1)",
     "addressee": "a turn is not addressed to its own speaker; T and N4Q are addressed to Aria",
+    "pair-turns": "both conditions of a pair have the same number of turns",
+    "pair-labels": "both conditions of a pair have the same label sequence",
     "pair-speakers": "both conditions of a pair have the same speaker sequence",
     "pair-minimal": "the conditions differ in T's text and at most the turn just before T",
 }
 CONSTRUCTION_RULES: frozenset[str] = frozenset(
     {"attributes", "t-bucket", "speakers-contiguous", "explicit-names-aria", "implicit-unnamed",
-     "n1-mentions-aria", "mention-label", "addressee", "pair-speakers", "pair-minimal"}
+     "n1-mentions-aria", "mention-label", "addressee", "pair-turns", "pair-labels", "pair-speakers", "pair-minimal"}
 )
 
 #: Position buckets of T (the issue's early-middle / middle / late-middle).
@@ -496,9 +497,16 @@ class _Checker:
                 self.add("addressee", f"{turn.label} is addressed to {turn.addressee!r}, not Aria", sc, i)
 
     def construction_pair(self, pair_id: str, ex: Scenario, im: Scenario) -> None:
+        # The generators write both versions from one script: the same turns, labels and
+        # speakers, differing only in T and at most the turn before it.
         line = self.line_of(im) or self.line_of(ex)
         if len(ex.turns) != len(im.turns):
-            return  # reported by pair-turns
+            self.add("pair-turns", f"explicit has {len(ex.turns)} turns, implicit has {len(im.turns)}",
+                     pair=pair_id, line=line)
+            return
+        if ex.labels != im.labels:
+            self.add("pair-labels", f"label sequences differ (explicit {' '.join(ex.labels)} / "
+                     f"implicit {' '.join(im.labels)})", pair=pair_id, line=line)
         diff_speakers = [i for i, (a, b) in enumerate(zip(ex.turns, im.turns)) if a.speaker != b.speaker]
         if diff_speakers:
             self.add("pair-speakers", f"speakers differ between conditions at turns {diff_speakers}",
@@ -593,12 +601,11 @@ def check_suite(suite: Suite, *, check_audio: bool = True, strict: bool = False)
             continue
         ex, im = conds["explicit"], conds["implicit"]
         line = ck.line_of(im)
-        if len(ex.turns) != len(im.turns):
-            ck.add("pair-turns", f"explicit has {len(ex.turns)} turns, implicit has {len(im.turns)}",
-                   pair=pair_id, line=line)
-        elif ex.labels != im.labels:
-            ck.add("pair-labels", f"label sequences differ (explicit {' '.join(ex.labels)} / "
-                   f"implicit {' '.join(im.labels)})", pair=pair_id, line=line)
+        # §2: the versions may differ beyond T (turn counts included); T and the N4 events are
+        # paired by label, not by position: the k-th N4 event of one is the k-th of the other.
+        n4 = [sum(t.label == "N4Q" for t in sc.turns) for sc in (ex, im)]
+        if n4[0] != n4[1]:
+            ck.add("pair-n4", f"explicit has {n4[0]} N4 events, implicit has {n4[1]}", pair=pair_id, line=line)
         if ex.gold_answer != im.gold_answer:
             ck.add("pair-gold", f"gold_answer differs between conditions ({ex.gold_answer!r} / "
                    f"{im.gold_answer!r})", pair=pair_id, line=line)

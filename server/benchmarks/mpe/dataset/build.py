@@ -18,6 +18,7 @@ from typing import Callable
 
 from server.benchmarks.mpe.dataset.compose import Composition, plan_pairs
 from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan, PairScript, ScenarioGenerator
+from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.suite import (
     AUDIO_PENDING,
     CONDITIONS,
@@ -36,19 +37,8 @@ SUITE_VERSION = "1"
 PREAMBLE_CLIP = "clips/preamble.wav"
 PREAMBLE_SPEAKER = "B"  # the voice as shipped reads the duty
 
-# §3: the spoken duty preamble -- Aria, spelled out; answer only when spoken to directly and
-# asked something answerable; silent for talk between people or to another device, for
-# thinking aloud, and once someone else has answered.
-PREAMBLE_TEXT = (
-    "Hello. You are Aria, the voice assistant in this room. "
-    "Your name is spelled A, R, I, A. "
-    "Several people will be talking here. "
-    "Only answer when someone speaks to you, Aria, directly, "
-    "and asks you something you can answer. "
-    "Stay quiet when people are talking to each other or to another device, "
-    "or when someone is just thinking out loud. "
-    "And if someone else has already answered the question, let it go and stay quiet."
-)
+# §3.1: the spoken duty preamble of the built-in suites is the paper's duty text, verbatim.
+PREAMBLE_TEXT = DUTY_TEXT
 
 Progress = Callable[[int, int], None]
 

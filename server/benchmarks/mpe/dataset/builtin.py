@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
+from server.benchmarks.mpe.dataset.build import PREAMBLE_TEXT, build_text_suite, make_generator
 from server.benchmarks.mpe.dataset.compose import Composition
 from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mpe.suite import Suite, SuiteError, audio_pending, check_suite
@@ -60,9 +60,12 @@ def builtin(name: str) -> BuiltinSuite:
 
 
 def _definition_sha(spec: BuiltinSuite) -> str:
+    """What a complete build must have been made from: a new generator version or duty text
+    (the spoken preamble) makes every earlier build of the suite stale."""
     from server.benchmarks.mpe.dataset.procedural import VERSION
 
-    data = json.dumps([BUILDER_VERSION, VERSION, asdict(spec), spec.composition().model_dump()], sort_keys=True)
+    data = json.dumps([BUILDER_VERSION, VERSION, PREAMBLE_TEXT, asdict(spec), spec.composition().model_dump()],
+                      sort_keys=True)
     return hashlib.sha256(data.encode()).hexdigest()
 
 

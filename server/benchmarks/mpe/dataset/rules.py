@@ -3,7 +3,10 @@
 The suite rules of DESIGN §2 and the construction rules (``strict``) live in
 :mod:`server.benchmarks.mpe.suite`; a script is expanded into its two scenario versions and run through
 the same checker, so a script that passes here yields a suite that passes
-``mpe dataset validate --strict``. On top come the rules that only make sense for a
+``mpe dataset validate --strict``. Among the construction rules are the generator-side pair
+checks (``pair-turns``, ``pair-labels``, ``pair-speakers``, ``pair-minimal``): a generated pair
+is one script, so its versions have the same turns; a suite from elsewhere may differ beyond
+T (DESIGN §2 pairs T and the N4 events by label). On top come the rules that only make sense for a
 script: it matches its plan (speakers, bucket, N4 event, attributes) and its text is
 speakable (no stage directions, speaker tags or line breaks).
 """

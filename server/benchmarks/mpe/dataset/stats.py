@@ -68,11 +68,11 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
     for p in pairs.values():
         if set(p) >= set(CONDITIONS):
             ex, im = p["explicit"], p["implicit"]
-            try:
-                t = ex.t_index
+            try:  # §2: T is paired by label, not position (the versions may differ in length)
+                te, ti = ex.t_index, im.t_index
             except ValueError:
                 continue
-            if t > 0 and len(im.turns) == len(ex.turns) and ex.turns[t - 1].text != im.turns[t - 1].text:
+            if te > 0 and ti > 0 and ex.turns[te - 1].text != im.turns[ti - 1].text:
                 revised += 1
     comp["implicit_cue"] = {"in_t": len(pairs) - revised, "revised_turn_before_t": revised}
     comp["attributes"] = {

@@ -1,0 +1,33 @@
+"""Credentials never reach a log (DESIGN §11): one pattern for tokens and keys in headers,
+URLs and text, as a function and as a ``logging.Filter``."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+# An Authorization / api-key header's value, a key or token in a query string, a benchmark
+# token (``mpe_…``) anywhere; group 1 is the part that stays.
+PATTERN = re.compile(r"((?:authorization|proxy-authorization):\s*(?:bearer|basic)?\s*|(?:api-key|x-goog-api-key):\s*"
+                     r"|[?&](?:key|access_token|token|api_key)=|\bmpe_(?=[A-Za-z0-9_-]{32}))[^\s&\"']+",
+                     re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential the pattern knows replaced by ``***``."""
+    return PATTERN.sub(lambda m: m.group(1) + "***", text)
+
+
+class RedactSecrets(logging.Filter):
+    """Masks credentials in the records of the logger it is added to (transport libraries log
+    request headers and URLs at debug level)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            msg = record.getMessage()
+        except Exception:
+            return True
+        red = redact(msg)
+        if red != msg:
+            record.msg, record.args = red, ()
+        return True

@@ -1,0 +1,101 @@
+"""The SDK's connection loop as the person running a bridge sees it (clients/sdk.py): the
+server's ``status`` kept and logged, server messages and fields of a later protocol revision
+ignored (docs/protocol.md §4), an exit once idle, and a refused token as one log line and exit
+status 2 from :func:`run_bridge` — never with the token in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+import websockets
+
+from clients.messages import Status, parse_server_message
+from clients.sdk import Bridge, BridgeClient, BridgeOptions, run_bridge
+from server.app import BackgroundServer
+from server.auth import create_token
+
+
+class Quiet(Bridge):
+    name = "quiet-model"
+    clocks = ("lockstep",)
+    blocking = False
+
+    def reset(self, episode):
+        pass
+
+    def step(self, seq, room):
+        return None
+
+
+def test_server_messages_of_a_later_revision_parse():
+    """Fields the server adds later are ignored; ``status`` is a known message."""
+    st = parse_server_message(json.dumps({"type": "status", "matching_runs": 2, "queued_episodes": 5,
+                                          "reason": "queued", "hint": "5 episodes", "eta_s": 12}))
+    assert st == Status(matching_runs=2, queued_episodes=5, reason="queued", hint="5 episodes")
+    welcome = parse_server_message('{"type": "welcome", "bridge_id": "b", "protocol": 1, "server": "x"}')
+    assert welcome.bridge_id == "b"
+    assert parse_server_message('{"type": "status", "matching_runs": 0, "queued_episodes": 0, '
+                                '"reason": "a-reason-from-the-future"}').reason == "a-reason-from-the-future"
+
+
+async def test_client_skips_unknown_server_messages_keeps_status_and_exits_when_idle(caplog):
+    """A server of a later revision: an unknown message type between welcome and status."""
+    async def later_server(ws):
+        await ws.recv()  # hello
+        await ws.send(json.dumps({"type": "welcome", "bridge_id": "b-later", "protocol": 1}))
+        await ws.send(json.dumps({"type": "announcement", "text": "new in a later revision"}))
+        await ws.send(json.dumps({"type": "status", "matching_runs": 0, "queued_episodes": 0, "reason": "ended",
+                                  "hint": "no more work: every run has ended", "next_check_s": 2}))
+        await ws.wait_closed()
+
+    caplog.set_level(logging.INFO, logger="mpe.sdk")
+    async with websockets.serve(later_server, "127.0.0.1", 0) as srv:
+        port = srv.sockets[0].getsockname()[1]
+        client = BridgeClient(Quiet(), BridgeOptions(server=f"ws://127.0.0.1:{port}", token="mpe_" + "S" * 43,
+                                                     exit_when_idle_s=0.5))
+        await asyncio.wait_for(client.run(), 10)
+    assert client.idle_exit and client.bridge_id == "b-later" and client.episodes_done == 0
+    assert client.status is not None and client.status.reason == "ended"
+    messages = [r.getMessage() for r in caplog.records if r.name == "mpe.sdk"]
+    assert "waiting: no more work: every run has ended" in messages
+    assert "no episode for 0.5 s: exiting" in messages
+    assert not any("S" * 43 in m for m in messages)
+
+
+async def test_idle_time_counts_only_outside_episodes(settings, db, mini_suite):
+    """With a run queued the bridge serves it, then leaves once idle for exit_when_idle_s."""
+    from server.engine.leasing import create_run
+
+    token = create_token(db, "local")
+    create_run(db, team="local", model="quiet-model", suite_path=str(mini_suite), clock="lockstep", limit=1,
+               conditions=["explicit", "implicit"])
+    async with BackgroundServer(settings) as srv:
+        client = BridgeClient(Quiet(), BridgeOptions(server=srv.url, token=token, exit_when_idle_s=0.3))
+        await asyncio.wait_for(client.run(), 120)
+    assert client.idle_exit and client.episodes_done == 2
+    assert client.status is not None and client.status.reason == "ended"
+
+
+def test_run_bridge_turns_a_refused_token_into_one_line(settings, db, caplog):
+    wrong = "mpe_" + "W" * 43
+
+    async def attempt() -> int | str | None:
+        async with BackgroundServer(settings) as srv:
+            try:
+                await asyncio.to_thread(run_bridge, Quiet(), BridgeOptions(server=srv.url, token=wrong))
+            except SystemExit as exc:
+                return exc.code
+        pytest.fail("run_bridge returned")
+
+    caplog.set_level(logging.INFO, logger="mpe.sdk")
+    assert asyncio.run(attempt()) == 2
+    errors = [r for r in caplog.records if r.name == "mpe.sdk" and r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None
+    line = errors[0].getMessage()
+    assert "\n" not in line and "the server refused the token (invalid token)" in line and line.endswith(
+        "(unauthorized)")
+    assert not any(wrong[4:] in r.getMessage() for r in caplog.records)
