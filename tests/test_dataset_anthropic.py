@@ -82,6 +82,8 @@ def test_valid_replies_make_a_valid_suite(fake, tmp_path):
     prompts = {plan_of(r.body).pair_id: r.body["messages"][0]["content"] for r in reqs}
     for p in plans():
         assert p.t_bucket in prompts[p.pair_id] and p.attributes.activity in prompts[p.pair_id]
+        n4_line = {0: "Do not include any N4Q", 1: "exactly one N4 event", 2: "exactly 2 N4 events"}[p.n4_events]
+        assert n4_line in prompts[p.pair_id]
 
 
 def test_malformed_and_rule_breaking_replies_are_retried_with_feedback(fake, tmp_path):
@@ -124,7 +126,7 @@ def test_json_in_a_text_reply_is_accepted(fake, tmp_path):
 
 def test_plan_violations_are_caught(fake, tmp_path):
     plan = plans(1, n4_share=0.0)[0]
-    other = plan.model_copy(update={"has_n4": True, "n_speakers": 4})
+    other = plan.model_copy(update={"n4_events": 1, "n_speakers": 4})
     fake.push(tool_reply(good_payload(other)))  # a fine script, but for another plan
     g = gen(fake, tmp_path)
     g.generate(plan)

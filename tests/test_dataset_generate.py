@@ -46,6 +46,7 @@ def _per_pair(suite: Suite):
 def test_default_composition_matches_the_benchmark():
     c = Composition.from_shares(2000)
     assert (c.pairs, c.four_speaker, c.n4) == (2000, 500, 968)
+    assert (c.n4_double, c.n4_events) == (943, 1911)  # the paper's 1,911 N4 events per condition
     assert c.buckets == {"early-middle": 667, "middle": 667, "late-middle": 666}
 
 
@@ -55,6 +56,8 @@ def test_2000_pairs_hit_the_composition_exactly_and_pass_validation(full):
     assert Counter(sc.n_speakers for sc in pairs) == {3: 1500, 4: 500}
     assert Counter(sc.t_bucket for sc in pairs) == {"early-middle": 667, "middle": 667, "late-middle": 666}
     assert sum("N4Q" in sc.labels for sc in pairs) == 968
+    for cond in ("explicit", "implicit"):
+        assert sum(sc.labels.count("N4Q") for sc in full.scenarios if sc.condition == cond) == 1911
     # every rule of §2 and every construction rule
     assert check_suite(full, check_audio=False, strict=True) == []
     for sc in full.scenarios:
@@ -131,6 +134,7 @@ def test_composition_is_configurable_and_exact(pairs, four, n4, buckets):
     plans = plan_pairs(c, seed=5)
     assert sum(p.n_speakers == 4 for p in plans) == c.four_speaker
     assert sum(p.has_n4 for p in plans) == c.n4
+    assert sum(p.n4_events for p in plans) == c.n4_events and max(p.n4_events for p in plans) <= 2
     assert Counter(p.t_bucket for p in plans) == {b: n for b, n in c.buckets.items() if n}
     assert sum(c.buckets.values()) == pairs
     gen = ProceduralGenerator(5)
@@ -152,6 +156,9 @@ def test_bad_composition_is_a_clear_error():
         Composition.from_shares(0)
     with pytest.raises(ValueError, match="sum"):
         Composition(pairs=3, four_speaker=0, buckets={"early-middle": 1, "middle": 1, "late-middle": 0}, n4=0)
+    with pytest.raises(ValueError, match="n4_double"):
+        Composition(pairs=3, four_speaker=0, buckets={"early-middle": 1, "middle": 1, "late-middle": 1}, n4=1,
+                    n4_double=2)
 
 
 # ---------------------------------------------------------------------------- determinism
@@ -222,6 +229,7 @@ def test_cli_generate_stats_export(tmp_path):
     r = runner.invoke(app, ["dataset", "generate", "--out", str(out), "--pairs", "40", "--seed", "3", "--no-audio"])
     assert r.exit_code == 0, r.output
     assert "30 three-human, 10 four-human" in r.output and "audio pending" in r.output
+    assert "19 with N4 events, 38 in all" in r.output
 
     r = runner.invoke(app, ["dataset", "stats", str(out), "--json"])
     assert r.exit_code == 0, r.output
@@ -230,6 +238,7 @@ def test_cli_generate_stats_export(tmp_path):
     assert comp["pairs"] == 40 and comp["speakers"] == {"3": 30, "4": 10}
     assert comp["t_buckets"] == {"early-middle": 14, "middle": 13, "late-middle": 13}
     assert comp["n4_pairs"] == 19 and stats["audio"] == "pending" and "durations" not in stats
+    assert comp["n4_events"] == {"explicit": 38, "implicit": 38}  # 19 pairs, two events each (round(18.5))
     assert comp["labels"]["explicit"]["T"] == 40 == comp["labels"]["implicit"]["T"]
 
     r = runner.invoke(app, ["dataset", "stats", str(out)])

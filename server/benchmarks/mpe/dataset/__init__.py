@@ -6,5 +6,6 @@
 * :mod:`.build` -- scripts to a (text-only) suite directory
 * :mod:`.synth` -- parallel, cached, resumable synthesis of a suite's clips
 * :mod:`.stats`, :mod:`.textexport` -- reports and text-only export
+* :mod:`.importer` -- an external manifest (JSONL or CSV, mapped fields) to a suite
 * :mod:`.builtin` -- the ``mini`` and ``full`` suites; :mod:`.cli` -- ``mpe dataset``
 """

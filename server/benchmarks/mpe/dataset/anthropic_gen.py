@@ -89,7 +89,8 @@ Labels (one per turn):
 - N2: a person speaks to another person, the group, or another device (e.g. "Alexa, ...").
   N2 lines never contain the word "Aria".
 - N3: a person thinks aloud or talks to themselves, addressed to nobody. Never contains "Aria".
-- N4Q: a question to Aria, after T; it must be immediately followed by N4R.
+- N4Q: a question to Aria, after T; it must be immediately followed by N4R. A script has at most two
+  N4 events (N4Q + N4R pairs).
 - N4R: a person resolves the N4Q at once: answers it, or tells Aria it need not answer
   (spoken by the asker or by someone else).
 
@@ -111,15 +112,20 @@ and at least one N3, and call the submit_scenario tool with the script."""
 def _user_prompt(plan: PairPlan, seed: int) -> str:
     a = plan.attributes
     speakers = ", ".join("ABCD"[: plan.n_speakers])
-    n4 = ("Include exactly one N4 event (N4Q immediately followed by N4R) somewhere after T."
-          if plan.has_n4 else "Do not include any N4Q or N4R turn.")
+    # §2: each N4 event is an N4Q immediately followed by its N4R, after T; a plan asks for 0, 1 or 2.
+    n4 = {0: "Do not include any N4Q or N4R turn.",
+          1: "Include exactly one N4 event (N4Q immediately followed by N4R) somewhere after T."}.get(
+        plan.n4_events,
+        f"Include exactly {plan.n4_events} N4 events after T, each an N4Q immediately followed by its N4R, "
+        "on different side questions, with other conversation between them when there is room.")
+    turns = "between 8 and 14" if plan.n4_events < 2 else "between 10 and 16"
     return (
         f"Write scenario {plan.pair_id}.\n"
         f"Speakers: {speakers} ({plan.n_speakers} people; all of them speak).\n"
         f"Setting: {a.setting}\nActivity: {a.activity}\nRelationship: {a.relationship}\n"
         f"Other devices present besides Aria: {a.device_context}\nRegister: {a.register}\n"
         f"T position bucket: {plan.t_bucket}\n{n4}\n"
-        "Use between 8 and 14 turns.\n"
+        f"Use {turns} turns.\n"
         f"Plan (machine-readable): {json.dumps({'plan': plan.model_dump(), 'seed': seed}, sort_keys=True)}"
     )
 

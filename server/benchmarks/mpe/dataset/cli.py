@@ -121,7 +121,7 @@ def generate(
         c = composition
         console.print(f"{'wrote' if what == 'written' else 'kept the identical'} suite {out}: {pairs} pairs "
                       f"({pairs - c.four_speaker} three-human, {c.four_speaker} four-human; T buckets "
-                      f"{' / '.join(str(v) for v in c.buckets.values())}; {c.n4} with an N4 event)")
+                      f"{' / '.join(str(v) for v in c.buckets.values())}; {c.n4} with N4 events, {c.n4_events} in all)")
         if no_audio:
             console.print(f"audio pending: run [bold]mpe dataset synthesize {out}[/bold]")
             return
@@ -205,6 +205,28 @@ def stats(
             print(json.dumps(data, indent=2))
         else:
             render_stats(data, Console(width=max(Console().width, 120)))
+
+
+@dataset_app.command("import")
+def import_cmd(
+    manifest: Path = typer.Argument(..., help="external manifest: JSONL or CSV (clip paths relative to it)"),
+    out: Path = typer.Option(..., "--out", help="suite directory to write"),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="JSON field/label mapping (docs/scenarios.md)"),
+) -> None:
+    """Import an external manifest as a suite; exit 1 naming each problem (manifest row, rule)."""
+    from server.benchmarks.mpe.dataset.importer import import_manifest, load_mapping
+
+    with _errors():
+        result = import_manifest(manifest, out, load_mapping(mapping))
+        for p in result.problems:
+            print(f"{manifest.parent}/{p}")
+        if result.problems:
+            console.print(f"[red]{len(result.problems)} problem(s)[/red] in {manifest}"
+                          f"{'' if result.suite is not None else '; nothing imported'}")
+            raise typer.Exit(1)
+        assert result.suite is not None
+        console.print(f"[green]imported[/green]: {out} ({len(result.suite.scenarios)} scenario versions, "
+                      "audio checked)")
 
 
 @dataset_app.command("export-text")

@@ -3,7 +3,8 @@
 By default a suite reproduces the benchmark's shape: a quarter of the pairs have four
 humans, T sits in the early-middle / middle / late-middle bucket in equal thirds, and
 48.4 % of the pairs have an N4 event (2,000 pairs -> 1,500 / 500 speakers, 667 / 667 /
-666 buckets, 968 N4 events). Counts are exact: each dimension is a list with exactly the
+666 buckets, 968 pairs with N4 events). Of the N4 pairs, 97.42 % have two events and the
+rest one (943 + 25 -> 1,911 N4 events, the paper's total). Counts are exact: each dimension is a list with exactly the
 apportioned number of each value, shuffled independently with the seed.
 
 Scene attributes are spread evenly: activities cycle in shuffled rounds, and every other
@@ -25,6 +26,7 @@ from server.benchmarks.mpe.suite import T_BUCKETS
 
 DEFAULT_FOUR_SPEAKER_SHARE = 0.25
 DEFAULT_N4_SHARE = 0.484
+DEFAULT_N4_DOUBLE_SHARE = 0.9742  # of the N4 pairs, those with two N4 events (943 of 968)
 DEFAULT_BUCKET_SHARES = (1.0, 1.0, 1.0)  # relative weights of early-middle, middle, late-middle
 
 
@@ -55,6 +57,7 @@ class Composition(BaseModel):
     four_speaker: int = Field(ge=0)
     buckets: dict[str, int]
     n4: int = Field(ge=0)
+    n4_double: int = Field(default=0, ge=0)  # of the ``n4`` pairs, those with two N4 events
 
     @model_validator(mode="after")
     def _consistent(self) -> "Composition":
@@ -62,6 +65,8 @@ class Composition(BaseModel):
             raise ValueError(f"four_speaker ({self.four_speaker}) exceeds pairs ({self.pairs})")
         if self.n4 > self.pairs:
             raise ValueError(f"n4 ({self.n4}) exceeds pairs ({self.pairs})")
+        if self.n4_double > self.n4:
+            raise ValueError(f"n4_double ({self.n4_double}) exceeds n4 ({self.n4})")
         if set(self.buckets) != set(T_BUCKETS) or any(v < 0 for v in self.buckets.values()):
             raise ValueError(f"buckets must give a count for each of {', '.join(T_BUCKETS)}")
         if sum(self.buckets.values()) != self.pairs:
@@ -75,21 +80,30 @@ class Composition(BaseModel):
         *,
         four_speaker_share: float = DEFAULT_FOUR_SPEAKER_SHARE,
         n4_share: float = DEFAULT_N4_SHARE,
+        n4_double_share: float = DEFAULT_N4_DOUBLE_SHARE,
         bucket_shares: tuple[float, float, float] = DEFAULT_BUCKET_SHARES,
     ) -> "Composition":
         if pairs < 1:
             raise DatasetError("a suite needs at least one pair")
-        for name, v in (("four-speaker share", four_speaker_share), ("N4 share", n4_share)):
+        for name, v in (("four-speaker share", four_speaker_share), ("N4 share", n4_share),
+                        ("two-N4 share", n4_double_share)):
             if not 0.0 <= v <= 1.0:
                 raise DatasetError(f"{name} must be between 0 and 1 (got {v})")
         if len(bucket_shares) != 3 or any(w < 0 for w in bucket_shares) or sum(bucket_shares) <= 0:
             raise DatasetError("bucket shares must be three non-negative weights, not all zero")
+        n4 = _round_half_up(pairs * n4_share)
         return cls(
             pairs=pairs,
             four_speaker=_round_half_up(pairs * four_speaker_share),
             buckets=dict(zip(T_BUCKETS, apportion(pairs, tuple(bucket_shares)))),
-            n4=_round_half_up(pairs * n4_share),
+            n4=n4,
+            n4_double=_round_half_up(n4 * n4_double_share),
         )
+
+    @property
+    def n4_events(self) -> int:
+        """The total number of N4 events per condition."""
+        return self.n4 + self.n4_double
 
 
 def _least_used(options: list, used: Counter, rng: random.Random, key=lambda o: o.value):
@@ -110,7 +124,7 @@ def plan_pairs(composition: Composition, seed: int) -> list[PairPlan]:
     n = composition.pairs
     speakers = [4] * composition.four_speaker + [3] * (n - composition.four_speaker)
     buckets = [b for b in T_BUCKETS for _ in range(composition.buckets[b])]
-    n4 = [True] * composition.n4 + [False] * (n - composition.n4)
+    n4 = [2] * composition.n4_double + [1] * (composition.n4 - composition.n4_double) + [0] * (n - composition.n4)
     for dim in (speakers, buckets, n4):
         rng.shuffle(dim)
 
@@ -132,7 +146,7 @@ def plan_pairs(composition: Composition, seed: int) -> list[PairPlan]:
         plans.append(
             PairPlan(
                 index=i, pair_id=pid, scenario_id=sid, n_speakers=speakers[i], t_bucket=buckets[i],
-                has_n4=n4[i],
+                n4_events=n4[i],
                 attributes=SceneAttributes(setting=st.value, activity=act.value, relationship=rel.value,
                                            device_context=dev.value, register=reg.value),
             )

@@ -8,8 +8,9 @@ A scenario grows from its plan in four steps:
    carry the conversation on afterwards.
 2. **Layout.** A turn count and T's position are chosen to fit the plan's bucket; the
    slots before T hold an opener, the facts in order (interleaved with small talk) and,
-   for one implicit strategy, a lead-in; the slots after T hold the N4 event (when
-   planned), a follow-up and more small talk. Every scenario has at least one N1 and
+   for one implicit strategy, a lead-in; the slots after T hold the N4 events (none,
+   one or two, as planned, on distinct side questions, each followed by more
+   conversation), a follow-up and more small talk. Every scenario has at least one N1 and
    one N3.
 3. **Speakers.** Turns are given to the 3 or 4 speakers (never the same speaker twice in
    a row, except an asker resolving their own N4 question; everyone speaks), and every
@@ -46,7 +47,7 @@ from server.benchmarks.mpe.dataset.spoken import (
 )
 from server.benchmarks.mpe.suite import bucket_of
 
-VERSION = "1"
+VERSION = "2"  # 2: up to two N4 events per pair
 
 # ------------------------------------------------------------------------ building blocks
 
@@ -826,19 +827,21 @@ class ProceduralGenerator:
             t_line.implicit = _fill(rng.choice(IMPLICIT_T_PLAIN), task.question)
         else:
             t_line.implicit = _fill(rng.choice(IMPLICIT_T_CUE), task.question)
-        n4_lines = self._n4(rng, task) if plan.has_n4 else []
+        n4_events = self._n4(rng, task, plan.n4_events)
         follow_text = rng.choice(task.followups if rng.random() < 0.6 else GENERIC_FOLLOW)
         follow = Line("N2", follow_text, to="one" if "{name}" in follow_text else "group", role="followup")
 
         # ---- layout: turn count and T position for the bucket
         use_opener = True
         pre_fixed = 1 + len(task.facts) + (1 if lead else 0)
-        post_fixed = len(n4_lines) + 1
+        post_fixed = 2 * len(n4_events) + 1
         musts = [self._n3(rng, setting, reg)]
         if lead is None:  # the lead-in is an N1 already
             n1 = rng.choice(GENERIC_N1)
             musts.append(Line("N1", n1, to="one" if "{name}" in n1 else "group"))
         base = (8, 12) if plan.n_speakers == 3 else (9, 13)
+        if len(n4_events) > 1:  # room for the second N4 event when T sits late
+            base = (base[0], base[1] + 4)
         cands = self._positions(plan.t_bucket, pre_fixed, post_fixed, len(musts), base)
         if not cands:  # a tight early bucket: the first fact opens the conversation
             use_opener = False
@@ -866,8 +869,11 @@ class ProceduralGenerator:
         pre = ([opener] if use_opener else []) + _flatten(body) + ([lead] if lead else [])
         post_items: list = [follow] + post_fill
         rng.shuffle(post_items)
-        if n4_lines:  # soon after T, with room left for conversation after it when possible
-            post_items.insert(rng.randrange(0, min(2, len(post_items))), n4_lines)
+        lo = 0
+        for event in n4_events:  # soon after T, with conversation after each; apart when there is room
+            post_items.insert(rng.randrange(lo, min(lo + 2, len(post_items))), event)
+            after = post_items.index(event) + 1  # < len(post_items): something always follows
+            lo = after + 1 if after + 1 < len(post_items) else after
         lines = pre + [t_line] + _flatten(post_items)
         if len(lines) != n:
             raise DatasetError(f"{plan.pair_id}: layout produced {len(lines)} turns, expected {n}")
@@ -885,11 +891,19 @@ class ProceduralGenerator:
                     out.append((n, t))
         return out
 
+    @classmethod
+    def _n4(cls, rng, task: Task, count: int) -> list[list[Line]]:
+        """``count`` N4 events on distinct side questions (§2: each N4Q immediately
+        followed by its N4R)."""
+        if not count:
+            return []
+        return [cls._n4_event(rng, q) for q in rng.sample(task.n4 + list(GENERIC_N4), count)]
+
     @staticmethod
-    def _n4(rng, task: Task) -> list[Line]:
+    def _n4_event(rng, side: tuple[str, str, str]) -> list[Line]:
         """N4Q to Aria, then its human resolution: an answer or a "no need", by the asker
         or by someone else."""
-        q4, answer, own = rng.choice(task.n4 + list(GENERIC_N4))
+        q4, answer, own = side
         n4q = Line("N4Q", _fill(rng.choice(N4Q_FORMS), q4), to="Aria", role="n4q")
         mode = rng.choice(("other-answers", "other-waves-off", "asker-never-mind", "asker-answers"))
         if mode == "other-answers":

@@ -21,7 +21,7 @@ from server.benchmarks.mpe.suite import CONDITIONS, Preamble, Problem, Scenario,
 SCRIPT_RULES: dict[str, str] = {
     "plan-speakers": "the script has the number of speakers its plan assigns",
     "plan-bucket": "T sits in the bucket its plan assigns",
-    "plan-n4": "the script has an N4 event exactly when its plan says so (at most one)",
+    "plan-n4": "the script has the number of N4 events its plan assigns (at most two)",
     "plan-attributes": "the script keeps the scene attributes of its plan",
     "plan-ids": "the script keeps the pair and scenario ids of its plan",
     "text-speakable": "turn text is one spoken line: no stage directions, speaker tags or line breaks",
@@ -99,8 +99,8 @@ def check_script(script: PairScript, plan: PairPlan | None = None) -> list[Probl
         if script.t_bucket != plan.t_bucket:
             add("plan-bucket", f"t_bucket is {script.t_bucket}, the plan says {plan.t_bucket}")
         n4 = sum(t.label == "N4Q" for t in script.turns)
-        if n4 != (1 if plan.has_n4 else 0):
-            add("plan-n4", f"script has {n4} N4 events; the plan asks for {1 if plan.has_n4 else 0}")
+        if n4 != plan.n4_events:
+            add("plan-n4", f"script has {n4} N4 events; the plan asks for {plan.n4_events}")
         if script.attributes != plan.attributes:
             add("plan-attributes", "scene attributes differ from the plan's")
     return problems

@@ -58,8 +58,12 @@ class PairPlan(BaseModel):
     scenario_id: str
     n_speakers: Literal[3, 4]
     t_bucket: TBucket
-    has_n4: bool
+    n4_events: int = Field(ge=0, le=2)  # §2: N4 events after T (the paper has about two per N4 pair)
     attributes: SceneAttributes
+
+    @property
+    def has_n4(self) -> bool:
+        return self.n4_events > 0
 
 
 class ScriptTurn(BaseModel):

@@ -63,6 +63,8 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
                for lab in sorted(LABELS)}
         for cond in CONDITIONS
     }
+    # §2: an N4 event is an N4Q with its N4R; a pair may hold several.
+    comp["n4_events"] = {cond: comp["labels"][cond]["N4Q"] for cond in CONDITIONS}
     # Implicit cue: in T alone, or with the turn before T revised too.
     revised = 0
     for p in pairs.values():
@@ -147,6 +149,7 @@ def render_stats(stats: dict[str, Any], console) -> None:
     for k, v in comp["t_buckets"].items():
         t.add_row(f"T bucket {k}", str(v))
     t.add_row("pairs with an N4 event", f"{comp['n4_pairs']} ({100 * comp['n4_share']:.1f} %)")
+    t.add_row("N4 events per condition", " / ".join(f"{c}: {v}" for c, v in comp["n4_events"].items()))
     t.add_row("implicit cue in T / revised turn before T",
               f"{comp['implicit_cue']['in_t']} / {comp['implicit_cue']['revised_turn_before_t']}")
     t.add_row("turns per scenario", ", ".join(f"{k}: {v}" for k, v in comp["turns_per_scenario"].items()))
