@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+MAX_INFLIGHT = 64  # §4 lockstep: the most room frames a run may keep in flight
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MPE_", extra="ignore")
@@ -22,7 +24,7 @@ class Settings(BaseSettings):
     poll_s: float = 0.5
     # New runs (mpe run create, POST /v1/runs, mpe demo) unless they say otherwise.
     max_attempts: int = Field(default=3, ge=1, description="attempts per episode")
-    max_inflight: int = Field(default=1, ge=1, le=64, description="lockstep: room frames in flight")
+    max_inflight: int = Field(default=1, ge=1, le=MAX_INFLIGHT, description="lockstep: room frames in flight")
     # Recording (§8): chunks are flushed at least this often.
     flush_s: float = 1.0
     # Wire protocol

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import soxr
 
 RATE = 24_000
@@ -151,3 +154,10 @@ def noise(total: int, dbfs: float, *, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     amp = 32768.0 * 10 ** (dbfs / 20)
     return np.clip(np.round(rng.standard_normal(total) * amp), -32768, 32767).astype(np.int16)
+
+
+# Debian's espeak-ng (the second TTS engine, and the voice of the SDK example in docs/bridges.md):
+# tests that need it skip where it is missing, except where MPE_REQUIRE_SYSTEM is set (CI, whose
+# `make test` installs it), so that a missing install fails instead of passing silently.
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None and not os.environ.get("MPE_REQUIRE_SYSTEM"),
+                                  reason="espeak-ng is not installed (make system, or apt-get install espeak-ng)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import soundfile as sf
@@ -14,16 +13,10 @@ from server.benchmarks.mpe.dataset.synth import synthesize_suite
 from server.benchmarks.mpe.suite import Suite, audio_pending, check_suite
 from server.cli import app
 from server.tts import ESPEAK_VOICES, OUTPUT_RATE
+from tests.audio_fixtures import needs_espeak
 from tests.dataset_support import ToneEngine, text_suite
 
 runner = CliRunner()
-
-
-def _have_espeak() -> bool:
-    return shutil.which("espeak-ng") is not None
-
-
-needs_espeak = pytest.mark.skipif(not _have_espeak(), reason="espeak-ng is not installed (apt-get install espeak-ng)")
 
 
 def _distinct_lines(suite: Suite) -> set[tuple[str, str]]:

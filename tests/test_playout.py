@@ -8,7 +8,6 @@ import importlib.util
 import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from model_bridges.playout import (
     redact_url,
     text_prompt_record,
 )
+from tests.audio_fixtures import needs_espeak
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -305,7 +305,7 @@ def _doc_example() -> str:
     return re.search(r"```python\n(.*?)```", guide, re.S).group(1)
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="the example synthesises its answer with espeak-ng")
+@needs_espeak  # the example synthesises its answer with espeak-ng
 async def test_docs_sdk_example_is_detected_as_speech(db, settings, mini_suite, tmp_path):
     """The example of docs/bridges.md, run as the doc says (``python my_bridge.py``) against a
     server: its answers are detected as speech, live and on replay, and answer the request."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from server.tts import (
     get_engine,
     parse_piper_voice,
 )
+from tests.audio_fixtures import needs_espeak
 from tests.test_suite import CountingEngine
 
 TEXT = "The noodle bar does a big bowl for eleven dollars. That sounds like a good deal to me."
@@ -283,10 +283,6 @@ def test_no_home_paths(tmp_path):
 
 
 # ---------------------------------------------------------------------- espeak-ng
-
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None,
-                                  reason="espeak-ng is not installed (apt-get install espeak-ng)")
-
 
 @needs_espeak
 def test_espeak_output_format_and_determinism():

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.outcome import MPEOutcome as Outcome  # the outcome of each benchmark's episodes
 from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
+from server.settings import MAX_INFLIGHT
 
 T = TypeVar("T")
 Clock = Literal["lockstep", "realtime"]
@@ -71,7 +72,7 @@ class RunCreate(BaseModel):
                                           "N with one)")
     max_attempts: int | None = Field(default=None, ge=1, le=10,
                                      description="attempts per episode (default: the server's MPE_MAX_ATTEMPTS)")
-    max_inflight: int | None = Field(default=None, ge=1, le=64,
+    max_inflight: int | None = Field(default=None, ge=1, le=MAX_INFLIGHT,
                                      description="lockstep: frames in flight (default: the server's MPE_MAX_INFLIGHT)")
     team: str | None = Field(default=None, pattern=TEAM_RE, description="admin only: create the run for this team")
     text_prompt: bool = Field(default=False, description="give the bridges the benchmark's duty as a text prompt "

@@ -29,7 +29,7 @@ from server.db import Attempt, Database, Episode, Run, new_id, now, utcnow
 from server.db import Suite as SuiteRow
 from server.engine.clips import episode_audio, load_suite
 from server.engine.registry import get_benchmark
-from server.settings import Settings
+from server.settings import MAX_INFLIGHT, Settings
 
 CLOCKS = ("lockstep", "realtime")
 _DEFAULT = Settings.model_fields  # a new run's max_attempts and max_inflight default to the settings' defaults
@@ -111,8 +111,8 @@ def create_run(
         raise BadRequest("limit must be at least 1")
     if max_attempts < 1:
         raise BadRequest("max_attempts must be at least 1")
-    if not 1 <= max_inflight <= 64:
-        raise BadRequest("max_inflight must be between 1 and 64")
+    if not 1 <= max_inflight <= MAX_INFLIGHT:
+        raise BadRequest(f"max_inflight must be between 1 and {MAX_INFLIGHT}")
     loaded = load_suite(suite_path)
     bench, suite = loaded.benchmark, loaded.suite
     conditions = conditions or list(bench.conditions)
