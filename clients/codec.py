@@ -1,12 +1,14 @@
 """Wire protocol v1 binary frames (DESIGN §4). Pure: numpy and struct only.
 
 Header (8 bytes, little-endian): u8 version, u8 kind, u16 flags, u32 seq; then exactly one
-frame of PCM s16le mono samples, or nothing when the SILENT flag is set.
+frame of PCM s16le mono samples, or nothing when the SILENT flag is set. Kinds: 1 room audio
+and 3 assistant context (server → bridge), 2 assistant audio (bridge → server).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +18,10 @@ from clients.errors import ProtocolError
 PROTOCOL_VERSION = 1
 KIND_ROOM = 1
 KIND_ASSISTANT = 2
+#: teacher forcing (docs/protocol.md §5.1): the audio the model must take as its own output for
+#: slot ``seq``, sent right before the room frame of the same seq, only to bridges that accept it
+KIND_CONTEXT = 3
+KINDS = (KIND_ROOM, KIND_ASSISTANT, KIND_CONTEXT)
 FLAG_SILENT = 0x0001
 STREAM_RATE = 24_000
 SAMPLE_RATES = (24_000, 16_000)
@@ -55,17 +61,20 @@ def encode_frame(kind: int, seq: int, pcm: np.ndarray | None) -> bytes:
     return HEADER.pack(PROTOCOL_VERSION, kind, 0, seq) + pcm.astype("<i2", copy=False).tobytes()
 
 
-def decode_frame(data: bytes, *, n_samples: int, kind: int | None = None) -> Frame:
-    """Decode and check one binary message; raises ProtocolError with a stable code."""
+def decode_frame(data: bytes, *, n_samples: int, kind: int | Collection[int] | None = None) -> Frame:
+    """Decode and check one binary message; raises ProtocolError with a stable code. ``kind``: the
+    kind (or kinds) allowed in this direction; None: any kind of the protocol."""
     if len(data) < HEADER_SIZE:
         raise ProtocolError("binary message shorter than the 8-byte header", code="bad_frame")
     version, k, flags, seq = HEADER.unpack_from(data)
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"unsupported protocol version {version}", code="unsupported_version")
-    if k not in (KIND_ROOM, KIND_ASSISTANT):
+    if k not in KINDS:
         raise ProtocolError(f"unknown frame kind {k}", code="bad_frame")
-    if kind is not None and k != kind:
-        raise ProtocolError(f"frame kind {k} not allowed here (expected {kind})", code="bad_frame")
+    allowed = (kind,) if isinstance(kind, int) else kind
+    if allowed is not None and k not in allowed:
+        expected = " or ".join(str(a) for a in allowed)
+        raise ProtocolError(f"frame kind {k} not allowed here (expected {expected})", code="bad_frame")
     if flags & ~FLAG_SILENT:
         raise ProtocolError("unknown flag bits set", code="bad_frame")
     payload = len(data) - HEADER_SIZE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -17,9 +17,13 @@ Clock = Literal["lockstep", "realtime"]
 
 class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    #: optional fields added within protocol 1 that are left off the wire while they hold their
+    #: default, so that a peer which predates them (and rejects unknown fields) still accepts the message
+    _omit_default: ClassVar[tuple[str, ...]] = ()
 
     def dumps(self) -> str:
-        return self.model_dump_json(exclude_none=True)
+        left_off = {f for f in self._omit_default if getattr(self, f) == type(self).model_fields[f].default}
+        return self.model_dump_json(exclude_none=True, exclude=left_off or None)
 
 
 class ModelInfo(_Msg):
@@ -33,6 +37,11 @@ class Hello(_Msg):
     model: ModelInfo
     sample_rate: Literal[24000, 16000] = 24000
     clocks: list[Clock] = Field(default_factory=lambda: ["lockstep", "realtime"], min_length=1)
+    #: the bridge takes assistant-context frames (kind 3, teacher forcing): only such bridges are
+    #: given episodes with ``episode.start.context_frames`` (docs/protocol.md §5.1)
+    accepts_context: bool = False
+
+    _omit_default = ("accepts_context",)
 
 
 class Welcome(_Msg):
@@ -50,6 +59,8 @@ class WorkReason(StrEnum):
     other_clocks = "other_clocks"  # runs for this model name exist only for clocks this bridge does not serve
     ended = "ended"  # every run for this model name has ended: no more work
     no_run = "no_run"  # no run for this model name (in the token's team)
+    #: the queued episodes need assistant-context frames, which this bridge did not accept in hello
+    needs_context = "needs_context"
 
 
 class Status(_Msg):
@@ -82,6 +93,12 @@ class EpisodeStart(_Msg):
     #: the benchmark's duty as text, only when the run was created with a text prompt; bridges
     #: that take text instructions use it, others ignore it (absent: send no text prompt)
     instructions: str | None = Field(default=None, max_length=16_000)
+    #: teacher forcing (docs/protocol.md §5.1): slots 0 … context_frames−1 each bring one
+    #: assistant-context frame (kind 3) right before their room frame; 0 (absent on the wire): none.
+    #: Only bridges that sent ``hello.accepts_context`` are given episodes with context frames.
+    context_frames: int = Field(default=0, ge=0, lt=2**32)
+
+    _omit_default = ("context_frames",)
 
 
 class EpisodeEnd(_Msg):

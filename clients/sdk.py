@@ -3,7 +3,8 @@
 Depends only on numpy, websockets and this package (no server code), so a team can ship a
 bridge with ``clients/`` alone. The connection loop speaks wire protocol v1 (DESIGN §4):
 hello → welcome, then for every ``episode.start`` a reset to fresh state and one assistant
-frame per room frame, with the same seq.
+frame per room frame, with the same seq. A bridge that declares ``accepts_context`` is also
+handed assistant-context frames (teacher forcing) through ``force`` before ``step`` of the same seq.
 
 It logs through ``logging`` (logger ``mpe.sdk``), one line per record: the connection, the
 server's ``status`` (what work matches the bridge, and while none does, why), each episode's
@@ -23,7 +24,15 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import websockets
 
-from clients.codec import KIND_ASSISTANT, KIND_ROOM, PROTOCOL_VERSION, decode_frame, encode_frame, frame_samples
+from clients.codec import (
+    KIND_ASSISTANT,
+    KIND_CONTEXT,
+    KIND_ROOM,
+    PROTOCOL_VERSION,
+    decode_frame,
+    encode_frame,
+    frame_samples,
+)
 from clients.errors import CLOSE_CODES, AuthError, MPEError, ProtocolError, RemoteError
 from clients.messages import (
     EpisodeEnd,
@@ -58,6 +67,9 @@ class BaseBridge(ABC):
     revision: str = ""
     sample_rate: int = 24_000
     clocks: tuple[str, ...] = ("lockstep", "realtime")
+    #: True: the model can be given its own past output (``force``), so the bridge is also leased
+    #: episodes that start with assistant-context frames (teacher forcing, docs/protocol.md §5.1)
+    accepts_context: bool = False
 
     def __init__(self) -> None:
         self._outbox: list[dict] = []
@@ -92,6 +104,11 @@ class Bridge(BaseBridge):
     def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         """int16 room frame (frame_samples) -> int16 assistant frame, or None for silence."""
 
+    def force(self, seq: int, pcm: np.ndarray) -> None:
+        """Teacher forcing (only with ``accepts_context``): ``pcm`` (int16, frame_samples) is what
+        the model said in slot ``seq``; take it as its own output. Called right before
+        ``step(seq, room)``, whose answer the server then ignores. Default: nothing."""
+
 
 class AsyncBridge(BaseBridge):
     """A bridge that buffers or talks to a remote endpoint (realtime only, usually)."""
@@ -104,6 +121,9 @@ class AsyncBridge(BaseBridge):
     @abstractmethod
     async def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         """Take one room frame; return the assistant frame to play in this 80 ms slot."""
+
+    async def force(self, seq: int, pcm: np.ndarray) -> None:
+        """Teacher forcing, as :meth:`Bridge.force`. Default: nothing."""
 
     async def close(self) -> None:
         """Release remote resources (optional)."""
@@ -217,7 +237,7 @@ class BridgeClient:
         url, ws = await self._connect()
         async with ws:
             hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
-                          sample_rate=b.sample_rate, clocks=list(b.clocks))
+                          sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context)
             await ws.send(hello.dumps())
             first = parse_server_message(await ws.recv())
             if isinstance(first, Error):
@@ -243,7 +263,10 @@ class BridgeClient:
                         return
                     raw = recv.result()
                     if isinstance(raw, bytes):
-                        frame = decode_frame(raw, n_samples=n, kind=KIND_ROOM)
+                        frame = decode_frame(raw, n_samples=n, kind=self._kinds)
+                        if frame.kind == KIND_CONTEXT:  # teacher forcing: before the room frame of its seq
+                            await self._reported(ws, self._force(frame.seq, frame.pcm))
+                            continue
                         self._frames += 1
                         out = await self._reported(ws, self._step(frame.seq, frame.pcm))
                         await ws.send(encode_frame(KIND_ASSISTANT, frame.seq, out))
@@ -261,7 +284,8 @@ class BridgeClient:
                         log.info("%s: %s", "work" if msg.queued_episodes else "waiting", msg.hint or msg.reason)
                     elif isinstance(msg, EpisodeStart):
                         b.episode, self._idle_since, self._frames = msg, None, 0
-                        log.info("episode %s: started (%s clock, %d Hz)", msg.episode_id, msg.clock, msg.sample_rate)
+                        log.info("episode %s: started (%s clock, %d Hz%s)", msg.episode_id, msg.clock, msg.sample_rate,
+                                 f", {msg.context_frames} context frames" if msg.context_frames else "")
                         await self._reported(ws, self._reset(msg))
                     elif isinstance(msg, EpisodeEnd):
                         b.end_episode(msg)
@@ -298,6 +322,20 @@ class BridgeClient:
             await asyncio.to_thread(b.reset, episode)
         else:
             b.reset(episode)
+
+    @property
+    def _kinds(self) -> tuple[int, ...]:
+        """The frame kinds the server may send this bridge (context only to one that accepts it)."""
+        return (KIND_ROOM, KIND_CONTEXT) if self.bridge.accepts_context else (KIND_ROOM,)
+
+    async def _force(self, seq: int, pcm: np.ndarray) -> None:
+        b = self.bridge
+        if isinstance(b, AsyncBridge):
+            await b.force(seq, pcm)
+        elif b.blocking:
+            await asyncio.to_thread(b.force, seq, pcm)
+        else:
+            b.force(seq, pcm)
 
     async def _step(self, seq: int, pcm: np.ndarray) -> np.ndarray | None:
         b = self.bridge

@@ -19,6 +19,7 @@ class Silent(Bridge):
 
     name = "silent"
     blocking = False
+    accepts_context = True  # its output never depends on its past output: teacher forcing changes nothing
 
     def __init__(self, **_):
         super().__init__()
@@ -36,6 +37,7 @@ class Echo(Bridge):
 
     name = "echo"
     blocking = False
+    accepts_context = True  # it hears only the room: its own (forced) past output changes nothing
 
     def __init__(self, delay: str = "5", **_):
         super().__init__()

@@ -40,6 +40,7 @@ class AlwaysTalk(Bridge):
 
     name = "always-talk"
     blocking = False
+    accepts_context = True  # its output never depends on its past output: teacher forcing changes nothing
 
     def __init__(self, data_dir: Path):
         super().__init__()
@@ -70,7 +71,14 @@ def _oracle(data_dir: Path, suite: str | None = None) -> BaseBridge:
     return Oracle(data_dir, suite)
 
 
-SERVER_BRIDGES = {"always-talk": AlwaysTalk, "oracle": _oracle}
+def _mtr_oracle(data_dir: Path, suite: str | None = None) -> BaseBridge:
+    """Knows the MTR-DuplexBench dialogues (admin token) and handles every feature ideally."""
+    from server.benchmarks.mtr.oracle import MTROracle
+
+    return MTROracle(data_dir, suite)
+
+
+SERVER_BRIDGES = {"always-talk": AlwaysTalk, "oracle": _oracle, "mtr-oracle": _mtr_oracle}
 ENTRY_POINT_GROUP = "duplex_mpe.bridges"  # an installed package's bridges: name = "module:Class"
 
 

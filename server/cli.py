@@ -96,11 +96,19 @@ def token_create(team: str = typer.Option(..., help="team that owns the token"),
         raise typer.BadParameter(str(exc))
 
 
+def _csv(value: str | None) -> list[str] | None:
+    return None if value is None else [c.strip() for c in value.split(",") if c.strip()]
+
+
 @run_app.command("create")
 def run_create(model: str = typer.Option(..., help="model name the bridges announce"),
                suite: Path = typer.Option(..., exists=True, file_okay=False, help="suite directory"),
                clock: str = typer.Option("lockstep", help="lockstep | realtime"),
-               conditions: str = typer.Option("explicit,implicit", help="comma-separated"),
+               conditions: Optional[str] = typer.Option(None, help="comma-separated (default: every condition of "
+                                                        "the suite's benchmark; Duplex-MPE: explicit,implicit)"),
+               history: Optional[str] = typer.Option(None, help="MTR-DuplexBench history modes, comma-separated: gt "
+                                                     "(the published protocol: ground-truth history, one episode "
+                                                     "per round) and/or free (one live episode per dialogue)"),
                limit: Optional[int] = typer.Option(None, help="only the first N pairs (a pair is one scenario in both "
                                                    "conditions: 2N episodes, or N with one condition)"),
                team: str = typer.Option("local", help="team that owns the run"),
@@ -112,16 +120,22 @@ def run_create(model: str = typer.Option(..., help="model name the bridges annou
                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Queue a run (one episode per scenario version) and print its id."""
     from server.engine.leasing import create_run
+    from server.engine.matching import context_note
     from server.engine.progress import run_progress
 
+    if history and conditions:
+        raise typer.BadParameter("give --history (MTR-DuplexBench) or --conditions, not both")
     settings = load_settings()
     db = _db(settings)
     run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
-                        conditions=[c.strip() for c in conditions.split(",") if c.strip()], limit=limit,
+                        conditions=_csv(history or conditions), limit=limit,
                         max_attempts=settings.max_attempts if max_attempts is None else max_attempts,
                         max_inflight=settings.max_inflight if max_inflight is None else max_inflight,
                         text_prompt=text_prompt)
     print(json.dumps(run_progress(db, run_id).to_json()) if as_json else run_id)
+    note = context_note(db, run_id)  # episodes that no connected bridge can take yet (protocol.md §5.1)
+    if note:
+        print(note, file=sys.stderr)
 
 
 @run_app.command("list")

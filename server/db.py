@@ -215,6 +215,7 @@ class BridgeRow(Base):
     model_revision: Mapped[str] = mapped_column(String(200), default="")
     sample_rate: Mapped[int] = mapped_column(Integer)
     clocks: Mapped[list[Any]] = mapped_column(JSON)
+    accepts_context: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     server_id: Mapped[str] = mapped_column(String(100))
     connected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     disconnected_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

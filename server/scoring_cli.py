@@ -76,15 +76,31 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
     if as_json:
         print(json.dumps(res.to_json()))
     elif not res.failures:
-        from server.benchmarks.mpe.report import print_tables
+        from server.engine.registry import get_benchmark
 
-        print_tables(res.metrics, out, title=f"scoring {res.scoring_id}")
+        get_benchmark(res.config.get("benchmark")).print_tables(res.metrics, out, title=f"scoring {res.scoring_id}")
     c = res.calls
     console.print(f"scoring [bold]{res.scoring_id}[/bold]: {len(res.episodes)} episodes "
                   f"({res.skipped} already done) in {res.seconds:.1f} s; ASR calls {c.get('asr', 0)} "
                   f"(cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} (cached {c.get('judge_hits', 0)})")
     if res.failures:
         raise typer.Exit(1)
+
+
+def _benchmark_of_refs(db, refs: list[str]):
+    """The benchmark of the runs (or scorings) to report on; they must share one."""
+    from server.engine.registry import get_benchmark
+    from server.scoring.results import benchmark_of, get_scoring, latest_scoring
+
+    names = set()
+    for ref in refs:
+        row = latest_scoring(db, ref) or get_scoring(db, ref)
+        if row is not None:
+            names.add(benchmark_of(row).name)
+    if len(names) > 1:
+        raise typer.BadParameter(f"the runs belong to different benchmarks ({', '.join(sorted(names))}); "
+                                 "report each benchmark's runs separately")
+    return get_benchmark(names.pop() if names else None)
 
 
 def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scored runs (or scoring ids)"),
@@ -97,7 +113,18 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
 
     if timelines != "all" and not timelines.isdigit():
         raise typer.BadParameter("--timelines takes a number or 'all'")
-    data = collect_report(_db(), refs)
+    from server.engine.registry import get_benchmark
+
+    db = _db()
+    bench = _benchmark_of_refs(db, refs)
+    if bench.name != get_benchmark(None).name:  # the Duplex-MPE report below has the HTML and JSON forms
+        if html is not None:
+            raise typer.BadParameter(f"--html is not available for {bench.name} runs yet; the terminal tables are")
+        data = bench.print_report(db, refs, out)
+        if as_json:
+            print(json.dumps(data))
+        return
+    data = collect_report(db, refs)
     if as_json:
         print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses}))
     else:

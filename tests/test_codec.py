@@ -16,6 +16,7 @@ from clients.codec import (
     FLAG_SILENT,
     HEADER_SIZE,
     KIND_ASSISTANT,
+    KIND_CONTEXT,
     KIND_ROOM,
     MAX_SEQ,
     PROTOCOL_VERSION,
@@ -80,7 +81,7 @@ def test_header_layout_byte_by_byte():
 # --- round trips ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", [KIND_ROOM, KIND_ASSISTANT])
+@pytest.mark.parametrize("kind", [KIND_ROOM, KIND_ASSISTANT, KIND_CONTEXT])
 @pytest.mark.parametrize("seq", [0, 1, 257, 123_456, MAX_SEQ])
 def test_round_trip(kind, seq):
     x = pcm(seed=seq % 1000)
@@ -157,7 +158,7 @@ def test_decoded_seq_covers_full_u32():
         (header(version=2, flags=FLAG_SILENT), "unsupported_version"),
         (b"{\"type\": \"hello\"}", "unsupported_version"),  # JSON in a binary message
         (header(kind=0, flags=FLAG_SILENT), "bad_frame"),  # unknown kind
-        (header(kind=3, flags=FLAG_SILENT), "bad_frame"),
+        (header(kind=4, flags=FLAG_SILENT), "bad_frame"),
         (header(kind=255, flags=FLAG_SILENT), "bad_frame"),
         (header(flags=0x0002), "bad_frame"),  # unknown flags
         (header(flags=0x8001), "bad_frame"),
@@ -169,7 +170,7 @@ def test_decoded_seq_covers_full_u32():
         (header() + b"\x00" * (2 * N24 + 1), "bad_frame"),
         (header() + b"\x00" * 2 * N16, "bad_frame"),  # a 16 kHz frame on a 24 kHz connection
     ],
-    ids=["empty", "1-byte", "7-bytes", "version-0", "version-2", "json", "kind-0", "kind-3", "kind-255",
+    ids=["empty", "1-byte", "7-bytes", "version-0", "version-2", "json", "kind-0", "kind-4", "kind-255",
          "flag-bit-1", "flag-bit-15", "silent-with-payload", "no-payload", "short-1-sample",
          "long-1-sample", "odd-short", "odd-long", "16k-size"],
 )
@@ -183,6 +184,42 @@ def test_wrong_kind_for_direction():
     assert code_of(decode_frame, room, n_samples=N24, kind=KIND_ASSISTANT) == "bad_frame"
     assert code_of(decode_frame, assistant, n_samples=N24, kind=KIND_ROOM) == "bad_frame"
     assert decode_frame(assistant, n_samples=N24, kind=KIND_ASSISTANT).kind == KIND_ASSISTANT
+
+
+def test_context_frame_kind_3():
+    """§5.1: kind 3 is assistant context, server → bridge: same header, same frame size, SILENT as usual."""
+    assert KIND_CONTEXT == 3
+    x = pcm(seed=3)
+    data = encode_frame(KIND_CONTEXT, 7, x)
+    assert data[:8] == bytes.fromhex("0103000007000000") and len(data) == 8 + 3840
+    f = decode_frame(data, n_samples=N24, kind=(KIND_ROOM, KIND_CONTEXT))  # what a bridge that accepts context reads
+    assert (f.kind, f.seq, f.silent) == (KIND_CONTEXT, 7, False) and np.array_equal(f.pcm, x)
+    silent = encode_frame(KIND_CONTEXT, 8, np.zeros(N16, np.int16))
+    assert silent == bytes.fromhex("0103010008000000")
+    assert not decode_frame(silent, n_samples=N16, kind=(KIND_ROOM, KIND_CONTEXT)).pcm.any()
+    # the server reads only kind 2 from a bridge; a bridge that did not accept context reads only kind 1
+    assert code_of(decode_frame, data, n_samples=N24, kind=KIND_ASSISTANT) == "bad_frame"
+    assert code_of(decode_frame, data, n_samples=N24, kind=(KIND_ROOM,)) == "bad_frame"
+    with pytest.raises(ProtocolError, match="expected 1 or 3"):
+        decode_frame(encode_frame(KIND_ASSISTANT, 0, None), n_samples=N24, kind=(KIND_ROOM, KIND_CONTEXT))
+
+
+def test_context_fields_only_on_the_wire_when_set():
+    """hello.accepts_context and episode.start.context_frames are left off while at their default, so that
+    peers which predate them (and reject unknown fields) keep working."""
+    hello = Hello(protocol=1, model=ModelInfo(name="m"))
+    assert "accepts_context" not in json.loads(hello.dumps()) and hello.accepts_context is False
+    yes = Hello(protocol=1, model=ModelInfo(name="m"), accepts_context=True)
+    assert json.loads(yes.dumps())["accepts_context"] is True
+    assert parse_bridge_message(yes.dumps()) == yes
+    assert code_of(parse_bridge_message, json.dumps({"type": "hello", "protocol": 1, "model": {"name": "m"},
+                                                     "accepts_context": "yes"})) == "bad_message"
+    start = EpisodeStart(episode_id="e", clock="lockstep", sample_rate=24000, frame_samples=N24)
+    assert "context_frames" not in json.loads(start.dumps()) and start.context_frames == 0
+    forced = start.model_copy(update={"context_frames": 125})
+    assert json.loads(forced.dumps())["context_frames"] == 125
+    assert parse_server_message(forced.dumps()).context_frames == 125
+    assert parse_server_message(start.dumps()).context_frames == 0
 
 
 def test_error_order_version_before_kind_before_size():

@@ -16,9 +16,10 @@ from server.benchmarks.mpe.dataset import inventory as inv
 from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
 from server.benchmarks.mpe.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mpe.dataset.compose import Composition, apportion, plan_pairs
-from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
+from server.benchmarks.mpe.dataset.procedural import IMPLICIT_T_CUE, SETUP_N1, ProceduralGenerator
 from server.benchmarks.mpe.dataset.rules import check_script
 from server.benchmarks.mpe.dataset.schema import DatasetError
+from server.benchmarks.mpe.dataset.stats import PAPER_CONVERSATION_S, PAPER_T_S, realism
 from server.benchmarks.mpe.suite import Suite, bucket_of, check_suite, mentions_aria
 from server.cli import app
 
@@ -76,12 +77,33 @@ def test_scenarios_have_every_kind_of_turn_and_the_right_addressing(full):
         if "N4Q" in ex.labels:
             q = ex.labels.index("N4Q")
             assert q > t and ex.labels[q + 1] == "N4R" and mentions_aria(ex.turns[q].text)
-        # the implicit cue is in T or in the revised turn just before it (an N1 naming Aria)
+        # the implicit version stays inferable: the revised turn just before T hands the
+        # question over (an N1 naming Aria), or T carries the cue, or an earlier turn that both
+        # versions share sets Aria up to answer
         if ex.turns[t - 1].text != im.turns[t - 1].text:
             assert im.turns[t - 1].label == "N1" and mentions_aria(im.turns[t - 1].text)
-    cues = Counter(p["explicit"].turns[p["explicit"].t_index - 1].text != p["implicit"].turns[
-        p["implicit"].t_index - 1].text for p in pairs.values())
-    assert 0.35 < cues[True] / 2000 < 0.65  # both implicit strategies are well represented
+        else:
+            assert _cue_in(im.turns[t].text) or any(
+                _setup_in(x.text) and x.label == "N1" and x.text == y.text
+                for x, y in zip(ex.turns[:t], im.turns[:t])), ex.scenario_id
+    strategies = Counter(
+        "revised" if p["explicit"].turns[p["explicit"].t_index - 1].text
+        != p["implicit"].turns[p["implicit"].t_index - 1].text
+        else "cue-in-t" if _cue_in(p["implicit"].turns[p["implicit"].t_index].text) else "earlier"
+        for p in pairs.values())
+    assert strategies["revised"] <= 0.05 * 2000  # the paper revised the turn before T in 42 of 2,000
+    assert strategies["revised"] > 0 and min(strategies["cue-in-t"], strategies["earlier"]) > 600
+
+
+_CUES = [form.split("{")[0].strip().lower() for form in IMPLICIT_T_CUE]
+
+
+def _cue_in(text: str) -> bool:
+    return any(c in text.lower() for c in _CUES)
+
+
+def _setup_in(text: str) -> bool:
+    return any(line.lower() in text.lower() for line in SETUP_N1)
 
 
 CHOICE_TASKS = {"finding a day for a get-together", "booking a weekend away", "packing for a camping weekend",
@@ -121,6 +143,38 @@ def test_conversations_are_varied(full):
     assert len(t_texts) > 500
     lines = Counter(t.text for sc in full.scenarios for t in sc.turns)
     assert len(lines) > 5000
+
+
+def _meets_the_paper_targets(r: dict) -> None:
+    assert r["distinct_share"] >= 0.60
+    assert abs(r["conversation_mean_s"] - PAPER_CONVERSATION_S) <= 0.2 * PAPER_CONVERSATION_S
+    assert abs(r["t_mean_s"] - PAPER_T_S) <= 0.2 * PAPER_T_S
+    assert r["preceding_revised_share"] <= 0.05
+
+
+def test_the_full_suite_resembles_the_paper(full):
+    """Distinct turn texts, conversation and T durations, preceding-turn revisions."""
+    r = realism(full)
+    assert r["durations_from"] == "words" and r["turn_texts"] > 24_000
+    _meets_the_paper_targets(r)
+    assert set(r["turn_mean_s_by_label"]) == {"N1", "N2", "N3", "N4Q", "N4R", "T"}
+
+
+def test_turn_length_paper_meets_the_targets_and_short_keeps_the_conversations(tmp_path):
+    """300 pairs of each length from one seed: the same conversations (plans, answers, T's
+    request), paper-length turns on target, short ones far below it."""
+    paper, _ = build_text_suite(tmp_path / "p", name="p", pairs=300, seed=11, generator=ProceduralGenerator(11))
+    short, _ = build_text_suite(tmp_path / "s", name="s", pairs=300, seed=11,
+                                generator=make_generator("procedural", 11, turn_length="short"))
+    assert (paper.meta.generator_version, short.meta.generator_version) == ("3/paper", "3/short")
+    rp, rs = realism(paper), realism(short)
+    _meets_the_paper_targets(rp)
+    assert rs["conversation_mean_s"] < 0.6 * PAPER_CONVERSATION_S and rs["t_mean_s"] < 0.6 * PAPER_T_S
+    for a, b in zip(paper.scenarios, short.scenarios):
+        assert (a.gold_answer, a.labels, [t.speaker for t in a.turns]) == (b.gold_answer, b.labels,
+                                                                             [t.speaker for t in b.turns])
+        assert b.turns[b.t_index].text.rstrip("?").split(", ")[-1] in a.turns[a.t_index].text
+    assert check_suite(paper, check_audio=False, strict=True) == []
 
 
 @pytest.mark.parametrize("pairs, four, n4, buckets", [
@@ -205,6 +259,8 @@ def test_regenerating_into_the_same_dir_keeps_it_and_a_different_suite_is_refuse
 
 def test_builtin_definitions():
     assert (BUILTINS["mini"].pairs, BUILTINS["full"].pairs) == (10, 2000)
+    # the demo and the tests voice mini: one-line turns; the benchmark's suite has the paper's lengths
+    assert (BUILTINS["mini"].turn_length, BUILTINS["full"].turn_length) == ("short", "paper")
     assert BUILTINS["full"].composition() == Composition.from_shares(2000)
     with pytest.raises(DatasetError, match="mini"):
         build_builtin("nope", "/tmp")
@@ -240,9 +296,27 @@ def test_cli_generate_stats_export(tmp_path):
     assert comp["n4_pairs"] == 19 and stats["audio"] == "pending" and "durations" not in stats
     assert comp["n4_events"] == {"explicit": 38, "implicit": 38}  # 19 pairs, two events each (round(18.5))
     assert comp["labels"]["explicit"]["T"] == 40 == comp["labels"]["implicit"]["T"]
+    real = stats["realism"]
+    assert real["paper"] == {"conversation_mean_s": 99.8, "t_mean_s": 8.0, "preceding_revised_pairs": 42,
+                             "pairs": 2000, "preceding_revised_share": 0.021}
+    assert real["durations_from"] == "words" and real["distinct_share"] > 0.6
+    assert 0 <= real["preceding_revised_pairs"] == comp["implicit_cue"]["revised_turn_before_t"] <= 2
+    assert 60 < real["conversation_mean_s"] < 140 and set(real["turn_mean_s_by_label"]) >= {"T", "N2"}
 
     r = runner.invoke(app, ["dataset", "stats", str(out)])
     assert r.exit_code == 0 and "Composition" in r.output and "audio pending" in r.output
+    assert "Realism against the paper" in r.output and "distinct turn texts" in r.output
+    for figure in (f"{real['conversation_mean_s']:.1f}", "99.8", f"{real['t_mean_s']:.2f}", "42 of 2000",
+                   f"{real['distinct_turn_texts']} of {real['turn_texts']}", "N4Q turn mean"):
+        assert figure in r.output, figure
+
+    short = tmp_path / "short"
+    r = runner.invoke(app, ["dataset", "generate", "--out", str(short), "--pairs", "40", "--seed", "3", "--no-audio",
+                            "--turn-length", "short"])
+    assert r.exit_code == 0, r.output
+    assert Suite.load(short).meta.generator_version == "3/short"
+    assert json.loads(runner.invoke(app, ["dataset", "stats", str(short), "--json"]).stdout)["realism"][
+        "conversation_mean_s"] < 0.6 * real["conversation_mean_s"]
 
     jl = tmp_path / "t.jsonl"
     r = runner.invoke(app, ["dataset", "export-text", str(out), "--out", str(jl)])

@@ -14,10 +14,11 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from server.benchmarks.mpe.dataset.importer import ImportMapping, import_manifest
-from server.benchmarks.mpe.suite import CLIP_RATE, Suite, check_suite
+from server.benchmarks.mpe.suite import Suite, check_suite
 from server.cli import app
 from server.db import Episode
 from server.engine.leasing import create_run
+from server.engine.suitedir import CLIP_RATE
 
 runner = CliRunner()
 

@@ -5,7 +5,10 @@ It connects with a valid token for a model that has no run and is told so by ``s
 (§4.5) instead of waiting in silence; it is told when runs for its model exist only for
 another clock and when every run has ended ("no more work"); it gets an episode as soon as a
 run for its clock is created. Another team's run of the same model name is neither served
-nor mentioned. The harness around it (server, tokens, runs) uses the project.
+nor mentioned. Declaring ``accepts_context`` in ``hello``, it takes assistant-context frames
+(kind 3, §5.1), each right before the room frame of its seq; without it, it is never given an
+episode that has them and is told why it waits. The harness around it (server, tokens, runs,
+the test benchmark with context frames) uses the project.
 """
 
 from __future__ import annotations
@@ -19,23 +22,29 @@ import websockets
 # --- the outsider's bridge: wire protocol v1 from docs/protocol.md, nothing else ---------------
 
 HEADER = struct.Struct("<BBHI")  # §5: version u8, kind u8, flags u16, seq u32, little-endian
-VERSION, KIND_ROOM, KIND_ASSISTANT, FLAG_SILENT = 1, 1, 2, 0x0001
+VERSION, KIND_ROOM, KIND_ASSISTANT, KIND_CONTEXT, FLAG_SILENT = 1, 1, 2, 3, 0x0001
 STEP_TIMEOUT_S = 10.0
 
 
 class OutsiderBridge:
-    """A silent lockstep model that keeps every server text message it receives."""
+    """A silent lockstep model that keeps every server text message it receives, and the kind and
+    seq of every binary frame (with ``accepts_context``: also the context audio it was given)."""
 
-    def __init__(self, url: str, token: str, model: str):
-        self.url, self.token, self.model = url, token, model
+    def __init__(self, url: str, token: str, model: str, accepts_context: bool = False):
+        self.url, self.token, self.model, self.accepts_context = url, token, model, accepts_context
         self.ws = None
         self.seen: list[dict] = []
+        self.frames: list[tuple[int, int]] = []  # (kind, seq) of the binary frames of the last episode
+        self.context: dict[int, bytes] = {}  # seq -> context samples (s16le; zeros for SILENT)
 
     async def connect(self) -> dict:
         self.ws = await websockets.connect(self.url, additional_headers={"Authorization": f"Bearer {self.token}"},
                                            max_size=2**20)
-        await self.ws.send(json.dumps({"type": "hello", "protocol": 1, "model": {"name": self.model},
-                                       "sample_rate": 24000, "clocks": ["lockstep"]}))
+        hello = {"type": "hello", "protocol": 1, "model": {"name": self.model}, "sample_rate": 24000,
+                 "clocks": ["lockstep"]}
+        if self.accepts_context:  # §4.1: only a bridge that takes kind-3 frames says so
+            hello["accepts_context"] = True
+        await self.ws.send(json.dumps(hello))
         return await self._text()
 
     async def _text(self) -> dict:
@@ -54,13 +63,20 @@ class OutsiderBridge:
             assert msg["type"] != "error", msg
 
     async def serve_episode(self) -> dict:
-        """Wait for ``episode.start`` and answer every room frame with silence until ``episode.end``."""
-        while (msg := await self._text())["type"] != "episode.start":
-            assert msg["type"] == "status", msg
+        """Wait for ``episode.start`` and answer every room frame with silence until ``episode.end``;
+        a context frame (§5.1) is kept as the model's own output for its seq (this model: silence anyway)."""
+        while (start := await self._text())["type"] != "episode.start":
+            assert start["type"] == "status", start
+        frame_bytes = 2 * start["frame_samples"]
+        self.frames, self.context = [], {}
         while True:
             raw = await asyncio.wait_for(self.ws.recv(), STEP_TIMEOUT_S)
             if isinstance(raw, bytes):
                 version, kind, flags, seq = HEADER.unpack_from(raw)
+                self.frames.append((kind, seq))
+                if kind == KIND_CONTEXT and self.accepts_context:
+                    self.context[seq] = bytes(frame_bytes) if flags & FLAG_SILENT else raw[HEADER.size:]
+                    continue
                 assert (version, kind) == (VERSION, KIND_ROOM)
                 await self.ws.send(HEADER.pack(VERSION, KIND_ASSISTANT, FLAG_SILENT, seq))
                 continue
@@ -158,3 +174,50 @@ async def test_status_counts_queued_work_and_admin_sees_every_team(settings, db,
         assert (st["matching_runs"], st["queued_episodes"], st["reason"]) == (1, 2, "queued")
         assert (await counted.serve_episode())["reason"] == "completed"
         await counted.close()
+
+
+async def test_outsider_bridge_takes_context_frames_only_when_it_says_so(settings, db, mini_suite, tmp_path,
+                                                                       monkeypatch):
+    """§5.1 from the outside: without ``accepts_context`` the bridge is not given the episode with context frames
+    and its ``status`` says why; with it, every slot below ``context_frames`` brings one kind-3 frame right
+    before the room frame of the same seq, and later slots none."""
+    from server.app import BackgroundServer
+    from server.auth import create_token
+    from tests.context_support import FRAME, context_suite, expected_tracks, register
+
+    register(monkeypatch)
+    suite = context_suite(mini_suite, tmp_path / "ctx")
+    token = create_token(db, "outsiders")
+    _run(db, suite, team="outsiders", model="outsider-tf", conditions=["implicit"])
+    async with BackgroundServer(settings) as srv:
+        url = srv.url + "/v1/bridge"
+        plain = OutsiderBridge(url, token, "outsider-tf")
+        await plain.connect()
+        st = await plain.next_status()
+        assert (st["matching_runs"], st["queued_episodes"], st["reason"]) == (1, 0, "needs_context")
+        assert '"accepts_context": true' in st["hint"] and "implicit" in st["hint"]
+
+        forced = OutsiderBridge(url, token, "outsider-tf", accepts_context=True)
+        await forced.connect()
+        end = await forced.serve_episode()
+        assert end["reason"] == "completed"
+        start = next(m for m in forced.seen if m["type"] == "episode.start")
+        n = start["context_frames"]
+        rooms = [seq for kind, seq in forced.frames if kind == KIND_ROOM]
+        assert n > 0 and rooms == list(range(len(rooms))) and len(rooms) > n
+        assert forced.frames == [f for seq in rooms for f in ([(KIND_CONTEXT, seq)] if seq < n else []) +
+                                 [(KIND_ROOM, seq)]]
+        await forced.close()
+        await plain.close()
+        assert not any(m["type"] == "episode.start" for m in plain.seen)
+    # what it took as its own output is the suite's ground-truth audio, sample for sample
+    from sqlalchemy import select
+
+    from server.db import Episode
+    from server.engine.clips import episode_audio, load_suite
+
+    with db.session() as s:
+        scenario = s.scalars(select(Episode.scenario)).one()
+    _, ctx, n_ctx = expected_tracks(episode_audio(load_suite(suite), scenario)[0], history=True)
+    assert n_ctx == n and b"".join(forced.context[i] for i in range(n)) == ctx.astype("<i2").tobytes()
+    assert len(ctx) == n * FRAME

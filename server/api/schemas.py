@@ -130,6 +130,9 @@ class RunOut(BaseModel):
     progress: Progress
     live_episodes: list[str] = Field(default_factory=list, description="episodes streaming live on this server")
     scored: bool | None = Field(default=None, description="whether metrics exist (run detail only)")
+    notes: list[str] = Field(default_factory=list, description="only in the answer to creating a run: what to know "
+                             "before it can run, e.g. that some of its episodes start with assistant-context frames "
+                             "and no connected bridge of the model sends \"accepts_context\": true in hello")
 
 
 class Metrics(BaseModel):

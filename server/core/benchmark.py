@@ -115,6 +115,10 @@ class Benchmark(ABC):
     #: the model's duty as text: ``episode.start`` carries it as ``instructions`` only for runs
     #: created with a text prompt (§4); None: the benchmark has no text prompt to offer
     duty_text: ClassVar[str | None] = None
+    #: run conditions whose episodes start with assistant-context frames (teacher forcing,
+    #: docs/protocol.md §5.1): only bridges that accept context (``hello.accepts_context``) are
+    #: leased them, and their schedulers' ``context_frames`` is > 0
+    context_conditions: ClassVar[frozenset[str]] = frozenset()
 
     # --- suites ----------------------------------------------------------------------------
 
@@ -174,3 +178,12 @@ class Benchmark(ABC):
     @abstractmethod
     def analyses(self, entries: Sequence[Any], metrics: Mapping[str, Any]) -> dict[str, Any]:
         """The benchmark's statistics over the scored entries."""
+
+    @abstractmethod
+    def print_tables(self, metrics: Mapping[str, Any], console: Any, title: str = "") -> None:
+        """The benchmark's main results table on a rich console (``mpe score``, the demo)."""
+
+    @abstractmethod
+    def print_report(self, db: Any, refs: Sequence[str], console: Any) -> dict[str, Any]:
+        """Every terminal table of ``mpe report`` over the latest scorings of ``refs`` (runs or
+        scoring ids); returns ``{"metrics", "analyses"}``."""

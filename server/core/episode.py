@@ -8,19 +8,41 @@ the same decisions (DESIGN §5: replaying a track gives the segments the schedul
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
 from clients.codec import STREAM_RATE, frame_samples
 from server.core.detector import SpeechDetector
 from server.core.events import Event
-from server.core.schedule import Scheduler
+from server.core.schedule import Piece, Scheduler
 
 FRAME = frame_samples(STREAM_RATE)
 
 
+class RoomFrame(NamedTuple):
+    """One planned slot: the room frame and, in a teacher-forced slot, the assistant context."""
+
+    seq: int
+    pcm: np.ndarray  # the room frame, 24 kHz
+    events: tuple[Event, ...]  # decided while producing it
+    context: np.ndarray | None  # the assistant-context frame sent before it (24 kHz), or None
+
+
+class FedSlot(NamedTuple):
+    """What one assistant slot became."""
+
+    pcm: np.ndarray  # the assistant track for the slot: the context audio when forced, else the bridge's frame
+    forced: bool  # the slot had a context frame: the bridge's own frame was ignored
+
+
 class EpisodeCore:
-    """Scheduler + causal detector + room mixer for one attempt (stream time only)."""
+    """Scheduler + causal detector + room mixer for one attempt (stream time only).
+
+    Teacher forcing (docs/protocol.md §5.1) is decided here too: in a slot whose plan has a
+    context frame, the context audio, not the bridge's frame, is the assistant's output — on
+    the recorded track and for the detector (and so for the scheduler).
+    """
 
     def __init__(self, scheduler: Scheduler, clips: Mapping[str | int, np.ndarray], *, frame: int = FRAME):
         self.scheduler = scheduler
@@ -28,22 +50,38 @@ class EpisodeCore:
         self.clips = clips
         self.frame = frame
         self.assistant_slots = 0  # assistant frames fed to the detector so far
+        self.context_frames = scheduler.context_frames
+        self._context: dict[int, np.ndarray] = {}  # planned context audio by slot, until that slot is fed
 
-    def next_room(self) -> tuple[int, np.ndarray, tuple[Event, ...]] | None:
-        """The next room frame (seq, 24 kHz PCM, events decided on the way), or None at the end."""
+    def mix(self, pieces: tuple[Piece, ...]) -> np.ndarray:
+        """One frame of the clips' pieces added up (int16 clipping where they overlap), silence elsewhere."""
+        acc = np.zeros(self.frame, dtype=np.int32)
+        for p in pieces:
+            acc[p.dst_start : p.dst_start + p.length] += self.clips[p.source][p.src_start : p.src_start + p.length]
+        return np.clip(acc, -32768, 32767).astype(np.int16)
+
+    def next_room(self) -> RoomFrame | None:
+        """The next room frame (with its events and its context frame, if any), or None at the end."""
         plan = self.scheduler.next_frame()
         if plan is None:
             return None
-        pcm = np.zeros(self.frame, dtype=np.int16)
-        for p in plan.pieces:
-            pcm[p.dst_start : p.dst_start + p.length] = self.clips[p.source][p.src_start : p.src_start + p.length]
-        return plan.seq, pcm, plan.events
+        if (plan.context is not None) != (plan.seq < self.context_frames):
+            raise ValueError(f"scheduler contract: slot {plan.seq} {'has' if plan.context is not None else 'lacks'} "
+                             f"a context frame, with context_frames = {self.context_frames}")
+        context = None if plan.context is None else self.mix(plan.context)
+        if context is not None:
+            self._context[plan.seq] = context
+        return RoomFrame(plan.seq, self.mix(plan.pieces), plan.events, context)
 
-    def feed_assistant(self, pcm: np.ndarray) -> None:
-        """The assistant frame for the next timeline slot (24 kHz) -> detector -> scheduler."""
-        events = self.detector.push(pcm)
+    def feed_assistant(self, pcm: np.ndarray) -> FedSlot:
+        """The assistant frame for the next timeline slot (24 kHz) -> detector -> scheduler. In a
+        teacher-forced slot the context audio replaces it."""
+        forced = self._context.pop(self.assistant_slots, None)
+        used = pcm if forced is None else forced
+        events = self.detector.push(used)
         self.assistant_slots += 1
         self.scheduler.observe(events, self.detector.known_until)
+        return FedSlot(used, forced is not None)
 
     def finish(self) -> None:
         self.detector.finish()

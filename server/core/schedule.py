@@ -31,11 +31,18 @@ class Piece:
 @dataclass(frozen=True)
 class FramePlan:
     """Room frame ``seq``: the clip pieces it plays (the rest is digital silence) and the events
-    decided while producing it (§3)."""
+    decided while producing it (§3); pieces that overlap add up (clipped to 16 bits).
+
+    ``context``: teacher forcing (docs/protocol.md §5.1). None: slot ``seq`` has no context
+    frame. A tuple (possibly empty): the bridge is sent an assistant-context frame mixing these
+    pieces (silence elsewhere) right before the room frame, and it stands for the model's own
+    output in this slot. Exactly the first ``Scheduler.context_frames`` slots have one.
+    """
 
     seq: int
     pieces: tuple[Piece, ...]  # everything not covered is digital silence
     events: tuple[Event, ...]  # decided while producing this frame, in time order
+    context: tuple[Piece, ...] | None = None
 
 
 class Scheduler(Protocol):
@@ -43,6 +50,11 @@ class Scheduler(Protocol):
 
     @property
     def end_sample(self) -> int | None: ...
+
+    @property
+    def context_frames(self) -> int:
+        """How many initial slots (seq 0 … n−1) carry an assistant-context frame, known before the
+        first frame (``episode.start`` says it); 0: none (a Duplex-MPE episode)."""
 
     def next_frame(self) -> FramePlan | None:
         """The plan of the next room frame, or None once the episode has ended."""

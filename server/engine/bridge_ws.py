@@ -47,6 +47,7 @@ class WSConnection:
         self.ws = ws
         self.admin = principal.admin
         self.bridge_rate = hello.sample_rate
+        self.accepts_context = hello.accepts_context  # §5.1: may be sent assistant-context frames
         self.n_samples = frame_samples(hello.sample_rate)
         self.max_binary = max_binary_size(hello.sample_rate)
         self.queue: asyncio.Queue = asyncio.Queue()
@@ -103,7 +104,8 @@ class StatusReporter:
     def __init__(self, db, conn: WSConnection, principal: Principal, hello: Hello, bridge_id: str,
                  every_s: float = STATUS_EVERY_S):
         self.db, self.conn, self.bridge_id, self.every_s = db, conn, bridge_id, every_s
-        self.query = dict(team=principal.team, admin=principal.admin, model=hello.model.name, clocks=list(hello.clocks))
+        self.query = dict(team=principal.team, admin=principal.admin, model=hello.model.name, clocks=list(hello.clocks),
+                          accepts_context=hello.accepts_context)
         self.last: Status | None = None
         self.due = 0.0
 
@@ -160,7 +162,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         hello = await _receive_hello(ws, settings.handshake_timeout_s)
         row = BridgeRow(team=principal.team, admin=principal.admin, model_name=hello.model.name,
                         model_revision=hello.model.revision, sample_rate=hello.sample_rate,
-                        clocks=list(hello.clocks), server_id=state.server_id)
+                        clocks=list(hello.clocks), accepts_context=hello.accepts_context,
+                        server_id=state.server_id)
         bridge_id = await asyncio.to_thread(_register_bridge, state.db, row)
         await ws.send_text(Welcome(bridge_id=bridge_id).dumps())
         conn = WSConnection(ws, principal, hello)
@@ -171,7 +174,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
             lease = await asyncio.to_thread(
                 lease_episode, state.db, team=principal.team, admin=principal.admin, model=hello.model.name,
                 clocks=list(hello.clocks), owner=state.server_id, bridge_id=bridge_id,
-                bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s)
+                bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s,
+                accepts_context=hello.accepts_context)
             if lease is None:
                 await status.report()
                 msg = await conn.next_inbound(settings.poll_s)  # idle: surfaces disconnects and errors

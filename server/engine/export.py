@@ -126,7 +126,7 @@ def episode_document(db: Database, episode_id: str, attempt_id: str | None = Non
             for g in s.scalars(select(SegmentRow).where(SegmentRow.attempt_id == att.id).order_by(SegmentRow.start))
         ]
     sc = ep.scenario
-    return {
+    doc = {
         "bundle_version": BUNDLE_VERSION,
         "episode_id": ep.id,
         "attempt_id": att.id if att else None,
@@ -146,12 +146,15 @@ def episode_document(db: Database, episode_id: str, attempt_id: str | None = Non
         "gold_answer": sc.get("gold_answer"),
         "answer_keys": sc.get("answer_keys"),
         "attributes": sc.get("attributes", {}),
-        "turns": sc["turns"],
+        "turns": sc.get("turns", []),
         "end_sample": att.end_sample if att else None,
         "events": events,
         "live_segments": segments,
         "stats": att.stats if att else {},
     }
+    for k, v in sc.items():  # the rest of the scenario snapshot (e.g. a dialogue and its live round)
+        doc.setdefault(k, v)
+    return doc
 
 
 def export_run(db: Database, run_id: str, out: Path, *, progress: Callable[[int, int], None] | None = None) -> list[Path]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, false, func, not_, or_, select, update
+from sqlalchemy.orm import Session
 
 from clients.errors import MPEError
 from server.core.states import advance, sources
@@ -167,6 +168,16 @@ def bridge_runs(*, team: str, admin: bool, model: str) -> list:
     return [Run.model_name == model] if admin else [Run.model_name == model, Run.team == team]
 
 
+def context_episodes(s: Session, *runs: ColumnElement[bool]) -> ColumnElement[bool]:
+    """SQL condition on an episode joined with its run: it starts with assistant-context frames
+    (docs/protocol.md §5.1), i.e. its run's benchmark lists its condition in ``context_conditions``.
+    Only the benchmarks of the runs that ``runs`` select are looked at."""
+    names = s.scalars(select(Run.benchmark).distinct().where(*runs)).all()
+    parts = [and_(Run.benchmark == name, Episode.condition.in_(sorted(conds)))
+             for name in sorted(names) if (conds := get_benchmark(name).context_conditions)]
+    return or_(*parts) if parts else false()
+
+
 def lease_episode(
     db: Database,
     *,
@@ -179,17 +190,23 @@ def lease_episode(
     bridge_rate: int,
     model_revision: str,
     lease_s: float,
+    accepts_context: bool = False,
 ) -> Lease | None:
-    """Lease the next runnable episode for this bridge, or None."""
+    """Lease the next runnable episode for this bridge, or None. A bridge that does not accept
+    assistant-context frames is never leased an episode that starts with them (§5.1)."""
     t = now()
     # §10: what may become running, and is not held by a live lease (a running one whose lease expired is taken over)
     runnable = and_(Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.running)),
                     or_(Episode.status != EpisodeStatus.running, Episode.lease_expires < t))
+    mine = [*bridge_runs(team=team, admin=admin, model=model), Run.status.in_(ACTIVE_RUN), Run.clock.in_(clocks)]
+    fits = []
+    if not accepts_context:
+        with db.session() as s:
+            fits = [not_(context_episodes(s, *mine))]
     q = (
         select(Episode, Run)
         .join(Run, Run.id == Episode.run_id)
-        .where(*bridge_runs(team=team, admin=admin, model=model), Run.status.in_(ACTIVE_RUN),
-               Run.clock.in_(clocks), runnable)
+        .where(*mine, *fits, runnable)
         .order_by(Run.created_at, Episode.ordinal)
         .limit(1)
         .with_for_update(of=Episode, skip_locked=True)

@@ -17,7 +17,7 @@ from server.core.benchmark import Benchmark
 
 DEFAULT = "duplex-mpe"  # §2: a suite that names no benchmark
 #: benchmark name -> module that defines ``BENCHMARK`` (imported on first use)
-PLUGINS: dict[str, str] = {"duplex-mpe": "server.benchmarks.mpe"}
+PLUGINS: dict[str, str] = {"duplex-mpe": "server.benchmarks.mpe", "mtr-duplexbench": "server.benchmarks.mtr"}
 
 
 class UnknownBenchmark(MPEError):

@@ -3,7 +3,9 @@
 The core (:class:`server.core.episode.EpisodeCore`) never reads a clock or a socket (§11).
 The shells move frames between the core and a bridge connection: lockstep (wait for the
 bridge, max_inflight honoured) or realtime (absolute monotonic deadlines, assistant frames
-placed at their arrival slot) (§4).
+placed at their arrival slot) (§4). In an episode with assistant-context frames (teacher
+forcing, docs/protocol.md §5.1) each of the first slots sends its context frame right before its
+room frame; the core puts that audio, not the bridge's answer, on the assistant track.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from clients.codec import KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+from clients.codec import KIND_CONTEXT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
 from clients.errors import MPEError, ProtocolError
 from clients.messages import EpisodeEnd, EpisodeStart, Reference
 from server.core.audio import FrameResampler
@@ -38,6 +40,7 @@ class Connection(Protocol):
 
     bridge_rate: int
     admin: bool
+    accepts_context: bool  # hello.accepts_context: only then may an episode have context frames
 
     async def send_text(self, text: str) -> None: ...
     async def send_bytes(self, data: bytes) -> None: ...
@@ -71,12 +74,14 @@ class EpisodeSession:
         rate = conn.bridge_rate
         self.bridge_frame = frame_samples(rate)
         self.to_bridge = FrameResampler(STREAM_RATE, rate, self.bridge_frame)
+        self.context_to_bridge = FrameResampler(STREAM_RATE, rate, self.bridge_frame)  # its own stream, as the room's
         self.from_bridge = FrameResampler(rate, STREAM_RATE, FRAME)
         self.t0 = 0.0
         self.last_flush = 0.0
         self.room_sent = 0
         self.flushing: asyncio.Task | None = None
         self.frames_in = 0  # assistant frames received
+        self.context_replies_nonsilent = 0  # bridge frames with sound in teacher-forced slots (ignored there)
 
     def _us(self, t: float) -> int:
         return int(round((t - self.t0) * 1e6))
@@ -90,9 +95,11 @@ class EpisodeSession:
         # §4: the duty as text only when the run asked for a text prompt (the lease carries it)
         start = EpisodeStart(episode_id=lease.attempt_id, clock=lease.clock, sample_rate=self.conn.bridge_rate,
                              frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref,
-                             instructions=lease.instructions)
+                             instructions=lease.instructions, context_frames=self.core.context_frames)
         ok, reason, err = False, "error", None
         try:
+            if start.context_frames and not self.conn.accepts_context:  # leasing never lets this happen
+                raise MPEError(f"episode {lease.episode_id} has context frames, but the bridge did not accept them")
             await self.conn.send_text(start.dumps())
             self.t0 = self.last_flush = self.conn.clock()
             if lease.clock == "lockstep":
@@ -116,6 +123,9 @@ class EpisodeSession:
                 ok, reason, err = False, "aborted" if isinstance(exc, AttemptAborted) else "error", err or exc
         self.core.finish()
         self.rec.stats["server"] = (self.slots.stats if self.slots is not None else SlotStats()).to_json()
+        if self.core.context_frames:  # §5.1: the teacher-forced slots, and how often the bridge spoke in them
+            self.rec.stats["server"] |= {"context_frames": self.core.context_frames,
+                                         "context_replies_nonsilent": self.context_replies_nonsilent}
         self.rec.stats["detector"] = DETECTOR_VERSION  # scoring reuses the live segments of this version (§5)
         end = self.core.scheduler.end_sample
         try:
@@ -160,8 +170,10 @@ class EpisodeSession:
         item = self.core.next_room()
         if item is None:
             return False
-        seq, pcm, events = item
+        seq, pcm, events, context = item
         self.rec.add_events(events)
+        if context is not None:  # §5.1: the context frame of slot seq goes right before its room frame
+            await self.conn.send_bytes(encode_frame(KIND_CONTEXT, seq, self.context_to_bridge(context)))
         out = self.to_bridge(pcm)
         await self.conn.send_bytes(encode_frame(KIND_ROOM, seq, out))
         self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
@@ -172,13 +184,16 @@ class EpisodeSession:
         return True
 
     def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None, arrived: float | None) -> None:
-        """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None)."""
+        """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None). In a
+        teacher-forced slot the core takes the context audio instead (§5.1), and that is recorded."""
         self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
-        self.core.feed_assistant(pcm24)
-        self.rec.add_audio("assistant", pcm24)
+        fed = self.core.feed_assistant(pcm24)
+        if fed.forced and pcm is not None and pcm.any():
+            self.context_replies_nonsilent += 1
+        self.rec.add_audio("assistant", fed.pcm)
         if self.observer is not None:
-            self.observer.assistant(slot, pcm24)
+            self.observer.assistant(slot, fed.pcm)
         if pcm is not None:
             self.rec.add_frame("assistant", seq, slot, pcm24, arrived_us=None if arrived is None else self._us(arrived))
 

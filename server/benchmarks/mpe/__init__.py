@@ -81,5 +81,17 @@ class DuplexMPE(Benchmark):
 
         return analyses(entries, metrics)
 
+    def print_tables(self, metrics, console, title=""):
+        from server.benchmarks.mpe.report import print_tables
+
+        print_tables(metrics, console, title)
+
+    def print_report(self, db, refs, console):
+        from server.benchmarks.mpe.report import collect_report, print_report
+
+        data = collect_report(db, refs)
+        print_report(data, console)
+        return {"metrics": data.metrics, "analyses": data.analyses}
+
 
 BENCHMARK = DuplexMPE()

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence, get_args
 
 from server.core.events import Event
+from server.core.spans import Span, active_at, clipped, overlap_with, total
 from server.core.timebase import STREAM_RATE
 from server.scoring.errors import BadBundle
-
-Span = tuple[int, int]
 
 ONSET_WAIT = 5 * STREAM_RATE  # §6 T: an onset in (e_T, e_T + 5 s]
 N4_GAP = 3 * STREAM_RATE  # §6 N4: window response in [start N4Q, end N4Q + 3 s]
@@ -110,45 +109,6 @@ def parse_timeline(events: Iterable[Event], n_samples: int, end_sample: int | No
     t_wait = None if wait_start is None or wait_end is None else (wait_start, wait_end, reason)
     preamble = None if pre_start is None or pre_end is None else (pre_start, pre_end)
     return Timeline(clips=clips, end=end, n_samples=max(n_samples, 0), t_wait=t_wait, preamble=preamble)
-
-
-# --- segment helpers ----------------------------------------------------------------------
-
-
-def active_at(segments: Sequence[Span], t: int) -> Span | None:
-    """The segment active at ``t`` (``start <= t < end``), if any."""
-    for s, e in segments:
-        if s <= t < e:
-            return (s, e)
-    return None
-
-
-def clipped(segments: Sequence[Span], a: int, b: int) -> list[Span]:
-    """Parts of the segments inside the half-open window ``[a, b)``."""
-    return [(max(s, a), min(e, b)) for s, e in segments if s < b and e > a]
-
-
-def total(spans: Iterable[Span]) -> int:
-    return sum(e - s for s, e in spans)
-
-
-def overlap_with(spans: Sequence[Span], others: Sequence[Span]) -> int:
-    """Samples of ``spans`` that overlap any of ``others`` (others need not be disjoint)."""
-    merged: list[list[int]] = []
-    for s, e in sorted(others):
-        if merged and s <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], e)
-        else:
-            merged.append([s, e])
-    return sum(max(0, min(e, oe) - max(s, os_)) for s, e in spans for os_, oe in merged)
-
-
-def ms(samples: int) -> int:
-    return round(samples * 1000 / STREAM_RATE)
-
-
-def sec(samples: int | None) -> float | None:
-    return None if samples is None else round(samples / STREAM_RATE, 4)
 
 
 # --- windows ------------------------------------------------------------------------------

@@ -76,6 +76,8 @@ class _TWait:
 
 
 class Scheduler:
+    context_frames = 0  # Duplex-MPE sends no assistant-context frames (every slot is live)
+
     def __init__(
         self,
         plan: EpisodePlan,

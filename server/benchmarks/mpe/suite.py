@@ -12,41 +12,36 @@ suite.json) has clip paths but no audio yet.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Iterable, Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
-import soundfile as sf
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from clients.errors import MPEError
-from server.files import atomic_write_bytes
-
-CLIP_RATE = 24_000
-SUITE_FILE = "suite.json"
-SCENARIOS_FILE = "scenarios.jsonl"
+from server.engine.suitedir import (
+    SCENARIOS_FILE,
+    SUITE_FILE,
+    SuiteError,
+    clip_path,
+    clip_problems,
+    content_hash_of,
+    lines_to_bytes,
+    load_clip,
+    meta_to_bytes,
+    read_suite_files,
+    suite_root,
+    write_suite_files,
+)
 
 LABELS: frozenset[str] = frozenset({"T", "N1", "N2", "N3", "N4Q", "N4R"})
 SPEAKERS: frozenset[str] = frozenset({"A", "B", "C", "D"})
 CONDITIONS: tuple[str, str] = ("explicit", "implicit")
 
-# §2: "clip durations match the audio" -- tolerance of one millisecond.
-DURATION_TOLERANCE_S = 0.001
-
-
 # suite.json "audio": "pending" marks a text-only suite (generated with --no-audio).
 AUDIO_PENDING = "pending"
-
-
-class SuiteError(MPEError, ValueError):
-    """A suite cannot be read or a clip path/clip is unusable."""
-
-    code = "bad_suite"
 
 
 class _Manifest(BaseModel):
@@ -104,17 +99,6 @@ class SuiteMeta(_Manifest):
     preamble: Preamble
 
 
-def _format_validation_error(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors()[:5]:
-        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-        parts.append(f"{loc}: {e['msg']}")
-    more = len(err.errors()) - 5
-    if more > 0:
-        parts.append(f"... and {more} more")
-    return "; ".join(parts)
-
-
 class Suite:
     """A suite: metadata, scenarios and access to its clips.
 
@@ -142,59 +126,8 @@ class Suite:
         Raises SuiteError naming the file (and line for ``scenarios.jsonl``) on missing
         files, invalid JSON or schema errors.
         """
-        path = Path(path)
-        root = path.parent if path.name == SUITE_FILE and path.is_file() else path
-        suite_file = root / SUITE_FILE
-        scen_file = root / SCENARIOS_FILE
-        try:
-            meta_bytes = suite_file.read_bytes()
-        except FileNotFoundError:
-            raise SuiteError(f"{suite_file}: not found (is {root} a suite directory?)") from None
-        except OSError as e:
-            raise SuiteError(f"{suite_file}: cannot read: {e.strerror}") from None
-        try:
-            scen_bytes = scen_file.read_bytes()
-        except FileNotFoundError:
-            raise SuiteError(f"{scen_file}: not found") from None
-        except OSError as e:
-            raise SuiteError(f"{scen_file}: cannot read: {e.strerror}") from None
-
-        try:
-            meta_obj = json.loads(meta_bytes.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise SuiteError(f"{suite_file}: not UTF-8 ({e.reason})") from None
-        except json.JSONDecodeError as e:
-            raise SuiteError(
-                f"{suite_file}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}"
-            ) from None
-        try:
-            meta = SuiteMeta.model_validate(meta_obj)
-        except ValidationError as e:
-            raise SuiteError(f"{suite_file}: schema error: {_format_validation_error(e)}") from None
-
-        try:
-            scen_text = scen_bytes.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise SuiteError(f"{scen_file}: not UTF-8 ({e.reason})") from None
-        scenarios: list[Scenario] = []
-        lines: list[int] = []
-        for lineno, line in enumerate(scen_text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SuiteError(
-                    f"{scen_file}:{lineno}:{e.colno}: invalid JSON: {e.msg}"
-                ) from None
-            try:
-                scenarios.append(Scenario.model_validate(obj))
-                lines.append(lineno)
-            except ValidationError as e:
-                raise SuiteError(
-                    f"{scen_file}:{lineno}: schema error: {_format_validation_error(e)}"
-                ) from None
-
+        root = suite_root(path)
+        meta, scenarios, lines, meta_bytes, scen_bytes = read_suite_files(root, SuiteMeta, Scenario)
         suite = cls(root, meta, scenarios)
         suite._raw = (meta_bytes, scen_bytes)
         suite.lines = lines
@@ -218,59 +151,20 @@ class Suite:
         return dict(out)
 
     def clip_path(self, rel: str) -> Path:
-        """Resolve a manifest clip path under the suite root.
-
-        Rejects absolute paths, '..' components and paths that resolve outside the root
-        (e.g. through a symlink).
-        """
-        if not isinstance(rel, str) or not rel.strip():
-            raise SuiteError(f"clip path {rel!r} is empty")
-        if "\x00" in rel:
-            raise SuiteError(f"clip path {rel!r} contains a NUL byte")
-        posix, win = PurePosixPath(rel), PureWindowsPath(rel)
-        if posix.is_absolute() or win.is_absolute() or win.drive or rel.startswith(("/", "\\")):
-            raise SuiteError(f"clip path {rel!r} is absolute; clip paths are relative to the suite")
-        if ".." in posix.parts or ".." in win.parts:
-            raise SuiteError(f"clip path {rel!r} escapes the suite directory")
-        root = self.root.resolve()
-        resolved = (root / posix).resolve()
-        if not resolved.is_relative_to(root):
-            raise SuiteError(f"clip path {rel!r} resolves outside the suite directory")
-        return resolved
+        """Resolve a manifest clip path under the suite root (refusing escapes)."""
+        return clip_path(self.root, rel)
 
     def load_clip(self, rel: str) -> np.ndarray:
         """Read a clip as int16 mono samples at 24 kHz."""
-        path = self.clip_path(rel)
-        try:
-            data, rate = sf.read(str(path), dtype="int16", always_2d=True)
-        except FileNotFoundError:
-            raise SuiteError(f"clip {rel!r} not found") from None
-        except (sf.LibsndfileError, RuntimeError, OSError) as e:
-            if not path.exists():
-                raise SuiteError(f"clip {rel!r} not found") from None
-            raise SuiteError(f"clip {rel!r} is not readable audio: {e}") from None
-        if rate != CLIP_RATE:
-            raise SuiteError(f"clip {rel!r} is {rate} Hz; clips must be {CLIP_RATE} Hz")
-        if data.shape[1] != 1:
-            raise SuiteError(f"clip {rel!r} has {data.shape[1]} channels; clips must be mono")
-        return np.ascontiguousarray(data[:, 0])
+        return load_clip(self.root, rel)
 
     def content_hash(self) -> str:
         """sha256 over suite.json and scenarios.jsonl bytes: the identity of a suite version."""
         if self._raw is not None:  # loaded: the bytes as read
             meta_bytes, scen_bytes = self._raw
         else:  # built in memory: the bytes write_suite would write
-            meta_bytes, scen_bytes = meta_to_bytes(self.meta), scenarios_to_bytes(self.scenarios)
+            meta_bytes, scen_bytes = meta_to_bytes(self.meta), lines_to_bytes(self.scenarios)
         return content_hash_of(meta_bytes, scen_bytes)
-
-
-def content_hash_of(meta_bytes: bytes, scen_bytes: bytes) -> str:
-    h = hashlib.sha256()
-    # Length-prefixed so the boundary between the two files is unambiguous.
-    for name, data in ((SUITE_FILE, meta_bytes), (SCENARIOS_FILE, scen_bytes)):
-        h.update(f"{name}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()
 
 
 # -------------------------------------------------------------------- validation
@@ -526,34 +420,9 @@ class _Checker:
 
 
 def _check_clip(ck: _Checker, rel: str, duration_s: float, sc: Scenario | None, turn: int | None) -> None:
-    suite = ck.suite
     kw: dict[str, Any] = {} if sc is not None else {"file": SUITE_FILE, "scenario": "preamble"}
-    try:
-        path = suite.clip_path(rel)
-    except SuiteError as e:
-        ck.add("clip-path", str(e), sc, turn, **kw)
-        return
-    if not path.is_file():
-        ck.add("clip-exists", f"clip {rel!r} does not exist", sc, turn, **kw)
-        return
-    try:
-        info = sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError, OSError) as e:
-        ck.add("clip-exists", f"clip {rel!r} is not readable audio ({e})", sc, turn, **kw)
-        return
-    if info.format not in ("WAV", "FLAC"):
-        ck.add("clip-format", f"clip {rel!r} is {info.format}; clips must be WAV or FLAC", sc, turn, **kw)
-    if info.subtype != "PCM_16":
-        ck.add("clip-format", f"clip {rel!r} is {info.subtype}; clips must be 16-bit PCM", sc, turn, **kw)
-    if info.samplerate != CLIP_RATE:
-        ck.add("clip-format", f"clip {rel!r} is {info.samplerate} Hz; clips must be {CLIP_RATE} Hz", sc, turn, **kw)
-        return
-    if info.channels != 1:
-        ck.add("clip-format", f"clip {rel!r} has {info.channels} channels; clips must be mono", sc, turn, **kw)
-    actual = info.frames / info.samplerate
-    if abs(actual - duration_s) > DURATION_TOLERANCE_S:
-        ck.add("clip-duration", f"duration_s {duration_s:.3f} does not match clip {rel!r} ({actual:.3f} s)",
-               sc, turn, **kw)
+    for rule, message in clip_problems(ck.suite.root, rel, duration_s):
+        ck.add(rule, message, sc, turn, **kw)
 
 
 def check_suite(suite: Suite, *, check_audio: bool = True, strict: bool = False) -> list[Problem]:
@@ -635,26 +504,6 @@ def validate_suite(suite: Suite, *, check_audio: bool = True, strict: bool = Fal
 # ---------------------------------------------------------------------- writing
 
 
-def meta_to_bytes(meta: SuiteMeta) -> bytes:
-    return (json.dumps(meta.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def scenarios_to_bytes(scenarios: Iterable[Scenario]) -> bytes:
-    lines = [
-        json.dumps(sc.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        for sc in scenarios
-    ]
-    return ("".join(line + "\n" for line in lines)).encode("utf-8")
-
-
 def write_suite(root: Path, meta: SuiteMeta, scenarios: list[Scenario]) -> None:
-    """Write suite.json (indent 2) and scenarios.jsonl (sorted keys), byte-deterministic.
-
-    scenarios.jsonl is written first and suite.json last, each atomically, so a reader
-    never sees a suite.json whose scenarios are still being written.
-    """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(root / SCENARIOS_FILE, scenarios_to_bytes(scenarios))
-    atomic_write_bytes(root / SUITE_FILE, meta_to_bytes(meta))
-
+    """Write suite.json and scenarios.jsonl, byte-deterministic (see :func:`write_suite_files`)."""
+    write_suite_files(root, meta, scenarios)

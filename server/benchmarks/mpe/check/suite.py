@@ -27,7 +27,6 @@ from pathlib import Path
 import soundfile as sf
 
 from server.benchmarks.mpe.suite import (
-    CLIP_RATE,
     Preamble,
     Scenario,
     Suite,
@@ -38,6 +37,7 @@ from server.benchmarks.mpe.suite import (
     check_suite,
     write_suite,
 )
+from server.engine.suitedir import CLIP_RATE
 from server.files import atomic_write_bytes
 from server.tts import speak
 

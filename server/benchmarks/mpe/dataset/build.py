@@ -137,9 +137,10 @@ def make_generator(name: str, seed: int, **options) -> ScenarioGenerator:
     if name == "procedural":
         from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
 
+        turn_length = options.pop("turn_length", "paper")
         if options:
-            raise DatasetError(f"the procedural generator takes no options ({', '.join(options)})")
-        return ProceduralGenerator(seed)
+            raise DatasetError(f"the procedural generator takes only turn_length ({', '.join(options)} given)")
+        return ProceduralGenerator(seed, turn_length)
     if name == "anthropic":
         from server.benchmarks.mpe.dataset.anthropic_gen import AnthropicGenerator
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import sys
 from enum import Enum
@@ -15,6 +16,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from clients.errors import MPEError
+from server.benchmarks.mpe.dataset.phrases import TurnLength
+from server.tts import preferred_engine
 
 dataset_app = typer.Typer(no_args_is_help=True, help="Scenario suites: generate, synthesize, validate, stats, export.")
 console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to grep
@@ -23,17 +26,36 @@ console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to 
 class GeneratorName(str, Enum):
     procedural = "procedural"
     anthropic = "anthropic"
+    claude = "claude"  # the same as anthropic
 
 
 class EngineName(str, Enum):
     piper = "piper"
     espeak = "espeak"
+    kokoro = "kokoro"
 
 
 class ConditionChoice(str, Enum):
     both = "both"
     explicit = "explicit"
     implicit = "implicit"
+
+
+#: benchmark -> the module with its side of these commands, imported by name like the registry's
+#: plug-ins (``generate``, ``synthesize``, ``validate``, ``stats``, ``build`` and ``BUILTIN_NAMES``)
+BENCHMARK_TOOLS: dict[str, str] = {"mtr-duplexbench": "server.benchmarks.mtr.dataset.cli"}
+
+
+def _tools(benchmark: str):
+    module = BENCHMARK_TOOLS.get(benchmark)
+    return importlib.import_module(module) if module else None
+
+
+def _suite_tools(path: Path):
+    """The commands of the benchmark the suite at ``path`` names (None: Duplex-MPE's, below)."""
+    from server.engine.registry import benchmark_name_of_suite
+
+    return _tools(benchmark_name_of_suite(path))
 
 
 @contextlib.contextmanager
@@ -91,19 +113,38 @@ def generate(
     seed: int = typer.Option(0, help="random seed (same seed, same suite)"),
     generator: GeneratorName = typer.Option(GeneratorName.procedural, help="script generator"),
     no_audio: bool = typer.Option(False, "--no-audio", help="write the text suite only (synthesise later)"),
-    tts: EngineName = typer.Option(EngineName.piper, "--tts", help="TTS engine for the voices"),
+    tts: EngineName = typer.Option(EngineName(preferred_engine()), "--tts", help="TTS engine for the voices"),
     name: Optional[str] = typer.Option(None, help="suite name (default: the directory name)"),
     four_speaker_share: float = typer.Option(0.25, help="share of pairs with four humans"),
     n4_share: float = typer.Option(0.484, help="share of pairs with an N4 event"),
     model: Optional[str] = typer.Option(None, help="anthropic: Claude model"),
+    turn_length: TurnLength = typer.Option(
+        TurnLength.paper, "--turn-length",
+        help="procedural: paper (multi-sentence turns sized to the paper's durations) or short (one line per turn)"),
     workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes (default: CPU cores)"),
     force: bool = typer.Option(False, help="replace a different suite already in --out"),
+    benchmark: str = typer.Option("duplex-mpe", help="benchmark of the suite: duplex-mpe or mtr-duplexbench"),
+    dialogues: int = typer.Option(200, min=1, help="mtr-duplexbench: dialogues"),
+    rounds: int = typer.Option(10, min=1, help="mtr-duplexbench: rounds per dialogue"),
+    feature_set: str = typer.Option("mixed", "--set", help="mtr-duplexbench: feature set of every dialogue "
+                                    "(smooth, interruption, pause, background, backchannel, S+I, S+I+P, S+I+P+B) "
+                                    "or mixed (each set in turn)"),
 ) -> None:
-    """Generate a suite of scenario pairs (and synthesise its audio unless --no-audio)."""
+    """Generate a suite of scenario pairs, or of MTR dialogues (and synthesise its audio unless --no-audio)."""
     from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
     from server.benchmarks.mpe.dataset.compose import Composition
 
     with _errors():
+        if benchmark != "duplex-mpe":
+            tools = _tools(benchmark)
+            if tools is None:
+                raise typer.BadParameter(f"unknown benchmark {benchmark!r} (duplex-mpe, {', '.join(BENCHMARK_TOOLS)})")
+            tools.generate(out=out, dialogues=dialogues, rounds=rounds, set_name=feature_set, seed=seed,
+                           generator=generator.value, no_audio=no_audio, tts=tts.value, name=name, model=model,
+                           workers=workers, force=force)
+            return
+        if generator is GeneratorName.claude:
+            generator = GeneratorName.anthropic
         options = {}
         if generator is GeneratorName.anthropic:
             options["data_dir"] = _data_dir()
@@ -111,6 +152,10 @@ def generate(
                 options["model"] = model
         elif model:
             raise typer.BadParameter("--model applies to --generator anthropic only")
+        else:
+            options["turn_length"] = turn_length.value
+        if generator is GeneratorName.anthropic and turn_length is not TurnLength.paper:
+            raise typer.BadParameter("--turn-length applies to --generator procedural only")
         gen = make_generator(generator.value, seed, **options)
         composition = Composition.from_shares(pairs, four_speaker_share=four_speaker_share, n4_share=n4_share)
         with _progress() as bar:
@@ -131,11 +176,13 @@ def generate(
 @dataset_app.command("synthesize")
 def synthesize(
     path: Path = typer.Argument(..., help="suite directory"),
-    tts: EngineName = typer.Option(EngineName.piper, "--tts", help="TTS engine"),
+    tts: EngineName = typer.Option(EngineName(preferred_engine()), "--tts", help="TTS engine"),
     workers: Optional[int] = typer.Option(None, min=1, help="worker processes (default: CPU cores)"),
 ) -> None:
     """Synthesise every clip of a suite (parallel, cached, resumable)."""
     with _errors():
+        if (tools := _suite_tools(path)) is not None:
+            return tools.synthesize(path, tts.value, workers)
         _synthesize(path, tts.value, workers)
 
 
@@ -150,6 +197,8 @@ def validate(
     from server.benchmarks.mpe.suite import CONSTRUCTION_RULES, audio_pending, check_suite
 
     with _errors():
+        if (tools := _suite_tools(path)) is not None:
+            return tools.validate(path, no_audio=no_audio, as_json=as_json)
         suite = _load(path)
         pending = audio_pending(suite.meta)
         check_audio = not no_audio and not pending
@@ -200,6 +249,8 @@ def stats(
     from server.benchmarks.mpe.dataset.stats import render_stats, suite_stats
 
     with _errors():
+        if (tools := _suite_tools(path)) is not None:
+            return tools.stats(path, as_json=as_json)
         data = suite_stats(_load(path))
         if as_json:
             print(json.dumps(data, indent=2))
@@ -247,18 +298,22 @@ def export_text_cmd(
 
 @dataset_app.command("build")
 def build(
-    name: str = typer.Argument(..., help="built-in suite: mini or full"),
-    no_audio: bool = typer.Option(False, "--no-audio", help="text only"),
-    tts: EngineName = typer.Option(EngineName.piper, "--tts", help="TTS engine"),
+    name: str = typer.Argument(..., help="built-in suite: mini, full, mtr-mini or mtr-features"),
+    audio: Optional[bool] = typer.Option(None, "--audio/--no-audio",
+                                         help="voice it or text only (default: voiced, except mtr-features)"),
+    tts: EngineName = typer.Option(EngineName(preferred_engine()), "--tts", help="TTS engine"),
     workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes"),
 ) -> None:
     """Build (or reuse) a built-in suite under the data directory and print its path."""
     from server.benchmarks.mpe.dataset.builtin import build_builtin
 
     with _errors():
+        for benchmark in BENCHMARK_TOOLS:
+            if name in (tools := _tools(benchmark)).BUILTIN_NAMES:
+                return tools.build(name, audio=audio, tts=tts.value, workers=workers)
         with _progress() as bar:
             task = bar.add_task(f"building {name}", total=None)
-            path = build_builtin(name, _data_dir(), engine_name=tts.value, audio=not no_audio, workers=workers,
+            path = build_builtin(name, _data_dir(), engine_name=tts.value, audio=audio is not False, workers=workers,
                                  progress=lambda d, n: bar.update(task, completed=d, total=n))
         print(path)
 

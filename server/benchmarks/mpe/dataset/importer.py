@@ -28,7 +28,6 @@ from pydantic import BaseModel, Field, ValidationError
 
 from server.benchmarks.mpe.dataset.build import PREAMBLE_CLIP, PREAMBLE_TEXT
 from server.benchmarks.mpe.suite import (
-    CLIP_RATE,
     LABELS,
     SPEAKERS,
     Preamble,
@@ -38,11 +37,11 @@ from server.benchmarks.mpe.suite import (
     SuiteError,
     SuiteMeta,
     Turn,
-    _format_validation_error,
     bucket_of,
     check_suite,
     write_suite,
 )
+from server.engine.suitedir import CLIP_RATE, format_validation_error
 
 #: Our fields a mapping may name (``fields``: ours -> the manifest's).
 OUR_FIELDS: tuple[str, ...] = ("scenario_id", "pair_id", "condition", "label", "speaker", "text", "clip",
@@ -239,7 +238,7 @@ def load_mapping(path: Path | None) -> ImportMapping:
     try:
         return ImportMapping.model_validate_json(Path(path).read_text(encoding="utf-8"))
     except ValidationError as e:
-        raise SuiteError(f"{path}: not a valid mapping ({_format_validation_error(e)})") from e
+        raise SuiteError(f"{path}: not a valid mapping ({format_validation_error(e)})") from e
 
 
 def import_manifest(manifest: Path, out: Path, mapping: ImportMapping) -> ImportResult:

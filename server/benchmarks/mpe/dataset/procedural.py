@@ -8,20 +8,29 @@ A scenario grows from its plan in four steps:
    carry the conversation on afterwards.
 2. **Layout.** A turn count and T's position are chosen to fit the plan's bucket; the
    slots before T hold an opener, the facts in order (interleaved with small talk) and,
-   for one implicit strategy, a lead-in; the slots after T hold the N4 events (none,
-   one or two, as planned, on distinct side questions, each followed by more
+   for the implicit condition, one context turn; the slots after T hold the N4 events
+   (none, one or two, as planned, on distinct side questions, each followed by more
    conversation), a follow-up and more small talk. Every scenario has at least one N1 and
    one N3.
 3. **Speakers.** Turns are given to the 3 or 4 speakers (never the same speaker twice in
    a row, except an asker resolving their own N4 question; everyone speaks), and every
    addressee is resolved (a reply goes back to whoever asked).
 4. **Text.** Templates are filled with names and numbers, register interjections are
-   sprinkled in, and T is phrased twice: explicit (names Aria) and implicit, where either
-   T itself carries the cue ("You heard all of that, right? ...") or the turn before T
-   is revised to hand the question over ("Let's just ask Aria ...").
+   sprinkled in, each line is grown into a spoken turn of the chosen length
+   (:mod:`server.benchmarks.mpe.dataset.phrases`: lead sentences, continuations, the
+   scene's topic remarks), and T is phrased twice: explicit (names Aria) and implicit.
+   The implicit version stays inferable without touching the turns around T: either T
+   itself carries the cue ("You heard all of that, right? ..."), or a turn earlier in the
+   scene, shared by both versions, sets Aria up to answer ("Let's get all the numbers out,
+   then Aria can work it out for us.") and T asks the room. In about 2 % of the pairs
+   (the paper: 42 of 2,000) the turn right before T is revised instead ("Let's just ask
+   Aria ...").
 
-Everything is drawn from one ``random.Random`` seeded with the suite seed and the pair
-id, so the same seed gives the same scripts byte for byte, whatever else is generated.
+Everything is drawn from ``random.Random`` instances seeded with the suite seed and the
+pair id, so the same seed gives the same scripts byte for byte, whatever else is
+generated. The layout and the core lines come from one generator and the growth into
+turns from another, so a ``short`` and a ``paper`` suite of the same seed tell the same
+conversations.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from server.benchmarks.mpe.dataset import inventory as inv
+from server.benchmarks.mpe.dataset.phrases import Elaborator, TurnLength
 from server.benchmarks.mpe.dataset.rules import check_script
 from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan, PairScript, ScriptTurn
 from server.benchmarks.mpe.dataset.spoken import (
@@ -47,7 +57,7 @@ from server.benchmarks.mpe.dataset.spoken import (
 )
 from server.benchmarks.mpe.suite import bucket_of
 
-VERSION = "2"  # 2: up to two N4 events per pair
+VERSION = "3"  # 2: up to two N4 events per pair; 3: turn lengths, phrase pools, implicit context earlier
 
 # ------------------------------------------------------------------------ building blocks
 
@@ -290,6 +300,9 @@ def task_schedule(c: Ctx) -> Task:
             text = c.pick((f"I'm free on {join_list(ordered)}.", f"{join_list(ordered)} works for me.",
                            f"I can only do {join_list(ordered).replace(' and ', ' or ')}."))
         facts.append(fact(text, who=f"P{i + 1}"))
+    if not any(answer in f.text for f in facts):  # someone names the answer day (not only by exclusion)
+        ordered = [d for d in _DAYS if d in sets[0]]
+        facts[0] = fact(f"I'm free on {join_list(ordered)}.", who="P1")
     q = c.pick(("which day works for all of us?", "which day are we all free?"))
     gold = f"{answer} works for everyone."
     keys = [[answer]]
@@ -693,6 +706,26 @@ LEAD_INS = (
     ("{name}, you set Aria up, didn't you?", "{name}, stop counting on your fingers, Aria heard everything."),
     ("I read that Aria got a big update last week.", "let's see if Aria was paying attention."),
 )
+# Context for the implicit T, said earlier in the scene and shared by both versions (N1): Aria
+# is set up to answer, so a T that asks the room is addressed to it.
+SETUP_N1 = (
+    "let's get all the numbers out first, then Aria can work it out for us.",
+    "Aria's been listening, so once we've said everything it can do the maths.",
+    "say it all out loud, Aria's better at keeping track than we are.",
+    "honestly, Aria is going to be the one who sorts this out for us.",
+    "we'll let Aria put it all together once we've got the details.",
+    "don't bother with a calculator, Aria can do that in a second.",
+    "make sure Aria hears all of this, we'll need it in a minute.",
+    "let's just lay everything out for Aria, it's better at this than us.",
+    "I'm leaving the thinking to Aria tonight, to be honest.",
+    "keep going, Aria can give us the answer when we're done.",
+    "let's not do the maths ourselves this time, that's what Aria is for.",
+    "whatever we decide, Aria can check it for us at the end.",
+)
+# The share of pairs whose turn before T is revised for the implicit version (the paper: 42 of 2,000).
+REVISED_SHARE = 0.021
+# Of the rest, the share whose implicit context is an earlier shared turn (else the cue is in T).
+SETUP_SHARE = 0.45
 GENERIC_N3 = (
     "hmm, where did I put my phone?",
     "okay, focus.",
@@ -733,6 +766,11 @@ IMPLICIT_T_CUE = (
     "okay, you're the one with the perfect memory. {Q}",
     "you must have caught all of that. {Q}",
     "can you work this out for us? {Q}",
+    "you're the one who's been keeping track of everything, so {q}",
+    "you've heard everything we've said, so tell us, {q}",
+    "you can do this in a second, can't you? {Q}",
+    "you always remember this stuff better than we do. {Q}",
+    "you were listening to all of that, so {q}",
 )
 IMPLICIT_T_PLAIN = ("{Q}", "so, {q}", "okay then, {q}", "right, {q}")
 N4Q_FORMS = ("Aria, {q}", "{Q}, Aria?", "oh, and Aria, {q}")
@@ -784,16 +822,18 @@ class ProceduralGenerator:
     """Seeded, deterministic scenario generator (see the module docstring)."""
 
     name = "procedural"
-    version = VERSION
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, turn_length: TurnLength | str = TurnLength.paper) -> None:
         self.seed = seed
+        self.turn_length = TurnLength(turn_length)
+        self.version = f"{VERSION}/{self.turn_length.value}"  # the suite records it
 
     def generate(self, plan: PairPlan) -> PairScript:
         rng = random.Random(f"duplex-mpe/procedural/{VERSION}/{self.seed}/{plan.pair_id}")
+        talk_rng = random.Random(f"duplex-mpe/procedural/{VERSION}/{self.seed}/{plan.pair_id}/talk")
         problems: list = []
         for _ in range(20):
-            script = self._attempt(rng, plan)
+            script = self._attempt(rng, talk_rng, plan)
             problems = check_script(script, plan)
             if not problems:
                 return script
@@ -802,7 +842,7 @@ class ProceduralGenerator:
 
     # -------------------------------------------------------------- one attempt
 
-    def _attempt(self, rng: random.Random, plan: PairPlan) -> PairScript:
+    def _attempt(self, rng: random.Random, talk_rng: random.Random, plan: PairPlan) -> PairScript:
         c = Ctx(rng, plan)
         attrs = plan.attributes
         setting = inv.setting(attrs.setting)
@@ -814,16 +854,23 @@ class ProceduralGenerator:
         names = dict(zip(speakers, rng.sample(inv.NAMES, plan.n_speakers)))
         absent = rng.choice([n for n in inv.NAMES if n not in names.values()])
         task = TASKS[act.key](c)
-        lead_in = rng.random() < 0.5  # implicit cue: in the turn before T, or in T itself
+        # The implicit version's context: the revised turn before T, an earlier shared turn, or T itself.
+        r = rng.random()
+        lead_in = r < REVISED_SHARE
+        setup_first = not lead_in and r < REVISED_SHARE + SETUP_SHARE * (1 - REVISED_SHARE)
 
         # ---- the lines every scenario of this plan needs
         opener = Line("N2", rng.choice(task.openers), to="group", role="opener")
         t_line = Line("T", _fill(rng.choice(EXPLICIT_T), task.question), to="Aria", role="t")
         t_line.text = t_line.text.replace("{t_open}", rng.choice(reg.t_openers) if reg.t_openers else "")
         lead: Line | None = None
+        setup: Line | None = None
         if lead_in:
             ex_lead, im_lead = rng.choice(LEAD_INS)
             lead = Line("N1", ex_lead, to="one" if "{name}" in ex_lead else "group", role="leadin", implicit=im_lead)
+            t_line.implicit = _fill(rng.choice(IMPLICIT_T_PLAIN), task.question)
+        elif setup_first:
+            setup = Line("N1", rng.choice(SETUP_N1), to="group", role="setup")
             t_line.implicit = _fill(rng.choice(IMPLICIT_T_PLAIN), task.question)
         else:
             t_line.implicit = _fill(rng.choice(IMPLICIT_T_CUE), task.question)
@@ -833,10 +880,10 @@ class ProceduralGenerator:
 
         # ---- layout: turn count and T position for the bucket
         use_opener = True
-        pre_fixed = 1 + len(task.facts) + (1 if lead else 0)
+        pre_fixed = 1 + len(task.facts) + (1 if lead or setup else 0)
         post_fixed = 2 * len(n4_events) + 1
         musts = [self._n3(rng, setting, reg)]
-        if lead is None:  # the lead-in is an N1 already
+        if lead is None and setup is None:  # the lead-in and the setup are N1s already
             n1 = rng.choice(GENERIC_N1)
             musts.append(Line("N1", n1, to="one" if "{name}" in n1 else "group"))
         base = (8, 12) if plan.n_speakers == 3 else (9, 13)
@@ -864,6 +911,8 @@ class ProceduralGenerator:
         if not use_opener:  # the opener and the first fact become one turn
             first = body[0]
             body[0] = replace(first, text=opener.text + " " + _cap(first.text))
+        if setup is not None:  # somewhere among the facts, said in both versions
+            body.insert(rng.randrange(1, len(body) + 1), setup)
         for group in pre_fill:  # small talk between the facts
             body.insert(rng.randrange(0 if use_opener else 1, len(body) + 1), group)
         pre = ([opener] if use_opener else []) + _flatten(body) + ([lead] if lead else [])
@@ -879,7 +928,8 @@ class ProceduralGenerator:
             raise DatasetError(f"{plan.pair_id}: layout produced {len(lines)} turns, expected {n}")
 
         slots, roles = self._assign(rng, lines, speakers)
-        return self._render(rng, plan, slots, roles, names, absent, reg, task)
+        talk = Elaborator.for_scene(talk_rng, self.turn_length, act.key)
+        return self._render(rng, talk, plan, slots, roles, names, absent, reg, setting, task)
 
     @staticmethod
     def _positions(bucket: str, pre: int, post: int, fill: int, span: tuple[int, int]) -> list[tuple[int, int]]:
@@ -1018,8 +1068,8 @@ class ProceduralGenerator:
 
     # -------------------------------------------------------------- text
 
-    def _render(self, rng, plan: PairPlan, slots: list[_Slot], roles: dict[str, str], names: dict[str, str],
-                absent: str, reg, task: Task) -> PairScript:
+    def _render(self, rng, talk: Elaborator, plan: PairPlan, slots: list[_Slot], roles: dict[str, str],
+                names: dict[str, str], absent: str, reg, setting, task: Task) -> PairScript:
         speakers = list(names)
         role_names = {r: names[spk] for r, spk in roles.items()}
         keep = _KEEP_CAPS | set(names.values()) | {absent}
@@ -1041,6 +1091,7 @@ class ProceduralGenerator:
                      "clock": say_time(rng.choice((390, 420, 435, 450, 480)))}
             text = subst(ln.text, extra)
             implicit = subst(ln.implicit, extra) if ln.implicit is not None else None
+            text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting)
             was_prefixed, prefixed = prefixed, False
             if ln.label in ("N2", "N3") and ln.who != "reply" and not was_prefixed and rng.random() < reg.prefix_rate:
                 first = text.split(" ", 1)[0].rstrip(",.?!:;")
@@ -1056,6 +1107,48 @@ class ProceduralGenerator:
         return PairScript(pair_id=plan.pair_id, scenario_id=plan.scenario_id, n_speakers=plan.n_speakers,
                           t_bucket=plan.t_bucket, attributes=plan.attributes, gold_answer=gold, answer_keys=keys,
                           turns=turns)
+
+
+    @staticmethod
+    def _grow(talk: Elaborator, ln: Line, text: str, implicit: str | None, fill, reg, setting
+              ) -> tuple[str, str | None]:
+        """A line grown into a turn of the generator's length; both versions of T (and of a
+        revised turn before it) get the same sentences around what differs."""
+        talk.used.add(ln.text)
+        role = _talk_role(ln)
+        if role == "t":
+            before, after = talk.t_frame(fill)
+            frame = lambda core: " ".join(x for x in (before, _cap(core) if before else core, after) if x)  # noqa: E731
+            return frame(text), frame(implicit) if implicit is not None else None
+        extra: tuple = ()
+        if role == "self":
+            extra = setting.self_talk + reg.self_talk + GENERIC_N3
+        elif role == "remark":
+            extra = reg.remarks
+        grown = talk.turn(text, role, fill, extra, _LEAD_RATES.get(role, 0.0))
+        if implicit is not None:  # the revised turn before T: the same continuation
+            implicit = implicit + grown[len(text):] if grown.startswith(text) else implicit
+        return grown, implicit
+
+
+_LEAD_RATES = {"fact": 0.3, "ask": 0.35, "n4q": 0.25}
+
+
+def _talk_role(ln: Line) -> str:
+    """Which phrase pools grow a line (:data:`server.benchmarks.mpe.dataset.phrases._POOLS`)."""
+    if ln.role == "fact" and ln.who:  # someone's own figure or availability
+        return "own-fact"
+    if ln.role in ("opener", "fact", "followup", "setup", "leadin", "t", "n4q", "n4r"):
+        return ln.role
+    if ln.label == "N3":
+        return "self"
+    if ln.label == "N1":
+        return "mention"
+    if ln.to == "device":
+        return "device"
+    if ln.who == "reply":
+        return "reply"
+    return "ask" if ln.to == "one" else "remark"
 
 
 def _flatten(items: list) -> list[Line]:

@@ -9,6 +9,20 @@ always plays around them (preamble, 0.5 s after every clip, 3 s after N4Q) and l
 the open-ended wait after T. Clip time is *distinct* when counted once per clip file and
 *reused* for every further play of the same file (a turn shared by both conditions plays
 twice, once per condition).
+
+Realism, set against the paper's figures (:func:`realism`), with or without audio:
+
+* *distinct turn texts*: the turn texts of a suite are its spoken lines, one per turn of
+  each pair, where a turn whose text is the same in both conditions counts once and a
+  turn whose text differs counts once per condition (for a generated suite, one per clip
+  file); the figure is the number of different strings among them over their number.
+* *conversation* and *turn* durations: a conversation is one scenario version played
+  through, its clips plus the 0.5 s the scheduler inserts after each (DESIGN §3; the
+  open-ended wait after T and the longer pause after an N4 question left out). Voiced
+  suites use the clip durations; text-only suites estimate each clip from its words at
+  :data:`SPEAKING_RATE_WPS`.
+* *preceding-turn revisions*: pairs whose turn right before T differs between the
+  explicit and the implicit version.
 """
 
 from __future__ import annotations
@@ -22,6 +36,18 @@ from server.benchmarks.mpe.suite import CONDITIONS, LABELS, T_BUCKETS, Suite, au
 
 GAP_S = 0.5  # §3: silence after each clip
 N4_GAP_S = 3.0  # §3: silence after N4Q
+
+# Words per second of the default piper voices as the suites use them (joe at four pitches):
+# 1,123 words in 339.4 s over 48 turns of a paper-length suite, each in its speaker's voice
+# (joe@1.0 alone: 3.2; the slowest, joe@0.84: 3.0; the fastest, joe@1.19: 3.6).
+SPEAKING_RATE_WPS = 3.3
+
+# The paper's figures that suites are set against: the mean conversation (99.8 s), the mean
+# T turn (about 8 s) and the pairs whose turn before T was revised (42 of 2,000). Its finer
+# per-label duration tables (App. A2.5) are not reproduced here.
+PAPER_CONVERSATION_S = 99.8
+PAPER_T_S = 8.0
+PAPER_REVISED_PAIRS, PAPER_PAIRS = 42, 2000
 
 
 def _summary(values: list[float]) -> dict[str, float | int]:
@@ -65,18 +91,9 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
     }
     # §2: an N4 event is an N4Q with its N4R; a pair may hold several.
     comp["n4_events"] = {cond: comp["labels"][cond]["N4Q"] for cond in CONDITIONS}
-    # Implicit cue: in T alone, or with the turn before T revised too.
-    revised = 0
-    for p in pairs.values():
-        if set(p) >= set(CONDITIONS):
-            ex, im = p["explicit"], p["implicit"]
-            try:  # §2: T is paired by label, not position (the versions may differ in length)
-                te, ti = ex.t_index, im.t_index
-            except ValueError:
-                continue
-            if te > 0 and ti > 0 and ex.turns[te - 1].text != im.turns[ti - 1].text:
-                revised += 1
-    comp["implicit_cue"] = {"in_t": len(pairs) - revised, "revised_turn_before_t": revised}
+    # Implicit cue: the turn before T kept (the context is in T or earlier), or revised too.
+    revised = _revised_pairs(pairs)
+    comp["implicit_cue"] = {"turn_before_t_kept": len(pairs) - revised, "revised_turn_before_t": revised}
     comp["attributes"] = {
         key: dict(Counter(sc.attributes.get(key, "") for sc in first.values()).most_common())
         for key in ("setting", "activity", "relationship", "device_context", "register")
@@ -91,6 +108,7 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
         "seed": meta.seed,
         "audio": "pending" if pending else (meta.model_extra or {}).get("audio", "present"),
         "composition": comp,
+        "realism": realism(suite, revised=revised),
     }
     if pending:
         return out
@@ -128,8 +146,106 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
     return out
 
 
+def _revised_pairs(pairs: dict) -> int:
+    revised = 0
+    for p in pairs.values():
+        if set(p) >= set(CONDITIONS):
+            ex, im = p["explicit"], p["implicit"]
+            try:  # §2: T is paired by label, not position (the versions may differ in length)
+                te, ti = ex.t_index, im.t_index
+            except ValueError:
+                continue
+            if te > 0 and ti > 0 and ex.turns[te - 1].text != im.turns[ti - 1].text:
+                revised += 1
+    return revised
+
+
+def turn_texts(suite: Suite) -> list[str]:
+    """The suite's spoken lines: per pair, each turn's text once, or once per condition
+    where the conditions' texts differ (see the module docstring)."""
+    seen: set[tuple[str, int, str]] = set()
+    out = []
+    for sc in suite.scenarios:
+        for i, t in enumerate(sc.turns):
+            key = (sc.pair_id, i, t.text)
+            if key not in seen:
+                seen.add(key)
+                out.append(t.text)
+    return out
+
+
+def estimated_duration_s(text: str) -> float:
+    """A clip's duration estimated from its words (text-only suites)."""
+    return len(text.split()) / SPEAKING_RATE_WPS
+
+
+def realism(suite: Suite, revised: int | None = None) -> dict[str, Any]:
+    """The figures that say how much a suite's conversations resemble the paper's."""
+    pairs = suite.pairs()
+    texts = turn_texts(suite)
+    voiced = not audio_pending(suite.meta)
+
+    def dur(t) -> float:
+        return t.duration_s if voiced else estimated_duration_s(t.text)
+
+    conv = [sum(dur(t) + GAP_S for t in sc.turns) for sc in suite.scenarios]
+    by_label: dict[str, list[float]] = {lab: [] for lab in sorted(LABELS)}
+    for sc in suite.scenarios:
+        for t in sc.turns:
+            by_label.setdefault(t.label, []).append(dur(t))
+    if revised is None:
+        revised = _revised_pairs(pairs)
+    mean = lambda xs: round(float(np.mean(xs)), 2) if xs else 0.0  # noqa: E731
+    return {
+        "turn_texts": len(texts),
+        "distinct_turn_texts": len(set(texts)),
+        "distinct_share": round(len(set(texts)) / len(texts), 4) if texts else 0.0,
+        "durations_from": "clips" if voiced else "words",
+        "speaking_rate_wps": None if voiced else SPEAKING_RATE_WPS,
+        "conversation_mean_s": mean(conv),
+        "t_mean_s": mean(by_label.get("T", [])),
+        "turn_mean_s": mean([d for ds in by_label.values() for d in ds]),
+        "turn_mean_s_by_label": {lab: mean(ds) for lab, ds in by_label.items()},
+        "preceding_revised_pairs": revised,
+        "preceding_revised_share": round(revised / len(pairs), 4) if pairs else 0.0,
+        "paper": {
+            "conversation_mean_s": PAPER_CONVERSATION_S,
+            "t_mean_s": PAPER_T_S,
+            "preceding_revised_pairs": PAPER_REVISED_PAIRS,
+            "pairs": PAPER_PAIRS,
+            "preceding_revised_share": round(PAPER_REVISED_PAIRS / PAPER_PAIRS, 4),
+        },
+    }
+
+
 def _counts(c: Counter) -> dict[str, int]:
     return {str(k): v for k, v in sorted(c.items())}
+
+
+def _render_realism(r: dict[str, Any], console) -> None:
+    from rich.table import Table
+
+    paper = r["paper"]
+    how = "clip durations" if r["durations_from"] == "clips" else \
+        f"estimated from words at {r['speaking_rate_wps']} words/s"
+    rt = Table(title=f"Realism against the paper (durations: {how}, + {GAP_S} s after each clip)")
+    rt.add_column("quantity")
+    rt.add_column("suite", justify="right")
+    rt.add_column("paper", justify="right")
+    rt.add_row("distinct turn texts", f"{r['distinct_turn_texts']} of {r['turn_texts']} "
+               f"({100 * r['distinct_turn_texts'] / max(r['turn_texts'], 1):.1f} %)", "not published")
+    rt.add_row("conversation mean (s)", f"{r['conversation_mean_s']:.1f}", f"{paper['conversation_mean_s']:.1f}")
+    rt.add_row("T turn mean (s)", f"{r['t_mean_s']:.2f}", f"about {paper['t_mean_s']:.0f}")
+    rt.add_row("turn mean (s), all labels", f"{r['turn_mean_s']:.2f}", "not available")
+    for lab, v in r["turn_mean_s_by_label"].items():
+        if lab == "T":
+            continue
+        rt.add_row(f"  {lab} turn mean (s)", f"{v:.2f}", "not available")
+    rt.add_row("turn before T revised (pairs)",
+               f"{r['preceding_revised_pairs']} ({100 * r['preceding_revised_share']:.2f} %)",
+               f"{paper['preceding_revised_pairs']} of {paper['pairs']} "
+               f"({100 * paper['preceding_revised_share']:.2f} %)")
+    console.print(rt)
 
 
 def render_stats(stats: dict[str, Any], console) -> None:
@@ -150,8 +266,8 @@ def render_stats(stats: dict[str, Any], console) -> None:
         t.add_row(f"T bucket {k}", str(v))
     t.add_row("pairs with an N4 event", f"{comp['n4_pairs']} ({100 * comp['n4_share']:.1f} %)")
     t.add_row("N4 events per condition", " / ".join(f"{c}: {v}" for c, v in comp["n4_events"].items()))
-    t.add_row("implicit cue in T / revised turn before T",
-              f"{comp['implicit_cue']['in_t']} / {comp['implicit_cue']['revised_turn_before_t']}")
+    t.add_row("turn before T kept / revised for the implicit version",
+              f"{comp['implicit_cue']['turn_before_t_kept']} / {comp['implicit_cue']['revised_turn_before_t']}")
     t.add_row("turns per scenario", ", ".join(f"{k}: {v}" for k, v in comp["turns_per_scenario"].items()))
     t.add_row("words per turn (mean)", str(comp["words_per_turn"]))
     console.print(t)
@@ -163,6 +279,8 @@ def render_stats(stats: dict[str, Any], console) -> None:
     for lab in sorted(LABELS):
         lt.add_row(lab, *(str(comp["labels"][c][lab]) for c in comp["labels"]))
     console.print(lt)
+
+    _render_realism(stats["realism"], console)
 
     at = Table(title="Scene attributes (pairs)")
     at.add_column("attribute")

@@ -77,6 +77,66 @@ def _run_job(voice: str, text: str) -> int:
 # ------------------------------------------------------------------------ the driver
 
 
+@dataclass
+class FilledCache:
+    todo: list[tuple[str, str]]  # the jobs that were missing from the cache (now synthesised)
+    samples: int  # audio samples produced now
+    wall_s: float
+    workers: int
+
+
+def fill_cache(jobs: list[tuple[str, str]], *, cache: ClipCache, data_dir: Path | str, name: str, version: str,
+               engine: TTSEngine | None = None, workers: int | None = None,
+               progress: Progress | None = None) -> FilledCache:
+    """Synthesise every (voice, text) job missing from ``cache``: with ``engine`` in this
+    process, else with engine ``name`` in worker processes (default: one per CPU core).
+    ``progress(done, total)`` counts cached jobs as done."""
+    todo = [j for j in jobs if not cache.path_for(ClipCache.key(name, version, j[0], j[1])).is_file()]
+    done = len(jobs) - len(todo)
+    total = len(jobs)
+    if progress is not None:
+        progress(done, total)
+
+    audio_samples = 0
+    t_synth = time.perf_counter()
+    n_workers = 1
+    if todo:
+        if engine is not None:
+            for voice, text in todo:
+                audio_samples += len(cache.synthesize(engine, text, voice))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        else:
+            n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+            threads = max(1, (os.cpu_count() or 1) // n_workers)
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(name, str(data_dir), threads)) as pool:
+                pending: set[Future] = set()
+                it = iter(todo)
+                try:
+                    # A bounded window of submitted jobs keeps an interrupt quick to honour.
+                    for job in it:
+                        pending.add(pool.submit(_run_job, *job))
+                        if len(pending) >= 4 * n_workers:
+                            break
+                    while pending:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in finished:
+                            audio_samples += f.result()
+                            done += 1
+                            if progress is not None:
+                                progress(done, total)
+                            nxt = next(it, None)
+                            if nxt is not None:
+                                pending.add(pool.submit(_run_job, *nxt))
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+    return FilledCache(todo=todo, samples=audio_samples, wall_s=time.perf_counter() - t_synth, workers=n_workers)
+
+
 def voices_for(suite: Suite, engine_name: str) -> dict[str, str]:
     """The suite's voice map when it belongs to the engine, else the engine's defaults."""
     voices = dict(suite.meta.voices)
@@ -89,7 +149,8 @@ def voices_for(suite: Suite, engine_name: str) -> dict[str, str]:
         return voices
 
 
-def _write_wav(path: Path, audio) -> None:
+def write_wav(path: Path, audio) -> None:
+    """Write int16 samples as a 24 kHz mono 16-bit WAV, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = create_temp_file(path)
     try:
@@ -138,50 +199,9 @@ def synthesize_suite(
 
     # The cache finds a clip by engine name and version only.
     key_engine = engine if engine is not None else SimpleNamespace(name=name, version=version)
-    todo = [j for j in jobs if not cache.path_for(ClipCache.key(name, version, j[0], j[1])).is_file()]
-    done = len(jobs) - len(todo)
-    total = len(jobs)
-    if progress is not None:
-        progress(done, total)
-
-    audio_samples = 0
-    t_synth = time.perf_counter()
-    n_workers = 1
-    if todo:
-        if engine is not None:
-            for voice, text in todo:
-                audio_samples += len(cache.synthesize(engine, text, voice))
-                done += 1
-                if progress is not None:
-                    progress(done, total)
-        else:
-            n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
-            threads = max(1, (os.cpu_count() or 1) // n_workers)
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(name, str(data_dir), threads)) as pool:
-                pending: set[Future] = set()
-                it = iter(todo)
-                try:
-                    # A bounded window of submitted jobs keeps an interrupt quick to honour.
-                    for job in it:
-                        pending.add(pool.submit(_run_job, *job))
-                        if len(pending) >= 4 * n_workers:
-                            break
-                    while pending:
-                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in finished:
-                            audio_samples += f.result()
-                            done += 1
-                            if progress is not None:
-                                progress(done, total)
-                            nxt = next(it, None)
-                            if nxt is not None:
-                                pending.add(pool.submit(_run_job, *nxt))
-                except BaseException:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
-    synth_wall = time.perf_counter() - t_synth
+    filled = fill_cache(jobs, cache=cache, data_dir=data_dir, name=name, version=version, engine=engine,
+                        workers=workers, progress=progress)
+    todo, audio_samples, synth_wall, n_workers = filled.todo, filled.samples, filled.wall_s, filled.workers
 
     # Every clip is cached: write the suite's files, then its manifest.
     durations: dict[str, float] = {}
@@ -189,7 +209,7 @@ def synthesize_suite(
         audio = cache.get(key_engine, text, voice)  # type: ignore[arg-type]
         if audio is None:  # an unreadable cache file: synthesise it again here
             audio = cache.synthesize(local, text, voice)
-        _write_wav(suite.clip_path(rel), audio)
+        write_wav(suite.clip_path(rel), audio)
         durations[rel] = round(len(audio) / OUTPUT_RATE, 3)
 
     meta = suite.meta.model_copy(deep=True)
@@ -213,4 +233,4 @@ def synthesize_suite(
                        wall_s=time.perf_counter() - t_start, workers=n_workers)
 
 
-__all__ = ["SynthReport", "synthesize_suite", "voices_for"]
+__all__ = ["FilledCache", "SynthReport", "fill_cache", "synthesize_suite", "voices_for", "write_wav"]

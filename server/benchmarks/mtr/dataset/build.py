@@ -1,0 +1,102 @@
+"""From plans to a text-only MTR suite directory.
+
+A freshly generated suite says ``"audio": "pending"`` in ``suite.json``; its durations are
+estimates (:func:`server.benchmarks.mtr.dataset.timing.estimate_s`) until
+:mod:`server.benchmarks.mtr.dataset.synth` voices it. The text depends only on the generator,
+its seed and the plans, so regenerating gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from server.benchmarks.mpe.dataset.schema import DatasetError
+from server.benchmarks.mtr.dataset.schema import DialogueGenerator, DialoguePlan
+from server.benchmarks.mtr.dataset.voices import role_voices
+from server.benchmarks.mtr.suite import (
+    AUDIO_PENDING,
+    BENCHMARK_NAME,
+    Dialogue,
+    MTRMeta,
+    Suite,
+    SuiteError,
+    check_suite,
+)
+from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, write_suite_files
+
+SUITE_VERSION = "1"
+
+Progress = Callable[[int, int], None]
+
+
+def generate_dialogues(generator: DialogueGenerator, plans: list[DialoguePlan],
+                       progress: Progress | None = None) -> list[Dialogue]:
+    many = getattr(generator, "generate_many", None)
+    if many is not None:  # several API requests in flight
+        return many(plans, progress)
+    out = []
+    for i, plan in enumerate(plans, start=1):
+        out.append(generator.generate(plan))
+        if progress is not None:
+            progress(i, len(plans))
+    return out
+
+
+def suite_meta(*, name: str, seed: int, generator: str, engine_name: str = "piper") -> MTRMeta:
+    return MTRMeta(benchmark=BENCHMARK_NAME, name=name, version=SUITE_VERSION, generator=generator, seed=seed,
+                   voices=role_voices(engine_name), audio=AUDIO_PENDING)
+
+
+def _text_of(d: Dialogue) -> list:
+    """A dialogue without durations: what must match for two suites to be the same text."""
+    out = []
+    for r in d.rounds:
+        out.append((r.round, r.feature, [(k, c.text, c.clip) for k, c in r.clips()],
+                    r.background.kind if r.background else None))
+    return [d.dialogue_id, d.set, d.topic, out]
+
+
+def same_text_suite(root: Path, meta: MTRMeta, dialogues: list[Dialogue]) -> bool:
+    """Whether ``root`` holds this suite already (same text; audio may be done)."""
+    try:
+        old = Suite.load(root)
+    except SuiteError:
+        return False
+    keys = ("benchmark", "name", "version", "generator", "seed")
+    if any(getattr(old.meta, k) != getattr(meta, k) for k in keys) or len(old.dialogues) != len(dialogues):
+        return False
+    return all(_text_of(a) == _text_of(b) for a, b in zip(old.dialogues, dialogues))
+
+
+def write_text_suite(out: Path, meta: MTRMeta, dialogues: list[Dialogue], *, force: bool = False) -> str:
+    """Write a text-only suite to ``out``: "written", "kept" (the same text is there already,
+    audio included), or DatasetError when ``out`` holds something else (``force`` replaces it)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if same_text_suite(out, meta, dialogues):
+            return "kept"
+        if not force:
+            raise DatasetError(f"{out} is not empty and holds a different suite (use --force to replace it)")
+        for name in (SUITE_FILE, SCENARIOS_FILE):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "clips", ignore_errors=True)
+    write_suite_files(out, meta, dialogues)
+    return "written"
+
+
+def build_text_suite(out: Path, *, name: str, plans: list[DialoguePlan], seed: int, generator: DialogueGenerator,
+                     engine_name: str = "piper", force: bool = False,
+                     progress: Progress | None = None) -> tuple[Suite, str]:
+    """Generate and write a text-only suite; returns the loaded suite and what happened.
+    Raises DatasetError when a generated dialogue breaks a rule of the schema."""
+    dialogues = generate_dialogues(generator, plans, progress)
+    meta = suite_meta(name=name, seed=seed, generator=generator.name, engine_name=engine_name)
+    problems = check_suite(Suite(out, meta, dialogues), check_audio=False)
+    if problems:
+        raise DatasetError("generated dialogues break the suite rules: " + "; ".join(map(str, problems[:5])))
+    what = write_text_suite(out, meta, dialogues, force=force)
+    return Suite.load(out), what

@@ -1,0 +1,221 @@
+"""The Claude dialogue generator (``--generator claude``): Claude writes the texts.
+
+For each plan (topic, feature of each round) Claude is asked, through a forced tool call
+whose input schema is :data:`DIALOGUE_SCHEMA`, for every line of the dialogue: the user's
+turns (a pause round's first part and continuation), the ground-truth replies, barge-ins and
+the answers to them, background lines, backchannels. Timings and placements are filled in
+procedurally (:func:`.assemble.assemble_round`, seeded per round), then the dialogue is
+checked against the suite rules and the text rules below; a reply that breaks any is answered
+with the list of problems and Claude tries again, up to ``max_attempts`` times.
+
+The client, the on-disk cache of every exchange (``<data_dir>/llm-cache/anthropic``, keyed by
+the whole request) and the SDK's retries are the Duplex-MPE generator's
+(:class:`server.benchmarks.mpe.dataset.anthropic_gen.AnthropicGenerator`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from server.benchmarks.mpe.dataset.anthropic_gen import AnthropicGenerator, _echo, _json_from_text
+from server.benchmarks.mpe.dataset.schema import DatasetError
+from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
+from server.benchmarks.mtr.dataset.build import suite_meta
+from server.benchmarks.mtr.dataset.schema import DialoguePlan
+from server.benchmarks.mtr.dataset.timing import REPLY_S, Draw, estimate_s, sentences
+from server.benchmarks.mtr.suite import Dialogue, Suite, check_suite
+
+PROMPT_VERSION = "mtr-1"
+TOOL_NAME = "submit_dialogue"
+MAX_BACKCHANNEL_WORDS = 3
+
+_S = {"type": "string"}
+_S_OR_NULL = {"type": ["string", "null"]}
+_ROUND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["round", "user", "assistant"],
+    "properties": {
+        "round": {"type": "integer", "minimum": 1},
+        "user": {**_S, "description": "the user's turn; in a pause round only the first part, broken off "
+                                      "mid-sentence"},
+        "continuation": {**_S_OR_NULL, "description": "pause rounds only: the rest of the user's sentence"},
+        "assistant": {**_S, "description": "the assistant's ideal reply: a real answer, 2 to 4 sentences"},
+        "barge_in": {**_S_OR_NULL, "description": "interruption rounds only: the user cuts in with a new or "
+                                                  "changed request"},
+        "barge_in_response": {**_S_OR_NULL, "description": "interruption rounds only: the answer to the barge-in"},
+        "background_kind": {"type": ["string", "null"], "enum": ["speaker", "broadcast", None]},
+        "background": {**_S_OR_NULL, "description": "background rounds only: what the third party or the "
+                                                    "TV/radio says"},
+        "backchannels": {"type": "array", "items": _S, "maxItems": 3,
+                         "description": "backchannel rounds only: 1 to 3 short listener sounds"},
+    },
+}
+#: JSON schema of a dialogue as Claude returns it (the tool's input).
+DIALOGUE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["rounds"],
+    "properties": {"rounds": {"type": "array", "minItems": 1, "items": _ROUND_SCHEMA}},
+}
+
+SYSTEM_PROMPT = f"""You write dialogues for a benchmark of full-duplex voice assistants. A user talks with a
+voice assistant over several rounds about one topic; each round the user asks something and the assistant
+answers. Every line is turned into speech by a TTS voice, so write spoken English only: no stage directions,
+brackets, emojis or speaker tags; numbers as words.
+
+Rules for every round:
+- user: a natural question or request that follows on from the conversation so far (round 1 brings up the
+  topic). One to three short sentences.
+- assistant: the ideal spoken reply: a real, correct, helpful answer of 2 to 4 sentences, about
+  {int(REPLY_S[0] * 21)} to {int(REPLY_S[1] * 21)} characters (6 to 15 seconds spoken).
+Each round exercises one conversational feature; give the fields of that feature and set the others to null
+(backchannels: an empty list):
+- smooth: nothing else.
+- interruption: barge_in, the user cutting in while the assistant answers, with a new or changed request
+  ("Actually, wait — ..."); barge_in_response, the assistant's answer to it (1 to 3 sentences).
+- pause: user is only the first part of the user's sentence, broken off mid-sentence ("I was wondering if
+  you could"); continuation is the rest ("tell me how tides work?"). Together they make one question.
+- background: background_kind "speaker" (someone else in the room says something to another person, not to
+  the assistant) or "broadcast" (a TV or radio announcement); background is that line, 5 to 15 words,
+  unrelated to the topic. The assistant's reply must be at least 3 sentences.
+- backchannel: backchannels, 1 to 3 short listener sounds said while the assistant answers (like "Mm-hmm.",
+  "Right.", "Yeah.", "Okay.", "I see.", "Uh-huh."), at most {MAX_BACKCHANNEL_WORDS} words each. The reply
+  must be at least 3 sentences.
+Call the {TOOL_NAME} tool with every round, numbered from 1."""
+
+
+def _user_prompt(plan: DialoguePlan) -> str:
+    lines = "\n".join(f"Round {i}: {f}" for i, f in enumerate(plan.features, start=1))
+    return (f"Write dialogue {plan.dialogue_id} about {plan.topic}, {len(plan.features)} rounds.\n{lines}\n"
+            f"Plan (machine-readable): {json.dumps({'plan': plan.model_dump(mode='json')}, sort_keys=True)}")
+
+
+class _Round(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    round: int
+    user: str
+    assistant: str
+    continuation: str | None = None
+    barge_in: str | None = None
+    barge_in_response: str | None = None
+    background_kind: str | None = None
+    background: str | None = None
+    backchannels: list[str] | None = None
+
+
+_FEATURE_FIELDS = {"pause": ("continuation",), "interruption": ("barge_in", "barge_in_response"),
+                   "background": ("background_kind", "background"), "backchannel": ("backchannels",)}
+
+
+def _text_problems(number: int, feature: str, r: _Round) -> list[str]:
+    out = []
+    where = f"round {number}"
+    for f, fields in _FEATURE_FIELDS.items():
+        for field in fields:
+            present = bool(getattr(r, field))
+            if f == feature and not present:
+                out.append(f"{where} ({feature}): {field} is missing")
+            elif f != feature and present:
+                out.append(f"{where} ({feature}): {field} must be null or empty (it belongs to {f} rounds)")
+    n = sentences(r.assistant)
+    if not 2 <= n <= 4:
+        out.append(f"{where}: the assistant reply has {n} sentences; write 2 to 4")
+    est = estimate_s(r.assistant)
+    if not REPLY_S[0] <= est <= REPLY_S[1]:
+        out.append(f"{where}: the assistant reply is {len(r.assistant)} characters (about {est:.0f} s spoken); "
+                   f"write {int(REPLY_S[0] * 21)} to {int(REPLY_S[1] * 21)} characters")
+    if feature == "background" and r.background_kind not in ("speaker", "broadcast"):
+        out.append(f"{where}: background_kind must be speaker or broadcast")
+    for b in r.backchannels or ():
+        if len(b.split()) > MAX_BACKCHANNEL_WORDS:
+            out.append(f"{where}: backchannel {b!r} is longer than {MAX_BACKCHANNEL_WORDS} words")
+    if len(r.backchannels or ()) > 3:
+        out.append(f"{where}: at most 3 backchannels")
+    return out
+
+
+def parse_dialogue(plan: DialoguePlan, payload: Any) -> tuple[Dialogue | None, list[str]]:
+    """Claude's tool input as a schema dialogue (placements filled in), or the problems."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("rounds"), list):
+        return None, [f"reply was not a call of the {TOOL_NAME} tool with a rounds list"]
+    try:
+        rounds = [_Round.model_validate(r) for r in payload["rounds"]]
+    except ValidationError as e:
+        return None, [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()[:10]]
+    if len(rounds) != len(plan.features):
+        return None, [f"the dialogue has {len(rounds)} rounds; write exactly {len(plan.features)}"]
+    problems = [f"round at position {i} is numbered {r.round}" for i, r in enumerate(rounds, 1) if r.round != i]
+    for i, (r, feature) in enumerate(zip(rounds, plan.features), start=1):
+        problems += _text_problems(i, feature, r)
+    if problems:
+        return None, problems
+    out = []
+    for i, (r, feature) in enumerate(zip(rounds, plan.features), start=1):
+        text = RoundText(feature, user=r.user.strip(), assistant=r.assistant.strip(),
+                         continuation=r.continuation, barge_in=r.barge_in, barge_in_response=r.barge_in_response,
+                         background_kind=r.background_kind, background=r.background,
+                         backchannels=tuple(r.backchannels or ()))
+        try:
+            out.append(assemble_round(plan.dialogue_id, i, text, Draw.of(random.Random(
+                f"{plan.seed}:{plan.dialogue_id}:{i}"))))
+        except DatasetError as e:
+            problems.append(f"{e}: make the reply longer or the other lines shorter")
+    if problems:
+        return None, problems
+    dialogue = Dialogue(dialogue_id=plan.dialogue_id, set=plan.set, topic=plan.topic, rounds=out)
+    meta = suite_meta(name="check", seed=plan.seed, generator="claude")
+    return dialogue, [f"round {p.round}: {p.message} [{p.rule}]"
+                      for p in check_suite(Suite(Path("."), meta, [dialogue]), check_audio=False)]
+
+
+class ClaudeDialogueGenerator(AnthropicGenerator):
+    """MTR dialogues from Claude, validated, retried, cached (see the module docstring)."""
+
+    name = "claude"
+
+    def __init__(self, *, seed: int, data_dir: Path | str, **options: Any) -> None:
+        super().__init__(seed=seed, data_dir=data_dir, **options)
+        self.version = f"{PROMPT_VERSION};model={self.model}"
+
+    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max(self.max_tokens, 8192),
+            "system": SYSTEM_PROMPT,
+            "messages": messages,
+            "tools": [{"name": TOOL_NAME, "description": "Submit the finished dialogue.",
+                       "input_schema": DIALOGUE_SCHEMA}],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+        }
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        return request
+
+    def generate(self, plan: DialoguePlan) -> Dialogue:  # type: ignore[override]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": _user_prompt(plan)}]
+        problems: list[str] = []
+        for _attempt in range(self.max_attempts):
+            reply = self._call(self._request(messages))
+            content = reply.get("content") or []
+            tool = next((b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"), None)
+            payload: Any = tool.get("input") if tool else _json_from_text(content)
+            dialogue, problems = parse_dialogue(plan, payload)
+            if dialogue is not None and not problems:
+                return dialogue
+            feedback = ("Your dialogue cannot be used:\n" + "\n".join(f"- {p}" for p in problems[:20])
+                        + f"\nFix every problem and call {TOOL_NAME} again with the whole corrected dialogue.")
+            messages = messages + [{"role": "assistant", "content": _echo(content)}]
+            if tool is not None:
+                messages.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": tool.get("id", ""), "is_error": True, "content": feedback}]})
+            else:
+                messages.append({"role": "user", "content": feedback})
+        raise DatasetError(f"{plan.dialogue_id}: no valid dialogue after {self.max_attempts} attempts; last problems: "
+                           + "; ".join(problems[:5]))

@@ -1,0 +1,46 @@
+"""Feature sets: which conversational feature each round of a dialogue exercises.
+
+A set is one feature (every round has it) or a published combination, whose features
+alternate across rounds: round r gets ``features[(r - 1) % n]`` (DESIGN §12.1). ``mixed``
+spreads dialogues over every set in turn.
+"""
+
+from __future__ import annotations
+
+from server.benchmarks.mpe.dataset.schema import DatasetError
+from server.benchmarks.mtr.suite import FEATURES, Feature, feature_set_name
+
+#: the published combination sets (S, S+I, S+I+P, S+I+P+B: the first n features in order)
+COMBINATIONS: tuple[str, ...] = ("S+I", "S+I+P", "S+I+P+B")
+#: every set, single features first (the published S set is ``smooth``)
+SETS: dict[str, tuple[Feature, ...]] = {
+    **{f: (f,) for f in FEATURES},
+    **{name: FEATURES[: len(name.split("+"))] for name in COMBINATIONS},
+}
+MIXED = "mixed"
+DEFAULT_ROUNDS = 10
+
+assert all(feature_set_name(list(fs)) == name for name, fs in SETS.items())
+
+
+def set_features(name: str) -> tuple[Feature, ...]:
+    try:
+        return SETS[name]
+    except KeyError:
+        raise DatasetError(f"unknown feature set {name!r} (sets: {', '.join(SETS)}, or {MIXED})") from None
+
+
+def round_features(set_name: str, rounds: int) -> list[Feature]:
+    """The feature of each round 1..rounds: the set's features in turn."""
+    fs = set_features(set_name)
+    return [fs[(r - 1) % len(fs)] for r in range(1, rounds + 1)]
+
+
+def sets_for(dialogues: int, set_name: str) -> list[str]:
+    """The set of each dialogue: ``set_name`` for all, or (``mixed``) every set in turn, so
+    that a multiple of ``len(SETS)`` dialogues has an equal number of each."""
+    if set_name == MIXED:
+        names = list(SETS)
+        return [names[i % len(names)] for i in range(dialogues)]
+    set_features(set_name)
+    return [set_name] * dialogues

@@ -1,0 +1,58 @@
+"""The scoring entry of one MTR episode (DESIGN §12.4): one :class:`RoundScore` per live round.
+
+One serialisation, ``model_dump(mode="json")``, one parse, ``model_validate`` (unknown or
+missing fields are errors). Fields ending in ``_s`` are seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.benchmarks.mtr.rules import Failure, RoundResult
+from server.benchmarks.mtr.suite import Feature
+from server.core.benchmark import JudgedItem, ScoreEntry, Span
+from server.core.spans import sec
+from server.scoring.loading import SegmentsSource
+
+
+class RoundScore(BaseModel):
+    """One live round's verdict (§12.4)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    round: int
+    feature: Feature
+    ok: bool
+    failure: Failure | None
+    responded: bool
+    latency_s: float | None = Field(description="user end -> the reply's onset (0: already speaking)")
+    interrupted: bool | None = Field(description="interruption: the model was speaking when the barge-in began")
+    stop_latency_s: float | None = Field(description="interruption: barge-in start -> the audible stop")
+    barge_in_latency_s: float | None = Field(description="interruption: barge-in end -> the new reply's onset")
+    own_backchannels: int = Field(description="the model's segments under 1 s over the user's speech")
+    user_speech_s: float
+
+    @classmethod
+    def of(cls, r: RoundResult) -> RoundScore:
+        return cls(round=r.round, feature=r.feature, ok=r.ok, failure=r.failure, responded=r.responded,
+                   latency_s=sec(r.latency), interrupted=r.interrupted, stop_latency_s=sec(r.stop_latency),
+                   barge_in_latency_s=sec(r.barge_in_latency), own_backchannels=r.own_backchannels,
+                   user_speech_s=sec(r.user_speech) or 0.0)
+
+
+class MTREpisodeScore(ScoreEntry):
+    """One scored MTR episode: a gt episode scores its one live round, a free episode all."""
+
+    dialogue_id: str
+    set: str = Field(description="the dialogue's feature set")
+    mode: Literal["gt", "free"]
+    live_round: int | None = Field(description="gt: the round that ran live")
+    duration_s: float
+    speech: list[Span] = Field(description="the model's speech segments (stream samples)")
+    segments: SegmentsSource
+    rounds: list[RoundScore]
+
+    def judged(self) -> list[JudgedItem]:
+        return []  # the feature rules are decided on speech timing alone

@@ -1,0 +1,202 @@
+"""The per-round rules of MTR-DuplexBench (DESIGN §12.4), pure: events + detector segments in,
+one :class:`RoundResult` per live round out. The one place these rules are written: scoring,
+the pages' outcomes, the demo and the tests read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from server.benchmarks.mtr.scheduler import RESPONSE_WINDOW_S
+from server.core.events import Event
+from server.core.spans import Span, active_at, clipped, total
+from server.core.timebase import samples
+from server.scoring.errors import BadBundle
+
+TALK_OVER = samples(1.0)  # speech over a human turn counts from 1.0 s in total (shorter: a backchannel)
+STOP_WITHIN = samples(1.0)  # interruption: the audible stop within 1.0 s of the barge-in's start
+PAUSE_GRACE = samples(1.0)  # pause handling: the published +1.0 s after the pause
+YIELD_GAP = samples(2.0)  # a silence longer than this is the end of a reply (the published 2.0 s)
+BACKGROUND_SKIP = samples(0.3)  # background: the published rule starts 0.3 s into the voice
+BACKCHANNEL_AFTER = samples(1.0)  # backchannel: the window runs 1.0 s past each backchannel
+OWN_BACKCHANNEL_MAX = samples(1.0)  # the model's own backchannel: a segment under 1.0 s over the user
+WINDOW = samples(RESPONSE_WINDOW_S)
+
+Failure = Literal["talked_over", "no_response", "spoke_in_pause", "late_stop", "talked_over_barge_in",
+                  "no_barge_in_response", "yielded_to_background", "yielded_to_backchannel"]
+FAILURES: tuple[Failure, ...] = get_args(Failure)
+
+
+@dataclass
+class LiveRound:
+    """What the events say about one live round (stream samples)."""
+
+    round: int
+    feature: str
+    start: int
+    end: int | None = None
+    user: list[Span] = field(default_factory=list)
+    pause: Span | None = None
+    barge_in: Span | None = None
+    background: Span | None = None
+    backchannels: list[Span] = field(default_factory=list)
+    _open: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def user_end(self) -> int:
+        return self.user[-1][1]
+
+
+def live_rounds(events: Iterable[Event]) -> list[LiveRound]:
+    """The live rounds of an episode's events (history rounds are not scored). Raises
+    :class:`BadBundle` on events that do not describe whole rounds."""
+    rounds: dict[int, LiveRound] = {}
+    for e in events:
+        n = e.data.get("round")
+        if e.type == "round.start" and e.data.get("live"):
+            rounds[n] = LiveRound(round=n, feature=str(e.data["feature"]), start=e.t)
+            continue
+        r = rounds.get(n)
+        if r is None:
+            continue
+        kind, _, edge = e.type.rpartition(".")
+        if e.type == "round.end":
+            r.end = e.t
+        elif e.type in ("user.start", "pause.end", "barge_in.start", "background.start", "backchannel.start"):
+            r._open[kind if e.type != "pause.end" else "user"] = e.t
+            if e.type == "pause.end":
+                r.pause = (r._open.pop("pause"), e.t)
+        elif e.type == "pause.start":
+            r.user.append((r._open.pop("user"), e.t))
+            r._open["pause"] = e.t
+        elif e.type in ("user.end", "barge_in.end", "background.end", "backchannel.end"):
+            span = (r._open.pop("user" if kind == "user" else kind), e.t)
+            if kind == "user":
+                r.user.append(span)
+            elif kind == "barge_in":
+                r.barge_in = span
+            elif kind == "background":
+                r.background = span
+            else:
+                r.backchannels.append(span)
+    out = sorted(rounds.values(), key=lambda r: r.round)
+    for r in out:
+        if r.end is None or not r.user:
+            raise BadBundle(f"round {r.round} is not complete in the events")
+    return out
+
+
+@dataclass(frozen=True)
+class Response:
+    """The model's reply to something that ended at ``after`` (§12.4)."""
+
+    after: int
+    present: bool
+    onset: int | None  # the reply's start (``after`` itself when speech was already running)
+    already: bool
+
+    @property
+    def latency(self) -> int | None:
+        return None if self.onset is None else self.onset - self.after
+
+
+def response(segments: Sequence[Span], after: int) -> Response:
+    """A reply: speech running at ``after``, or an onset within the response window."""
+    if active_at(segments, after) is not None:
+        return Response(after, True, after, True)
+    onset = next((s for s, _ in segments if after < s <= after + WINDOW), None)
+    return Response(after, onset is not None, onset, False)
+
+
+def talked_over(segments: Sequence[Span], spans: Iterable[Span]) -> bool:
+    """Speech over the spans of at least :data:`TALK_OVER` in total."""
+    return sum(total(clipped(segments, a, b)) for a, b in spans) >= TALK_OVER
+
+
+def long_silences(segments: Sequence[Span], start: int, end: int) -> list[Span]:
+    """Silences longer than :data:`YIELD_GAP` between ``start`` and ``end`` (the last one runs
+    on to ``end``; a reply that ended before ``end`` ends in a long silence)."""
+    out: list[Span] = []
+    cur = start
+    for s, e in segments:
+        if e <= cur:
+            continue
+        if s > cur and s - cur > YIELD_GAP:
+            out.append((cur, s))
+        cur = max(cur, e)
+        if cur >= end:
+            break
+    if cur < end and end - cur > YIELD_GAP:
+        out.append((cur, end))
+    return out
+
+
+def keeps_talking(segments: Sequence[Span], a: int, b: int, reply_start: int, round_end: int) -> bool:
+    """No long silence of the reply overlaps ``[a, b]``: the model talked through it."""
+    return not any(s < b and e > a for s, e in long_silences(segments, reply_start, round_end + YIELD_GAP + 1))
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    round: int
+    feature: str
+    ok: bool
+    failure: Failure | None
+    responded: bool
+    latency: int | None  # user end -> onset (samples; 0 when already speaking)
+    interrupted: bool | None = None  # interruption: speech running when the barge-in began
+    stop_latency: int | None = None  # interruption: barge-in start -> the audible stop
+    barge_in_latency: int | None = None  # interruption: barge-in end -> the reply's onset
+    own_backchannels: int = 0  # the model's short segments over the user's speech
+    user_speech: int = 0  # samples of user speech in the round
+
+
+def judge_round(r: LiveRound, segments: Sequence[Span]) -> RoundResult:
+    """§12.4: one live round's verdict."""
+    assert r.end is not None
+    first = response(segments, r.user_end)
+    user_speech = total(r.user)
+    own = sum(1 for s, e in segments if e - s < OWN_BACKCHANNEL_MAX and any(s < b and e > a for a, b in r.user))
+
+    def result(failure: Failure | None, **kw) -> RoundResult:
+        return RoundResult(r.round, r.feature, failure is None, failure, first.present, first.latency,
+                           own_backchannels=own, user_speech=user_speech, **kw)
+
+    if talked_over(segments, r.user):
+        return result("talked_over")
+    if r.pause is not None and total(clipped(segments, r.pause[0], r.pause[1] + PAUSE_GRACE)) >= TALK_OVER:
+        return result("spoke_in_pause")
+    if not first.present:
+        return result("no_response")
+    if r.barge_in is not None:
+        b0, b1 = r.barge_in
+        seg = active_at(segments, b0)
+        stop = None if seg is None else seg[1] - b0
+        again = response(segments, b1)
+        kw = dict(interrupted=seg is not None, stop_latency=stop,
+                  barge_in_latency=again.latency if again.present else None)
+        if stop is not None and stop > STOP_WITHIN:
+            return result("late_stop", **kw)
+        if talked_over(segments, [(b0 + (stop or 0), b1)]):
+            return result("talked_over_barge_in", **kw)
+        if not again.present:
+            return result("no_barge_in_response", **kw)
+        return result(None, **kw)
+    onset = first.onset
+    assert onset is not None
+    if r.background is not None:
+        a, b = r.background
+        if not keeps_talking(segments, a + BACKGROUND_SKIP, b, onset, r.end):
+            return result("yielded_to_background")
+    for a, b in r.backchannels:
+        if not keeps_talking(segments, a, b + BACKCHANNEL_AFTER, onset, r.end):
+            return result("yielded_to_backchannel")
+    return result(None)
+
+
+def judge_episode(events: Iterable[Event], segments: Iterable[Span]) -> list[RoundResult]:
+    """Every live round's verdict."""
+    segs = sorted((int(s), int(e)) for s, e in segments if e > s)
+    return [judge_round(r, segs) for r in live_rounds(events)]

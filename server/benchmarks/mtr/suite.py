@@ -1,0 +1,326 @@
+"""MTR-DuplexBench suites (DESIGN §13.2): the manifest schema, loading and validation.
+
+A suite directory is the engine's (:mod:`server.engine.suitedir`): ``suite.json``
+(:class:`MTRMeta`, ``"benchmark": "mtr-duplexbench"``), ``scenarios.jsonl`` with one
+:class:`Dialogue` per line, and ``clips/``. A dialogue has R rounds (10 by default); each
+round has a conversational **feature**, the user's clip, the ground-truth assistant response,
+and the feature's own parts (a pause and the utterance's continuation, a barge-in and the
+ground-truth answer to it, a background voice, listener backchannels), placed relative to the
+model's actual speech onset by the scheduler. :func:`check_suite` returns every problem at once,
+each naming its file, line, dialogue, round and rule id (:data:`RULES`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.engine.suitedir import (
+    SCENARIOS_FILE,
+    SUITE_FILE,
+    SuiteError,
+    clip_path,
+    clip_problems,
+    content_hash_of,
+    lines_to_bytes,
+    load_clip,
+    meta_to_bytes,
+    read_suite_files,
+    suite_root,
+    write_suite_files,
+)
+
+BENCHMARK_NAME = "mtr-duplexbench"
+Feature = Literal["smooth", "interruption", "pause", "background", "backchannel"]
+FEATURES: tuple[Feature, ...] = ("smooth", "interruption", "pause", "background", "backchannel")
+#: short letters of the published combination sets (S, S+I, S+I+P, S+I+P+B) and of ours
+FEATURE_LETTER: dict[str, str] = {"smooth": "S", "interruption": "I", "pause": "P", "background": "B",
+                                  "backchannel": "C"}
+#: history modes = the run conditions: ``gt`` (the published protocol: rounds before k are
+#: ground truth, one episode per round) and ``free`` (one episode, the model's own history)
+HISTORY_MODES: tuple[str, str] = ("gt", "free")
+ROLES = ("user", "assistant", "third", "broadcast")
+AUDIO_PENDING = "pending"  # suite.json "audio": text-only suite, clips not synthesised yet
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Clip(_M):
+    """One spoken line: its text and its clip (relative to the suite)."""
+
+    text: str
+    clip: str
+    duration_s: float = Field(ge=0)
+
+
+class Pause(_M):
+    """Pause handling: the user stops mid-utterance for ``length_s``, then says ``continuation``."""
+
+    length_s: float = Field(gt=0)
+    continuation: Clip
+
+
+class BargeIn(Clip):
+    """Interruption: the user's new request, spoken over the model ``after_onset_s`` after its
+    onset, and the ground-truth answer to it."""
+
+    after_onset_s: float = Field(ge=0)
+    response: Clip
+
+
+class Background(Clip):
+    """Background speech: a third party (``speaker``) or a TV/radio-like voice (``broadcast``),
+    played ``after_onset_s`` after the model's onset."""
+
+    kind: Literal["speaker", "broadcast"]
+    after_onset_s: float = Field(ge=0)
+
+
+class Backchannel(Clip):
+    """A listener backchannel ("mm-hmm") played ``after_onset_s`` after the model's onset."""
+
+    after_onset_s: float = Field(ge=0)
+
+
+class Round(_M):
+    round: int = Field(ge=1, description="1-based")
+    feature: Feature
+    user: Clip
+    assistant: Clip = Field(description="the ground-truth assistant response")
+    pause: Pause | None = None
+    barge_in: BargeIn | None = None
+    background: Background | None = None
+    backchannels: list[Backchannel] = Field(default_factory=list)
+
+    def clips(self) -> Iterator[tuple[str, Clip]]:
+        """Every clip of the round with its key (unique within the dialogue)."""
+        p = f"r{self.round:02d}."
+        yield p + "user", self.user
+        yield p + "assistant", self.assistant
+        if self.pause:
+            yield p + "continuation", self.pause.continuation
+        if self.barge_in:
+            yield p + "barge_in", self.barge_in
+            yield p + "barge_in_response", self.barge_in.response
+        if self.background:
+            yield p + "background", self.background
+        for i, b in enumerate(self.backchannels):
+            yield p + f"backchannel{i}", b
+
+
+class Dialogue(_M):
+    dialogue_id: str
+    set: str = Field(description="the feature set: one feature name, or a combination like S+I+P+B")
+    topic: str
+    rounds: list[Round]
+
+
+class MTRMeta(_M):
+    benchmark: Literal["mtr-duplexbench"]
+    name: str
+    version: str
+    generator: str
+    seed: int
+    voices: dict[str, str] = Field(description="role (user, assistant, third, broadcast) -> voice spec")
+    audio: Literal["pending"] | None = None
+
+
+def key(round_: int, part: str) -> str:
+    """The clip key of one part of a round (as :meth:`Round.clips` names it)."""
+    return f"r{round_:02d}.{part}"
+
+
+class Suite:
+    """A loaded MTR suite: metadata, dialogues and access to its clips."""
+
+    def __init__(self, root: Path | str, meta: MTRMeta, dialogues: list[Dialogue]) -> None:
+        self.root = Path(root)
+        self.meta = meta
+        self.dialogues = dialogues
+        self.lines: list[int] = []
+        self._raw: tuple[bytes, bytes] | None = None
+        self._index = {d.dialogue_id: d for d in dialogues}
+
+    @classmethod
+    def load(cls, path: Path | str) -> Suite:
+        root = suite_root(path)
+        meta, dialogues, lines, meta_bytes, scen_bytes = read_suite_files(root, MTRMeta, Dialogue)
+        suite = cls(root, meta, dialogues)
+        suite.lines, suite._raw = lines, (meta_bytes, scen_bytes)
+        return suite
+
+    @property
+    def scenarios(self) -> list[Dialogue]:
+        """The suite's items (the engine counts them as scenarios)."""
+        return self.dialogues
+
+    def dialogue(self, dialogue_id: str) -> Dialogue:
+        try:
+            return self._index[dialogue_id]
+        except KeyError:
+            raise SuiteError(f"suite {self.meta.name!r} has no dialogue {dialogue_id!r}") from None
+
+    def clip_path(self, rel: str) -> Path:
+        return clip_path(self.root, rel)
+
+    def load_clip(self, rel: str) -> np.ndarray:
+        return load_clip(self.root, rel)
+
+    def content_hash(self) -> str:
+        if self._raw is not None:
+            return content_hash_of(*self._raw)
+        return content_hash_of(meta_to_bytes(self.meta), lines_to_bytes(self.dialogues))
+
+    def write(self) -> None:
+        write_suite_files(self.root, self.meta, self.dialogues)
+
+
+# -------------------------------------------------------------------- validation
+
+RULES: dict[str, str] = {
+    "suite-empty": "the suite has at least one dialogue",
+    "unique-dialogue": "each dialogue_id appears once",
+    "rounds-present": "a dialogue has rounds",
+    "round-number": "rounds are numbered 1..R in order",
+    "text-present": "every clip has text",
+    "feature-parts": "a round has exactly the parts of its feature (pause / barge_in / background / "
+                     "backchannels), and no other feature's parts",
+    "backchannel-order": "backchannels are placed in increasing order and do not overlap",
+    "reply-covers": "the ground-truth response outlasts the background voice and the backchannels placed "
+                    "over it (so the reference behaviour keeps talking through them), and the barge-in "
+                    "starts inside it",
+    "voice-map": "the voice map names every role the suite's clips use",
+    "audio-pending": "the suite's audio has been synthesised",
+    "clip-path": "clip paths are relative and stay inside the suite",
+    "clip-exists": "every clip exists and is readable audio",
+    "clip-format": "clips are 24 kHz mono 16-bit WAV or FLAC",
+    "clip-duration": "duration_s matches the clip's audio (within 1 ms)",
+}
+#: seconds the ground-truth response must still run after the last feature clip placed over it
+REPLY_MARGIN_S = 2.0
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str
+    message: str
+    file: str = SCENARIOS_FILE
+    line: int | None = None
+    dialogue: str | None = None
+    round: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        scope = " ".join(x for x in (self.dialogue, f"round {self.round}" if self.round else None) if x)
+        return f"{where}: {scope + ': ' if scope else ''}{self.message} [{self.rule}]"
+
+
+def _roles(r: Round) -> set[str]:
+    roles = {"user", "assistant"}
+    if r.background:
+        roles.add("third" if r.background.kind == "speaker" else "broadcast")
+    return roles
+
+
+def _round_problems(r: Round) -> Iterator[tuple[str, str]]:
+    for name, c in r.clips():
+        if not c.text.strip():
+            yield "text-present", f"clip {name} has no text"
+    parts = {"pause": r.pause is not None, "interruption": r.barge_in is not None,
+             "background": r.background is not None, "backchannel": bool(r.backchannels)}
+    for feature, present in parts.items():
+        if present != (r.feature == feature):
+            what = "lacks" if not present else "has"
+            yield "feature-parts", f"a {r.feature} round {what} {feature} parts"
+    reply = r.assistant.duration_s
+    if r.barge_in and r.barge_in.after_onset_s >= reply:
+        yield "reply-covers", (f"the barge-in starts {r.barge_in.after_onset_s:.2f} s after the onset, after the "
+                               f"ground-truth response ends ({reply:.2f} s)")
+    over = []
+    if r.background:
+        over.append(("background", r.background.after_onset_s + r.background.duration_s))
+    end = -1.0
+    for i, b in enumerate(r.backchannels):
+        if b.after_onset_s < end:
+            yield "backchannel-order", f"backchannel {i} starts before backchannel {i - 1} ends"
+        end = b.after_onset_s + b.duration_s
+        over.append((f"backchannel {i}", end))
+    for name, stop in over:
+        if stop + REPLY_MARGIN_S > reply:
+            yield "reply-covers", (f"{name} ends {stop:.2f} s after the onset; the ground-truth response "
+                                   f"({reply:.2f} s) must run {REPLY_MARGIN_S} s longer")
+
+
+def check_suite(suite: Suite, *, check_audio: bool = True) -> list[Problem]:
+    """Every problem of the suite (empty: valid)."""
+    out: list[Problem] = []
+    lines = dict(zip((id(d) for d in suite.dialogues), suite.lines)) if suite.lines else {}
+    if not suite.dialogues:
+        out.append(Problem("suite-empty", "the suite has no dialogues"))
+    seen: set[str] = set()
+    for d in suite.dialogues:
+        line = lines.get(id(d))
+
+        def add(rule: str, message: str, round_: int | None = None, d: Dialogue = d, line: int | None = line) -> None:
+            out.append(Problem(rule, message, line=line, dialogue=d.dialogue_id, round=round_))
+
+        if d.dialogue_id in seen:
+            add("unique-dialogue", "appears more than once")
+        seen.add(d.dialogue_id)
+        if not d.rounds:
+            add("rounds-present", "has no rounds")
+        for i, r in enumerate(d.rounds, start=1):
+            if r.round != i:
+                add("round-number", f"round {r.round} at position {i}", r.round)
+            for rule, message in _round_problems(r):
+                add(rule, message, r.round)
+            for role in sorted(_roles(r) - set(suite.meta.voices)):
+                add("voice-map", f"role {role!r} has no voice in suite.json", r.round)
+        if check_audio and suite.meta.audio != AUDIO_PENDING:
+            for r in d.rounds:
+                for _, c in r.clips():
+                    for rule, message in clip_problems(suite.root, c.clip, c.duration_s):
+                        add(rule, message, r.round)
+    if check_audio and suite.meta.audio == AUDIO_PENDING:
+        out.append(Problem("audio-pending", "the audio has not been synthesised yet", file=SUITE_FILE))
+    return out
+
+
+def validate_suite(suite: Suite, *, check_audio: bool = True) -> list[str]:
+    """:func:`check_suite` as lines ``FILE:LINE: DIALOGUE round N: MESSAGE [RULE]``."""
+    return [str(p) for p in check_suite(suite, check_audio=check_audio)]
+
+
+def feature_set_name(features: list[str]) -> str:
+    """The set name of a dialogue's features: one feature's name, or letters joined by ``+``
+    in the published order (S, S+I, S+I+P, S+I+P+B)."""
+    distinct = [f for f in FEATURES if f in features]
+    if len(distinct) == 1:
+        return distinct[0]
+    return "+".join(FEATURE_LETTER[f] for f in distinct)
+
+
+def scenario_of(d: Dialogue, mode: str, round_: int | None) -> dict[str, Any]:
+    """The scenario snapshot an episode stores: the dialogue, the history mode and, in ``gt``
+    mode, the live round (rounds before it are ground-truth history)."""
+    sid = d.dialogue_id if round_ is None else f"{d.dialogue_id}-r{round_:02d}"
+    return {"scenario_id": sid, "pair_id": d.dialogue_id, "condition": mode, "round": round_,
+            "dialogue": d.model_dump(mode="json")}
+
+
+def scenario_from_id(suite: Suite, scenario_id: str, mode: str) -> dict[str, Any]:
+    """The scenario snapshot of an episode id (:func:`scenario_of`'s inverse)."""
+    dialogue_id, round_ = scenario_id, None
+    if mode == "gt":
+        dialogue_id, _, r = scenario_id.rpartition("-r")
+        if not r.isdigit():
+            raise SuiteError(f"{scenario_id!r} is not a gt episode id (DIALOGUE-rNN)")
+        round_ = int(r)
+    return scenario_of(suite.dialogue(dialogue_id), mode, round_)
