@@ -24,7 +24,8 @@ from server.engine.leasing import create_run
 from server.engine.progress import run_labels, runs_progress
 from server.settings import Settings
 
-ADMIN_ONLY = {"oracle"}
+ADMIN_ONLY = {"oracle", "mtr-oracle"}
+MTR_MODEL = {"oracle": "mtr-oracle"}  # the demo's models in the MTR runs (the oracle knows one benchmark)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,6 @@ def summarize(doc: dict) -> EpisodeSummary:
 async def run_demo(settings: Settings, models: list[str], *, clock: str = "lockstep", console: Console | None = None,
                    score: bool = True, asr: str = "faster-whisper") -> dict:
     from server.benchmarks.mpe.demo_suite import build_demo_suite
-    from server.bridges import create_bridge
 
     console = console or Console(stderr=True)
     console.width = max(console.width, 150)  # the summary table is wide
@@ -69,30 +69,18 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
                           max_attempts=settings.max_attempts, max_inflight=settings.max_inflight) for m in models}
     console.print(f"suite [bold]{suite_path}[/bold]; runs: " + ", ".join(f"{m}={r}" for m, r in runs.items()))
 
+    # the MTR phase runs the reference bridges among the demo's models (their results are known)
+    mtr_models = [m for m in (MTR_MODEL.get(m, m) for m in models) if m in MTR_EXPECTED]
+    mtr_suite = await asyncio.to_thread(_build_mtr_suite, settings, console)
+    mtr_runs = {m: create_run(db, team="local", model=m, suite_path=str(mtr_suite), clock=clock,
+                              conditions=["gt", "free"], max_attempts=settings.max_attempts,
+                              max_inflight=settings.max_inflight) for m in mtr_models}
+    console.print(f"MTR suite [bold]{mtr_suite}[/bold] (history modes gt and free); runs: "
+                  + ", ".join(f"{m}={r}" for m, r in mtr_runs.items()))
+    tokens = {m: admin_token if m in ADMIN_ONLY else team_token for m in models + mtr_models}
     async with BackgroundServer(settings) as server:
-        clients = []
-        for m in models:
-            bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir))
-            token = admin_token if m in ADMIN_ONLY else team_token
-            clients.append(BridgeClient(bridge, BridgeOptions(server=server.url, token=token)))
-        tasks = [asyncio.create_task(c.run()) for c in clients]
-        with _progress(console) as bar:
-            ids = {m: bar.add_task(m, total=None) for m in models}
-            while True:
-                by_run = await asyncio.to_thread(runs_progress, db, runs.values())
-                progress = {m: by_run[r] for m, r in runs.items()}
-                for m, p in progress.items():
-                    bar.update(ids[m], total=p.total, completed=p.done,
-                               description=f"{m:12s} running={p.running} failed={p.failed}")
-                failed = [t for t in tasks if t.done() and t.exception()]
-                if failed:
-                    raise failed[0].exception()
-                if not any(p.active for p in progress.values()):
-                    break
-                await asyncio.sleep(0.25)
-        for c in clients:
-            c.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for batch in (runs, mtr_runs):  # one benchmark after the other: a bridge serves its model's runs
+            await _drive(server.url, settings, db, batch, tokens, console)
 
     table = Table(title="Demo episodes (scheduler view; `mpe score` gives the benchmark's numbers)")
     for col in ("model", "scenario", "condition", "status", "length s", "T wait", "onset after T s",
@@ -113,10 +101,87 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
                           f"{clean}/{windows}", n4)
     console.print(table)
     scored = await asyncio.to_thread(_score_and_report, db, settings, runs, console, asr) if score else {}
+    if score:
+        scored["mtr"] = await asyncio.to_thread(_score_mtr, db, mtr_runs, console)
     console.print(f"database: {settings.db_url}   total time {time.monotonic() - t_start:.0f} s")
     console.print("export bundles with: mpe export RUN --out DIR")
     db.dispose()
-    return {"runs": runs, "summaries": summaries, **scored}
+    return {"runs": runs, "mtr_runs": mtr_runs, "summaries": summaries, **scored}
+
+
+async def _drive(url: str, settings: Settings, db: Database, runs: dict[str, str], tokens: dict[str, str],
+                 console: Console) -> None:
+    """Connect one reference bridge per run's model and follow the runs to their end."""
+    from server.bridges import create_bridge
+
+    clients = []
+    for m in runs:
+        bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir))
+        clients.append(BridgeClient(bridge, BridgeOptions(server=url, token=tokens[m])))
+    tasks = [asyncio.create_task(c.run()) for c in clients]
+    with _progress(console) as bar:
+        ids = {m: bar.add_task(m, total=None) for m in runs}
+        while True:
+            by_run = await asyncio.to_thread(runs_progress, db, runs.values())
+            progress = {m: by_run[r] for m, r in runs.items()}
+            for m, p in progress.items():
+                bar.update(ids[m], total=p.total, completed=p.done,
+                           description=f"{m:12s} running={p.running} failed={p.failed}")
+            failed = [t for t in tasks if t.done() and t.exception()]
+            if failed:
+                raise failed[0].exception()
+            if not any(p.active for p in progress.values()):
+                break
+            await asyncio.sleep(0.25)
+    for c in clients:
+        c.stop()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _build_mtr_suite(settings: Settings, console: Console):
+    from server.benchmarks.mtr.dataset.builtin import build_builtin
+
+    with _progress(console) as bar:
+        task = bar.add_task("building the MTR mini suite (offline TTS)", total=None)
+        return build_builtin("mtr-mini", settings.data_dir, progress=lambda i, n: bar.update(task, completed=i, total=n))
+
+
+# MTR-DuplexBench (DESIGN §12.4): the oracle passes every feature in both history modes; silent never
+# responds; always-talk talks over every user turn.
+MTR_EXPECTED = {"mtr-oracle": 1.0, "silent": 0.0, "always-talk": 0.0}
+
+
+def mtr_sanity_problems(metrics: dict) -> list[str]:
+    """MTR reference bridges outside their known results."""
+    from server.benchmarks.mtr.suite import FEATURES
+
+    return [f"{model} {mode} {f} = {q[f]['value']} (expected {want:g})"
+            for model, want in MTR_EXPECTED.items() for mode, q in metrics.get(model, {}).items()
+            for f in FEATURES if f in q and q[f]["value"] != want]
+
+
+def _score_mtr(db: Database, runs: dict[str, str], console: Console) -> dict:
+    """Score the MTR runs (speech timing only: no ASR) and print the published main-table layout."""
+    from server.benchmarks.mtr.metrics import compute_metrics
+    from server.benchmarks.mtr.report import print_tables
+    from server.scoring.errors import ScoringError
+    from server.scoring.runner import ScoreOptions, score_run
+
+    entries = []
+    with _progress(console) as bar:
+        for m, run_id in runs.items():
+            task = bar.add_task(f"scoring {m}", total=None)
+            res = score_run(db, run_id, ScoreOptions(asr="none"),
+                            lambda i, n, task=task: bar.update(task, completed=i, total=n))
+            if res.failures:
+                raise ScoringError(f"scoring {m} failed on {len(res.failures)} episodes: {res.failures[0]['error']}")
+            entries.extend(res.episodes)
+    metrics = compute_metrics(entries)
+    print_tables(metrics, console, title="Demo results, MTR-DuplexBench: success % (Round 1 → mean of rounds) "
+                                         "and latency")
+    for p in mtr_sanity_problems(metrics):
+        console.print(f"[red]unexpected[/red]: {p}")
+    return {"metrics": metrics}
 
 
 # What the reference bridges must score (§6); anything else means something is broken.

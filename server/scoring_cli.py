@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Optional
@@ -117,12 +118,16 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
 
     db = _db()
     bench = _benchmark_of_refs(db, refs)
-    if bench.name != get_benchmark(None).name:  # the Duplex-MPE report below has the HTML and JSON forms
+    if bench.name != get_benchmark(None).name:  # the Duplex-MPE report below also prints its sources
         if html is not None:
-            raise typer.BadParameter(f"--html is not available for {bench.name} runs yet; the terminal tables are")
-        data = bench.print_report(db, refs, out)
+            html.parent.mkdir(parents=True, exist_ok=True)
+        quiet = Console(file=io.StringIO())  # --json prints the JSON alone
+        data = bench.print_report(db, refs, quiet if as_json else out, html=html,
+                                  max_timelines=None if timelines == "all" else int(timelines))
         if as_json:
             print(json.dumps(data))
+        if html is not None:
+            console.print(f"wrote {html}")
         return
     data = collect_report(db, refs)
     if as_json:

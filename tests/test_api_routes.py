@@ -172,7 +172,8 @@ async def test_create_run_checks_every_path(world, tmp_path):
         assert r.status_code == 201 and r.json()["progress"]["total"] == 4  # (a suite relative to the suites root)
         assert r.json()["text_prompt"] is True
         available = (await a.get("/v1/suites/available")).json()
-        assert {"path": world.suite.name, "name": "mini", "version": "1", "n_scenarios": 4} in available
+        assert {"path": world.suite.name, "benchmark": "duplex-mpe", "run_conditions": ["explicit", "implicit"],
+                "name": "mini", "version": "1", "n_scenarios": 4} in available
         # nothing outside the suites root is reachable, and no server path leaks into errors
         outside = tmp_path / "outside"
         outside.mkdir()

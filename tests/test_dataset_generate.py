@@ -22,6 +22,7 @@ from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mpe.dataset.stats import PAPER_CONVERSATION_S, PAPER_T_S, realism
 from server.benchmarks.mpe.suite import Suite, bucket_of, check_suite, mentions_aria
 from server.cli import app
+from server.engine.suitedir import SuiteError
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -248,7 +249,7 @@ def test_regenerating_into_the_same_dir_keeps_it_and_a_different_suite_is_refuse
     build_text_suite(root, name="s", pairs=5, seed=1, generator=ProceduralGenerator(1))
     _, what = build_text_suite(root, name="s", pairs=5, seed=1, generator=ProceduralGenerator(1))
     assert what == "kept"
-    with pytest.raises(DatasetError, match="--force"):
+    with pytest.raises(SuiteError, match="--force"):  # the suite directory's writer refuses
         build_text_suite(root, name="s", pairs=5, seed=2, generator=ProceduralGenerator(2))
     _, what = build_text_suite(root, name="s", pairs=5, seed=2, generator=ProceduralGenerator(2), force=True)
     assert what == "written" and Suite.load(root).meta.seed == 2

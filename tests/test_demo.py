@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from server.demo import run_demo, sanity_problems
+from server.demo import mtr_sanity_problems, run_demo, sanity_problems
 from server.settings import Settings
 
 
@@ -36,3 +36,10 @@ async def test_demo_reference_bridges(tmp_path):
     assert "oracle" in text and "no_response" in text
     assert "answer accuracy is not computed" in text  # --asr none says so
     assert "Table 3: results per model and condition" in text  # the paper-style table
+    # MTR-DuplexBench: the mini suite in both history modes, each reference bridge at its extreme
+    mtr = result["mtr"]["metrics"]
+    assert set(mtr) == {"mtr-oracle", "silent", "always-talk"}
+    assert mtr_sanity_problems(mtr) == []
+    assert all(set(modes) == {"gt", "free"} for modes in mtr.values())
+    assert mtr["mtr-oracle"]["gt"]["interruption"]["value"] == 1.0 and mtr["silent"]["free"]["smooth"]["value"] == 0
+    assert "MTR-DuplexBench" in text and "mtr-oracle · gt" in text

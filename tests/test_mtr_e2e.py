@@ -7,6 +7,9 @@ obvious extremes (no response / talking over the user)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,27 @@ def mtr_suite(tmp_path_factory, say) -> Path:
     return root
 
 
+def check_cli(settings, runs: dict[str, str], tmp_path: Path) -> None:
+    """`mpe run create --history`, `mpe report` (terminal, JSON, HTML) on the scored MTR runs."""
+    from tests.test_cli import mpe
+
+    out = mpe(settings, "run", "create", "--model", "nobody", "--suite", str(settings.suites_root / "mtr-test"),
+              "--history", "gt", "--team", "lab", "--json")
+    assert json.loads(out.stdout)["total"] == 5 and "accepts_context" in out.stderr  # no bridge can take gt yet
+    both = mpe(settings, "run", "create", "--model", "m", "--suite", str(settings.suites_root / "mtr-test"),
+               "--history", "gt", "--conditions", "free", check=False)
+    assert both.returncode == 2 and "not both" in both.stderr
+    page = tmp_path / "mtr.html"
+    text = mpe(settings, "report", *runs.values(), "--html", str(page)).stdout
+    assert "mtr-oracle · gt" in text and "always-talk · free" in text and "Success % per round" in text
+    assert "gt − free per round" in text
+    html_text = page.read_text()
+    assert html_text.count("<svg") >= 5 + 18  # five degradation curves, one timeline per episode
+    data = json.loads(mpe(settings, "report", runs["mtr-oracle"], "--json").stdout)
+    assert data["metrics"]["mtr-oracle"]["free"]["smooth"]["value"] == 1.0
+    assert data["analyses"]["gt_vs_free"]["mtr-oracle"]["smooth"]["1"]["diff"] == 0
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_reference_bridges_hit_their_extremes_in_both_modes(kind, tmp_path, mtr_suite):
     async def main():
@@ -84,8 +108,10 @@ def test_reference_bridges_hit_their_extremes_in_both_modes(kind, tmp_path, mtr_
                 for name, run_id in runs.items():
                     p = await wait_run(w.db, run_id, [t1, t2, t3], timeout=600)
                     assert p.done == p.total == 6, (name, p)  # five gt rounds + one free dialogue
-            return w, {name: await asyncio.to_thread(score_run, w.db, run_id, ScoreOptions(asr="none", workers=1))
+            results = {name: await asyncio.to_thread(score_run, w.db, run_id, ScoreOptions(asr="none", workers=1))
                        for name, run_id in runs.items()}
+            await asyncio.to_thread(check_cli, w.settings, runs, tmp_path)
+            return w, results
 
     _, results = asyncio.run(main())
     metrics = {name: compute_metrics(res.episodes) for name, res in results.items()}
@@ -112,3 +138,67 @@ def test_reference_bridges_hit_their_extremes_in_both_modes(kind, tmp_path, mtr_
     text = console.export_text()
     assert "mtr-oracle · gt" in text and "mtr-oracle · free" in text
     assert text.count("→ 100.0") == 2 * len(FEATURES)  # round 1 is a smooth round here: the others show –
+
+
+async def test_pages_show_rounds_verdicts_and_the_history_modes(tmp_path, mtr_suite):
+    """The episode page lists an MTR episode's rounds with their verdicts and marks user turns,
+    the pause, the barge-in, the background voice and the backchannels on the timeline; the
+    new-run form offers the suite's history modes."""
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not Path(CHROMIUM).exists() and not os.environ.get("MPE_REQUIRE_BROWSER"):
+        pytest.skip("needs Debian's chromium")
+    from playwright.async_api import async_playwright
+    from sqlalchemy import select
+
+    from server.db import Episode
+
+    async with world_on("sqlite", tmp_path, mtr_suite) as w:
+        run_id = await asyncio.to_thread(create_run, w.db, team="ops", model="mtr-oracle", suite_path=str(w.suite),
+                                         clock="lockstep", conditions=["gt", "free"])
+        async with bridge(w, MTROracle(w.settings.data_dir, str(w.suite))) as task:
+            await wait_run(w.db, run_id, [task], timeout=600)
+        await asyncio.to_thread(score_run, w.db, run_id, ScoreOptions(asr="none", workers=1))
+        with w.db.session() as s:
+            eps = {e.scenario_id: e.id for e in s.scalars(select(Episode).where(Episode.run_id == run_id))}
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = await browser.new_page(viewport={"width": 1440, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            try:
+                await page.goto(f"{w.http}/ui/signin.html")
+                await page.fill("#token", w.tokens["admin"])
+                await page.keyboard.press("Enter")
+                await page.wait_for_url(re.compile(r"/ui/index\.html"))
+                # the free episode: every round live and scored
+                await page.goto(f"{w.http}/ui/episode.html?id={eps['d1']}")
+                await page.wait_for_selector("#turns tr")
+                rows = await page.locator("#turns tr").all_inner_texts()
+                assert len(rows) == 5 and all("live" in r and "pass" in r for r in rows), rows
+                assert "R3 pause" in rows[2] and "lunch" in rows[2]  # the user's words, with the continuation
+                for label, n in (("U", 6), ("PAUSE", 1), ("BARGE", 1), ("BG", 1), ("BC", 2)):
+                    assert await page.locator(f"#timeline .clip.label-{label}").count() == n, label
+                assert await page.locator("#timeline .win-round.v-pass").count() == 5
+                # a gt episode: two history rounds, then the live one
+                await page.goto(f"{w.http}/ui/episode.html?id={eps['d1-r03']}")
+                await page.wait_for_selector("#turns tr")
+                rows = await page.locator("#turns tr").all_inner_texts()
+                assert [("history" in r, "pass" in r) for r in rows] == [(True, False), (True, False), (False, True)]
+                assert "live round 3" in await page.inner_text("dl")
+                # the run page: one row per episode, the live rounds passed
+                await page.goto(f"{w.http}/ui/run.html?id={run_id}")
+                await page.wait_for_selector("#episodes tr")
+                await page.locator("#episodes tr", has_text="5/5 rounds").wait_for()
+                listed = await page.locator("#episodes tr").all_inner_texts()
+                assert sum("1/1 rounds" in r for r in listed) == 5 and sum("5/5 rounds" in r for r in listed) == 1
+                # the new-run form offers the MTR suite's history modes
+                await page.goto(f"{w.http}/ui/index.html")
+                await page.click("#new-run")
+                option = page.locator("#f-suite option", has_text="mtr-duplexbench")
+                await page.select_option("#f-suite", await option.first.get_attribute("value"))
+                boxes = page.locator("#f-conditions input[name=conditions]")
+                assert [await b.get_attribute("value") for b in await boxes.all()] == ["gt", "free"]
+                assert errors == []
+            finally:
+                await browser.close()

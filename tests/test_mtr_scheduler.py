@@ -240,3 +240,17 @@ def test_bad_mode_and_round_are_refused():
         RoundScheduler(d, "both", None, lengths(d))
     with pytest.raises(ValueError):
         RoundScheduler(d, "gt", 2, lengths(d))
+
+
+def test_gt_round_one_has_no_history_and_runs_as_free_round_one():
+    d = dialogue("smooth", "pause")
+    gt = RoundScheduler(d, "gt", 1, lengths(d))
+    assert gt.history is None and gt.context_frames == 0
+    ev_gt = Model(gt, ideal).run()
+    ev_free = Model(RoundScheduler(d, "free", None, lengths(d)), ideal).run()
+    def upto_round_end(events):
+        out = [(e.type, e.t, e.data) for e in events]
+        return out[: out.index(next(x for x in out if x[0] == "round.end")) + 1]
+
+    assert upto_round_end(ev_gt) == upto_round_end(ev_free)
+    assert ev_gt[-1].type == "episode.end" and ev_gt[-1].t == next(e.t for e in ev_gt if e.type == "round.end") + S

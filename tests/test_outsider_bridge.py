@@ -221,3 +221,31 @@ async def test_outsider_bridge_takes_context_frames_only_when_it_says_so(setting
     _, ctx, n_ctx = expected_tracks(episode_audio(load_suite(suite), scenario)[0], history=True)
     assert n_ctx == n and b"".join(forced.context[i] for i in range(n)) == ctx.astype("<i2").tobytes()
     assert len(ctx) == n * FRAME
+
+
+async def test_outsider_bridge_runs_an_mtr_gt_episode(settings, db, say, tmp_path):
+    """The raw bridge, from docs/protocol.md alone, serves MTR-DuplexBench ``gt`` episodes: round 1
+    has no history; round 2 starts with round 1's ground truth as context frames, each before its
+    room frame, and the episode completes."""
+    from server.app import BackgroundServer
+    from server.auth import create_token
+    from tests.test_mtr_e2e import build_mtr_suite
+
+    suite = build_mtr_suite(tmp_path / "mtr", say)
+    token = create_token(db, "outsiders")
+    _run(db, suite, team="outsiders", model="outsider-mtr", conditions=["gt"])
+    async with BackgroundServer(settings) as srv:
+        bridge = OutsiderBridge(srv.url + "/v1/bridge", token, "outsider-mtr", accepts_context=True)
+        await bridge.connect()
+        starts = []
+        for _ in range(2):  # rounds 1 and 2 of the dialogue, in the run's order
+            end = await bridge.serve_episode()
+            assert end["reason"] == "completed"
+            starts.append([m for m in bridge.seen if m["type"] == "episode.start"][-1])
+        await bridge.close()
+    assert "context_frames" not in starts[0]  # round 1: nothing before it
+    n = starts[1]["context_frames"]
+    rooms = [seq for kind, seq in bridge.frames if kind == KIND_ROOM]
+    assert n > 0 and len(rooms) > n
+    assert bridge.frames == [f for seq in rooms for f in ([(KIND_CONTEXT, seq)] if seq < n else []) + [(KIND_ROOM, seq)]]
+    assert any(any(b) for b in bridge.context.values())  # the ground-truth reply was in it

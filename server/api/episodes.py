@@ -19,7 +19,6 @@ from server.api.schemas import (
     Condition,
     EpisodeItem,
     EpisodeOut,
-    EpisodeScores,
     FrameItem,
     FrameLog,
     PageOf,
@@ -159,7 +158,7 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
                              ended_at=a.ended_at, model_revision=a.model_revision) for a in atts],
         duration_s=None if end is None else round(end / STREAM_RATE, 3),
         outcome=outcome,
-        scores=None if scored is None else EpisodeScores(**dict(scored.entry), scoring_id=scored.scoring_id),
+        scores=None if scored is None else {**scored.entry.model_dump(mode="json"), "scoring_id": scored.scoring_id},
     )
     doc.pop("team", None)
     return doc

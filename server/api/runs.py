@@ -101,7 +101,7 @@ def create(body: RunCreate, p: Caller, state: State) -> RunOut:
         path, shown = resolve_suite_dir(state.settings.suites_root, body.suite), f"suite {body.suite!r}"
     try:
         run_id = create_run(state.db, team=team, model=body.model, suite_path=str(path), clock=body.clock,
-                            conditions=list(body.conditions), limit=body.limit,
+                            conditions=list(body.conditions) if body.conditions else None, limit=body.limit,
                             max_attempts=_or(body.max_attempts, state.settings.max_attempts),
                             max_inflight=_or(body.max_inflight, state.settings.max_inflight),
                             text_prompt=body.text_prompt)

@@ -5,16 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
-from server.benchmarks.mpe.entry import EpisodeScore
-from server.benchmarks.mpe.outcome import MPEOutcome as Outcome  # the outcome of each benchmark's episodes
+from server.core.benchmark import Outcome  # each benchmark's outcome adds its own fields
 from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
 from server.settings import MAX_INFLIGHT
 
 T = TypeVar("T")
 Clock = Literal["lockstep", "realtime"]
-Condition = Literal["explicit", "implicit"]
+Condition = Literal["explicit", "implicit", "gt", "free"]  # Duplex-MPE addressing; MTR-DuplexBench history modes
 MODEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"  # as bridges announce it (wire hello)
 TEAM_RE = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 
@@ -65,7 +64,11 @@ class RunCreate(BaseModel):
     suite: str | None = Field(default=None, min_length=1, max_length=300,
                               description="a suite directory relative to the server's suites root (MPE_SUITES_ROOT)")
     clock: Clock = "lockstep"
-    conditions: list[Condition] = Field(default_factory=lambda: ["explicit", "implicit"], min_length=1, max_length=2)
+    conditions: list[Condition] | None = Field(
+        default=None, min_length=1, max_length=2,
+        description="the run's conditions (default: every condition of the suite's benchmark): Duplex-MPE "
+                    "explicit / implicit; MTR-DuplexBench history modes gt (ground-truth history, one episode per "
+                    "round) / free (one live episode per dialogue). The suite's benchmark must know them.")
     limit: int | None = Field(default=None, ge=1, le=1_000_000,
                               description="only the first N pairs of the suite (a pair is a scenario in both "
                                           "addressing conditions: N pairs are 2N episodes with both conditions, "
@@ -160,7 +163,7 @@ class EpisodeItem(BaseModel):
     attempts: int
     live: bool
     duration_s: float | None
-    outcome: Outcome | None
+    outcome: SerializeAsAny[Outcome] | None
     updated_at: datetime | None
 
 
@@ -178,12 +181,6 @@ class AttemptOut(BaseModel):
     model_revision: str
 
 
-class EpisodeScores(EpisodeScore):
-    """An episode's scoring entry (the ``episodes[]`` entry of ``mpe score --json``) and its scoring."""
-
-    scoring_id: str
-
-
 class EpisodeOut(BaseModel):
     """One episode in full: events and segments (samples at 24 kHz), attempts, outcome and scores."""
 
@@ -198,9 +195,12 @@ class EpisodeOut(BaseModel):
     events: list[dict[str, Any]]
     segments: list[dict[str, Any]] = Field(description="detector segments of the assistant track, in samples")
     duration_s: float | None
-    outcome: Outcome | None
-    scores: EpisodeScores | None = Field(description="windows, transcripts and verdicts of the latest scoring, "
-                                                     "or null when not scored")
+    outcome: SerializeAsAny[Outcome] | None = Field(description="the benchmark's outcome (its own fields "
+                                                                "besides source, failures and ok)")
+    scores: dict[str, Any] | None = Field(description="the latest scoring's entry for the episode (the "
+                                                      "benchmark's `episodes[]` entry of `mpe score --json`: "
+                                                      "windows, transcripts and verdicts) plus its "
+                                                      "`scoring_id`; null when not scored")
 
 
 class FrameItem(BaseModel):
@@ -238,6 +238,8 @@ class SuiteOut(BaseModel):
 
     id: str
     team: str
+    benchmark: str = Field(description="the benchmark that owns the suite")
+    run_conditions: list[str] = Field(description="the conditions a run of this suite may choose")
     name: str
     version: str
     generator: str | None
@@ -251,8 +253,9 @@ class SuiteDetail(SuiteOut):
 
     meta: dict[str, Any]
     available: bool = Field(description="whether the suite's files are readable on this server")
-    conditions: dict[str, int]
-    labels: dict[str, int]
+    conditions: dict[str, int] = Field(description="Duplex-MPE: scenario versions per condition (empty for "
+                                                   "other benchmarks)")
+    labels: dict[str, int] = Field(description="Duplex-MPE: turns per label (empty for other benchmarks)")
 
 
 class ScenarioItem(BaseModel):
@@ -271,9 +274,11 @@ class SuiteDir(BaseModel):
     """A suite directory below the server's suites root."""
 
     path: str = Field(description="relative to the suites root; pass as `suite` when creating a run")
+    benchmark: str = Field(description="the benchmark that owns the suite (duplex-mpe, mtr-duplexbench)")
+    run_conditions: list[str] = Field(description="the conditions a run of this suite may choose")
     name: str
     version: str
-    n_scenarios: int
+    n_scenarios: int = Field(description="lines of scenarios.jsonl: scenario versions, or MTR dialogues")
 
 
 # --- tokens -------------------------------------------------------------------------------

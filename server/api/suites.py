@@ -3,27 +3,37 @@ suite directories a run may name below the server's suites root."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
+from clients.errors import MPEError
 from server.api.deps import Caller, Paging, State, team_filter, visible_suite
 from server.api.schemas import ERRORS, Condition, PageOf, ScenarioItem, SuiteDetail, SuiteDir, SuiteOut
-from server.benchmarks.mpe.suite import SCENARIOS_FILE, SUITE_FILE, Suite, SuiteError, SuiteMeta
+from server.benchmarks.mpe.suite import Suite, SuiteError
 from server.db import Suite as SuiteRow
+from server.engine.clips import load_suite
+from server.engine.registry import benchmark_name_of_suite, get_benchmark
+from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
 MAX_DIRS = 200
 
 
 def _out(row: SuiteRow) -> dict[str, Any]:
-    return dict(id=row.id, team=row.team, name=row.name, version=row.version, generator=(row.meta or {}).get("generator"),
-                n_scenarios=row.n_scenarios, content_hash=row.content_hash, created_at=row.created_at)
+    bench = get_benchmark((row.meta or {}).get("benchmark"))
+    return dict(id=row.id, team=row.team, benchmark=bench.name, run_conditions=list(bench.conditions), name=row.name,
+                version=row.version, generator=(row.meta or {}).get("generator"), n_scenarios=row.n_scenarios,
+                content_hash=row.content_hash, created_at=row.created_at)
 
 
 def _load(row: SuiteRow) -> Suite | None:
+    """The registered Duplex-MPE suite as it is on disk (None: missing, changed, or another benchmark's)."""
+    if get_benchmark((row.meta or {}).get("benchmark")).name != get_benchmark(None).name:
+        return None
     try:
         suite = Suite.load(row.path)
     except SuiteError:
@@ -63,12 +73,15 @@ def available(p: Caller, state: State) -> list[SuiteDir]:
         if not d.is_relative_to(base):  # a symlink pointing out of the root
             continue
         try:
-            meta = SuiteMeta.model_validate_json(f.read_bytes())
+            bench = get_benchmark(benchmark_name_of_suite(d))
+            meta = json.loads(f.read_bytes())
             n = sum(1 for line in (d / SCENARIOS_FILE).read_text().splitlines() if line.strip())
-        except (OSError, ValueError):
+            name, version = str(meta["name"]), str(meta["version"])
+        except (OSError, ValueError, KeyError, TypeError, MPEError):
             continue
         rel = d.relative_to(base).as_posix()
-        found.append(SuiteDir(path=rel or ".", name=meta.name, version=meta.version, n_scenarios=n))
+        found.append(SuiteDir(path=rel or ".", benchmark=bench.name, run_conditions=list(bench.conditions), name=name,
+                              version=version, n_scenarios=n))
     return found
 
 
@@ -85,8 +98,16 @@ def get_suite(suite_id: str, p: Caller, state: State) -> SuiteDetail:
     for sc in suite.scenarios if suite else ():
         conds[sc.condition] += 1
         labels.update(t.label for t in sc.turns)
-    return SuiteDetail(**_out(row), meta=row.meta or {}, available=suite is not None, conditions=dict(conds),
-                       labels=dict(labels))
+    return SuiteDetail(**_out(row), meta=row.meta or {}, available=suite is not None or _readable(row),
+                       conditions=dict(conds), labels=dict(labels))
+
+
+def _readable(row: SuiteRow) -> bool:
+    """Whether a suite of any benchmark is on disk as registered."""
+    try:
+        return load_suite(row.path).suite.content_hash() == row.content_hash
+    except (MPEError, OSError):
+        return False
 
 
 @router.get("/suites/{suite_id}/scenarios", response_model=PageOf[ScenarioItem], summary="Scenarios of a suite")

@@ -115,6 +115,9 @@ class Benchmark(ABC):
     #: the model's duty as text: ``episode.start`` carries it as ``instructions`` only for runs
     #: created with a text prompt (§4); None: the benchmark has no text prompt to offer
     duty_text: ClassVar[str | None] = None
+    #: the module with the benchmark's side of ``mpe dataset`` (generate, validate, stats, synthesize,
+    #: build), imported by name; None: the Duplex-MPE commands themselves
+    dataset_cli: ClassVar[str | None] = None
     #: run conditions whose episodes start with assistant-context frames (teacher forcing,
     #: docs/protocol.md §5.1): only bridges that accept context (``hello.accepts_context``) are
     #: leased them, and their schedulers' ``context_frames`` is > 0
@@ -184,6 +187,8 @@ class Benchmark(ABC):
         """The benchmark's main results table on a rich console (``mpe score``, the demo)."""
 
     @abstractmethod
-    def print_report(self, db: Any, refs: Sequence[str], console: Any) -> dict[str, Any]:
+    def print_report(self, db: Any, refs: Sequence[str], console: Any, *, html: Path | None = None,
+                     max_timelines: int | None = 60) -> dict[str, Any]:
         """Every terminal table of ``mpe report`` over the latest scorings of ``refs`` (runs or
-        scoring ids); returns ``{"metrics", "analyses"}``."""
+        scoring ids), and the self-contained HTML report at ``html`` when given; returns
+        ``{"metrics", "analyses"}``."""

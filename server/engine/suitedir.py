@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TypeVar
 
@@ -204,3 +205,23 @@ def clip_problems(root: Path, rel: str, duration_s: float) -> list[tuple[str, st
     if abs(actual - duration_s) > DURATION_TOLERANCE_S:
         out.append(("clip-duration", f"duration_s {duration_s:.3f} does not match clip {rel!r} ({actual:.3f} s)"))
     return out
+
+
+def write_text_suite_files(out: Path, meta: BaseModel, items: list[BaseModel], *, same: Callable[[Path], bool],
+                           force: bool = False) -> str:
+    """Write a text-only suite to ``out``: "written", or "kept" when ``same(out)`` says the same
+    text is there already (audio included). A directory holding something else is replaced only
+    with ``force`` (its manifest files and clips go); otherwise :class:`SuiteError`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SuiteError(f"{out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if same(out):
+            return "kept"
+        if not force:
+            raise SuiteError(f"{out} is not empty and holds a different suite (use --force to replace it)")
+        for name in (SUITE_FILE, SCENARIOS_FILE):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "clips", ignore_errors=True)
+    write_suite_files(out, meta, items)
+    return "written"

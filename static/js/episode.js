@@ -39,10 +39,30 @@ function facts() {
     item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
     item("Outcome", !o ? "–" : o.failures.length ? o.failures.join(", ").replaceAll("_", " ") : "passed",
       o && o.source === "live" ? el("span", { class: "muted small" }, " (live detector, not scored)") : ""),
-    el("div", { class: "span2" }, el("dt", {}, "Gold answer"), el("dd", {}, doc.gold_answer ?? "–")));
+    doc.dialogue
+      ? el("div", { class: "span2" }, el("dt", {}, "Dialogue"), el("dd", {}, `${doc.dialogue.topic} · set ${doc.dialogue.set} · `
+        + (doc.round ? `live round ${doc.round} (rounds before it: ground truth)` : "every round live")))
+      : el("div", { class: "span2" }, el("dt", {}, "Gold answer"), el("dd", {}, doc.gold_answer ?? "–")));
+}
+
+// MTR-DuplexBench episodes list their rounds (feature, the user's words, the verdict) instead of turns.
+function renderRounds() {
+  const wins = model.windows(doc.scores, doc.outcome);
+  const texts = new Map((doc.dialogue?.rounds || []).map((r) => [r.round, r.user.text + (r.pause ? " … " + r.pause.continuation.text : "")]));
+  const rows = model.rounds.map((r) => {
+    const w = wins.find((x) => x.idx === r.round);
+    return el("tr", { class: r.end === null ? "now" : "" },
+      el("td", {}, el("button", { type: "button", class: "link", onclick: () => seek(r.start),
+        "data-focus-key": `round-${r.round}`, "aria-label": `Play round ${r.round} from ${fmtTime(r.start)}` }, fmtTime(r.start))),
+      el("td", {}, r.live ? "live" : "history"), el("td", {}, el("span", { class: "chip" }, `R${r.round} ${r.feature}`)),
+      el("td", {}, texts.get(r.round) ?? ""), el("td", {}, w ? el("span", { class: `chip v-${w.verdict.state}` }, w.verdict.text) : "–"));
+  });
+  $("turns").replaceChildren(...rows);
+  $("answer").replaceChildren();
 }
 
 function renderTurns() {
+  if (model.rounds.length) return renderRounds();
   const wins = model.windows(doc.scores);
   const rows = (doc.turns || []).map((t) => {
     const clip = model.clips.find((c) => c.idx === t.idx);
@@ -56,7 +76,7 @@ function renderTurns() {
       el("td", {}, t.text), el("td", {}, verdict));
   });
   $("turns").replaceChildren(...rows);
-  const said = doc.scores ? doc.scores.t.transcript : null;
+  const said = doc.scores?.t ? doc.scores.t.transcript : null;
   $("answer").replaceChildren(...(said !== null
     ? [el("p", {}, el("strong", {}, "Aria's answer: "), said || el("em", {}, "(empty transcript)"))] : []));
 }
@@ -72,7 +92,7 @@ function redraw() {
   if (!model) return;
   // Redrawing replaces elements: keep the keyboard focus on the same clip or turn.
   const focused = document.activeElement?.dataset?.focusKey;
-  view.render(model, doc?.scores);
+  view.render(model, doc?.scores, doc?.outcome);
   renderTurns();
   if ($("events-box").open) renderEvents();
   if (focused) document.querySelector(`[data-focus-key="${focused}"]`)?.focus();
@@ -119,6 +139,12 @@ function statusText(s) {
     case "n4_gap": return `N4: 3 s pause before the resolution, ${s.remaining_s.toFixed(1)} s left`;
     case "t_wait_onset": return `Waiting for Aria's onset, ${s.remaining_s.toFixed(1)} s left`;
     case "t_wait_silence": return `Aria is answering: confirmed silence ${s.silence_s.toFixed(1)} / ${s.need_s} s (cap in ${Math.round(s.cap_left_s)} s)`;
+    case "history": return "Playing the ground-truth history (the rounds before the live one)";
+    case "user": return `Round ${s.round} (${s.feature}): the user speaks`;
+    case "pause": return `Round ${s.round} (${s.feature}): the user pauses mid-turn`;
+    case "wait": return `Round ${s.round} (${s.feature}): waiting for the model's reply`;
+    case "responding": return `Round ${s.round} (${s.feature}): the model is answering`;
+    case "barge": return `Round ${s.round} (${s.feature}): the user barges in`;
     case "ended": return "Episode ended";
     default: return s.state;
   }

@@ -99,14 +99,20 @@ function outcomeCells(o, ep) {
     const why = ep.status === "completed" ? "–" : ep.status;
     return [el("td", { class: "muted" }, why), el("td", {}), el("td", {}), el("td", {})];
   }
+  const failures = o.failures.length
+    ? o.failures.map((f) => el("span", { class: `chip fail` }, FAILURE_NAMES[f] || f.replaceAll("_", " ")))
+    : [el("span", { class: "chip ok" }, "none")];
+  const src = o.source === "live" ? el("span", { class: "muted small", title: "from the live detector, not scored" }, " (live)") : null;
+  if (o.rounds) { // MTR-DuplexBench: live rounds passed, and the features that failed
+    const passed = o.rounds.filter((r) => r.ok).length;
+    const failed = [...new Set(o.rounds.filter((r) => !r.ok).map((r) => `R${r.round} ${r.feature}`))].join(", ") || "–";
+    return [el("td", { class: passed < o.rounds.length ? "bad" : "" }, `${passed}/${o.rounds.length} rounds`, src),
+      el("td", {}, failed), el("td", {}, "–"), el("td", {}, ...failures)];
+  }
   const t = { fresh: "fresh onset", already_speaking: "already speaking", none: "no response" }[o.t] ?? "–";
   const correct = o.correct === true ? " · correct" : o.correct === false ? " · incorrect" : "";
   const [clean, all] = o.silence;
   const n4 = o.n4.length ? o.n4.map((x) => x.replaceAll("_", " ")).join(", ") : "–";
-  const failures = o.failures.length
-    ? o.failures.map((f) => el("span", { class: `chip fail` }, FAILURE_NAMES[f] || f))
-    : [el("span", { class: "chip ok" }, "none")];
-  const src = o.source === "live" ? el("span", { class: "muted small", title: "from the live detector, not scored" }, " (live)") : null;
   return [el("td", { class: o.t === "none" ? "bad" : "" }, t, correct, src), el("td", { class: clean < all ? "bad" : "" }, `${clean}/${all}`),
     el("td", {}, n4), el("td", {}, ...failures)];
 }

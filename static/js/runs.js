@@ -67,14 +67,28 @@ async function fillSuites() {
   const [registered, available] = await Promise.all([api("/v1/suites?limit=200"), api("/v1/suites/available")]);
   const options = [];
   for (const s of registered.items) {
-    options.push(el("option", { value: `id:${s.id}` }, `${s.name} v${s.version} (${s.n_scenarios} scenario versions)`));
+    options.push(el("option", { value: `id:${s.id}`, "data-conditions": s.run_conditions.join(",") },
+      `${s.name} v${s.version} · ${s.benchmark} (${s.n_scenarios})`));
   }
   for (const d of available) {
-    options.push(el("option", { value: `path:${d.path}` }, `${d.path} — ${d.name} v${d.version} (${d.n_scenarios})`));
+    options.push(el("option", { value: `path:${d.path}`, "data-conditions": d.run_conditions.join(",") },
+      `${d.path} — ${d.name} v${d.version} · ${d.benchmark} (${d.n_scenarios})`));
   }
   if (!options.length) options.push(el("option", { value: "", disabled: true }, "no suites: register one with mpe run create"));
   suiteSelect.replaceChildren(...options);
+  fillConditions();
 }
+
+// The condition boxes follow the chosen suite's benchmark (Duplex-MPE: explicit / implicit;
+// MTR-DuplexBench: the history modes gt / free).
+function fillConditions() {
+  const chosen = suiteSelect.selectedOptions[0];
+  const names = (chosen?.dataset.conditions || "explicit,implicit").split(",").filter(Boolean);
+  const boxes = names.map((c) => el("label", { class: "inline" },
+    el("input", { type: "checkbox", name: "conditions", value: c, checked: true }), ` ${c}`));
+  document.getElementById("f-conditions").replaceChildren(el("legend", {}, "Conditions"), ...boxes);
+}
+suiteSelect.addEventListener("change", fillConditions);
 
 document.getElementById("new-run").addEventListener("click", async () => {
   clearError("form-error");

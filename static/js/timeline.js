@@ -15,6 +15,7 @@ export class EpisodeModel {
 
   reset() {
     this.clips = []; // {idx, label, speaker, text, start, end}
+    this.rounds = []; // MTR-DuplexBench rounds {round, feature, live, start, end}
     this.preamble = null;
     this.segments = []; // assistant speech {start, end} in seconds (end null while open)
     this.tWaits = []; // {start, end, reason}
@@ -36,7 +37,12 @@ export class EpisodeModel {
     this.head = Math.max(this.head, t);
     if (type === "preamble.start") this.preamble = { start: t, end: null };
     else if (type === "preamble.end" && this.preamble) this.preamble.end = t;
-    else if (type === "clip.start") {
+    else if (MTR_SPANS[type?.replace(/\.(start|end)$/, "")] && this.roundSpan(type, t, d)) { /* MTR room span */ }
+    else if (type === "round.start") this.rounds.push({ round: d.round, feature: d.feature, live: d.live, start: t, end: null });
+    else if (type === "round.end") {
+      const r = this.rounds.find((x) => x.round === d.round && x.end === null);
+      if (r) r.end = t;
+    } else if (type === "clip.start") {
       const turn = this.turns.get(d.idx) || {};
       this.clips.push({ idx: d.idx, label: d.label, speaker: d.speaker, text: d.text ?? turn.text ?? "", start: t, end: null });
     } else if (type === "clip.end") {
@@ -61,6 +67,26 @@ export class EpisodeModel {
     else if (type === "episode.end") this.end = t;
   }
 
+  // MTR-DuplexBench room spans (user turns, pauses, barge-ins, background voices, backchannels)
+  // become clips labelled by kind, so the room lane shows them like Duplex-MPE's turns.
+  roundSpan(type, t, d) {
+    const kind = type.replace(/\.(start|end)$/, "");
+    const open = (k) => this.clips.find((x) => x.kind === k && x.round === d.round && x.end === null);
+    if (type === "pause.start") { // the user stops mid-turn: the first part ends where the pause begins
+      const u = open("user");
+      if (u) u.end = t;
+    }
+    if (type.endsWith(".start")) {
+      const part = kind === "user" ? d.part ?? 1 : d.i ?? 0;
+      this.clips.push({ idx: `${kind}-${d.round}-${part}`, kind, round: d.round, label: MTR_SPANS[kind],
+        speaker: kind === "user" ? "user" : kind.replace("_", " "), text: "", start: t, end: null });
+    } else {
+      const c = open(kind);
+      if (c) c.end = t;
+    }
+    return true;
+  }
+
   setSegments(segs) {
     this.segments = segs.map((g) => ({ start: g.start / RATE, end: g.end / RATE }));
     this.finalSegments = true;
@@ -71,8 +97,9 @@ export class EpisodeModel {
   }
 
   // §6 windows from the events: T wait, N1-N3 (clip start to next clip start), N4.
-  windows(scores) {
+  windows(scores, outcome = null) {
     const out = [];
+    if (this.rounds.length) return this.roundWindows(scores, outcome);
     const starts = this.clips;
     const silenceScores = scores ? scores.silence_windows : [];
     const n4Scores = scores ? scores.n4 : [];
@@ -100,6 +127,21 @@ export class EpisodeModel {
     return out;
   }
 }
+
+// MTR span kinds -> the label (and colour class) of their room clips
+const MTR_SPANS = { user: "U", pause: "PAUSE", barge_in: "BARGE", background: "BG", backchannel: "BC" };
+
+EpisodeModel.prototype.roundWindows = function (scores, outcome) {
+  const verdicts = (scores ? scores.rounds : outcome?.rounds) || [];
+  return this.rounds.map((r) => {
+    const v = verdicts.find((x) => x.round === r.round);
+    const verdict = !r.live ? { state: "none", text: "history (ground truth)", scored: false }
+      : v ? { state: v.ok ? "pass" : "fail", text: v.ok ? "pass" : v.failure.replaceAll("_", " "), scored: !!scores }
+        : { state: "none", text: r.end === null ? "running…" : "not scored", scored: false };
+    return { kind: "round", label: `R${r.round} ${r.feature}`, idx: r.round, start: r.start, end: r.end ?? this.head,
+      open: r.end === null, verdict };
+  });
+};
 
 function verdictOf(sc, speech) {
   if (sc) {
@@ -169,7 +211,7 @@ export class TimelineView {
   zoom(factor) {
     const center = (this.scroll.scrollLeft + this.scroll.clientWidth / 2) / this.scale;
     this.scale = Math.max(5, Math.min(400, this.scale * factor));
-    if (this.model) this.render(this.model, this.scores);
+    if (this.model) this.render(this.model, this.scores, this.outcome);
     this.scroll.scrollLeft = center * this.scale - this.scroll.clientWidth / 2;
   }
 
@@ -185,9 +227,10 @@ export class TimelineView {
     return node;
   }
 
-  render(model, scores) {
+  render(model, scores, outcome = null) {
     this.model = model;
     this.scores = scores;
+    this.outcome = outcome;
     const dur = Math.max(model.duration + 2, 10);
     this.inner.style.width = this.x(dur);
     // ruler
@@ -224,7 +267,7 @@ export class TimelineView {
     }
     this.aria.replaceChildren(...segs);
     // windows and verdicts
-    const wins = model.windows(scores).map((w) => {
+    const wins = model.windows(scores, this.outcome).map((w) => {
       const node = this.block(w.start, w.end, `win win-${w.kind} v-${w.verdict.state}${w.open ? " open" : ""}`, {
         title: `${w.label} window ${fmtTime(w.start)}–${fmtTime(w.end)} ${w.verdict.text}`, role: "img",
         "aria-label": `${w.label} window from ${fmtTime(w.start)}: ${w.verdict.text || "no verdict"}` },

@@ -86,11 +86,13 @@ class DuplexMPE(Benchmark):
 
         print_tables(metrics, console, title)
 
-    def print_report(self, db, refs, console):
-        from server.benchmarks.mpe.report import collect_report, print_report
+    def print_report(self, db, refs, console, *, html=None, max_timelines=60):
+        from server.benchmarks.mpe.report import collect_report, print_report, render_html
 
         data = collect_report(db, refs)
         print_report(data, console)
+        if html is not None:
+            html.write_text(render_html(data, max_timelines=max_timelines), encoding="utf-8")
         return {"metrics": data.metrics, "analyses": data.analyses}
 
 

@@ -30,6 +30,7 @@ class MTRDuplexBench(Benchmark):
     name = BENCHMARK_NAME
     conditions = HISTORY_MODES
     context_conditions = frozenset({"gt"})
+    dataset_cli = "server.benchmarks.mtr.dataset.cli"
     failure_types = FAILURES
 
     def load_suite(self, path: str | Path) -> Suite:
@@ -85,10 +86,14 @@ class MTRDuplexBench(Benchmark):
 
         print_tables(metrics, console, title)
 
-    def print_report(self, db, refs, console):
-        from server.benchmarks.mtr.report import print_report, report_entries
+    def print_report(self, db, refs, console, *, html=None, max_timelines=60):
+        from server.benchmarks.mtr.report import print_report, render_html, report_entries
 
-        return print_report(report_entries(db, refs), console)
+        entries = report_entries(db, refs)
+        data = print_report(entries, console)
+        if html is not None:
+            html.write_text(render_html(entries, max_timelines=max_timelines), encoding="utf-8")
+        return data
 
 
 BENCHMARK = MTRDuplexBench()

@@ -42,6 +42,9 @@ class RoundScore(BaseModel):
                    user_speech_s=sec(r.user_speech) or 0.0)
 
 
+RoomSpan = tuple[str, int, int, int]  # (kind: round | user | pause | barge_in | background | backchannel, round, start, end)
+
+
 class MTREpisodeScore(ScoreEntry):
     """One scored MTR episode: a gt episode scores its one live round, a free episode all."""
 
@@ -51,6 +54,7 @@ class MTREpisodeScore(ScoreEntry):
     live_round: int | None = Field(description="gt: the round that ran live")
     duration_s: float
     speech: list[Span] = Field(description="the model's speech segments (stream samples)")
+    room: list[RoomSpan] = Field(description="the live rounds and what played in them (stream samples), for timelines")
     segments: SegmentsSource
     rounds: list[RoundScore]
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable
 from typing import Any
 
@@ -105,3 +106,126 @@ def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, 
     if gap is not None:
         console.print(gap)
     return {"metrics": metrics, "analyses": an}
+
+
+# --- HTML --------------------------------------------------------------------------------------
+
+_COLORS = ("#2b6cd4", "#d0543b", "#1c8c86", "#8549c7", "#c98a00", "#c2408f", "#5a6b7d", "#2f9e6e")
+_SPAN_COLORS = {"user": "#2b6cd4", "pause": "#c9ced8", "barge_in": "#d0543b", "background": "#8549c7",
+                "backchannel": "#1c8c86"}
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _curve(feature: str, metrics: dict[str, Any], cis: dict[str, Any]) -> str:
+    """Success per round (one line per model · history mode) with the dialogue-bootstrap 95 % band."""
+    series = []
+    for model, modes in metrics.items():
+        for mode, q in modes.items():
+            pts = sorted((int(k.rsplit(".r", 1)[1]), v["value"]) for k, v in q.items()
+                         if k.startswith(f"{feature}.r") and v["value"] is not None)
+            if pts:
+                series.append((f"{model} · {mode}", pts, cis.get(model, {}).get(mode, {}).get(feature, {})))
+    if not series:
+        return ""
+    rounds = sorted({k for _, pts, _ in series for k, _ in pts})
+    w, h, left, bottom = 420, 220, 40, 28
+    kx = (w - left - 10) / max(1, len(rounds) - 1)
+
+    def x(k: int) -> float:
+        return left + (rounds.index(k) * kx if len(rounds) > 1 else (w - left) / 2)
+
+    def y(v: float) -> float:
+        return 8 + (1 - v) * (h - bottom - 8)
+
+    parts = [f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{_e(feature)} per round">']
+    for v in (0, 0.5, 1):
+        parts.append(f'<line x1="{left}" x2="{w - 10}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e3e6eb"/>'
+                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{int(v * 100)}</text>')
+    for k in rounds:
+        parts.append(f'<text x="{x(k):.1f}" y="{h - 10}" text-anchor="middle" font-size="10">R{k}</text>')
+    legend = []
+    for i, (name, pts, band) in enumerate(series):
+        c = _COLORS[i % len(_COLORS)]
+        for k, _ in pts:
+            ci = band.get(str(k))
+            if ci:
+                parts.append(f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
+                             f'stroke="{c}" stroke-opacity="0.45" stroke-width="5"/>')
+        path = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in pts)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"/>')
+        parts += [f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="3" fill="{c}"><title>{_e(name)} R{k}: '
+                  f'{100 * v:.1f}%</title></circle>' for k, v in pts]
+        legend.append(f'<span style="color:{c}">■</span> {_e(name)}')
+    parts.append("</svg>")
+    return f"<figure><figcaption><b>{_e(feature)}</b> — success % per round (95 % CI, dialogues resampled)" \
+           f"</figcaption>{''.join(parts)}<div class='legend'>{' &nbsp; '.join(legend)}</div></figure>"
+
+
+def _timeline(e: MTREpisodeScore) -> str:
+    """One episode: its live rounds (verdicts), what played in the room, the model's speech."""
+    end = max([b for *_, b in e.room] + [b for _, b in e.speech] + [1])
+    start = min([a for k, _, a, _ in e.room if k == "round"] + [0])
+    w, scale = 1000, 1000 / max(1, end - start)
+
+    def bx(a: int, b: int, yy: int, hh: int, color: str, title: str, opacity: float = 1.0) -> str:
+        return (f'<rect x="{(a - start) * scale:.1f}" y="{yy}" width="{max(1.0, (b - a) * scale):.1f}" height="{hh}" '
+                f'fill="{color}" fill-opacity="{opacity}"><title>{_e(title)}</title></rect>')
+
+    verdict = {r.round: r for r in e.rounds}
+    parts = [f'<svg viewBox="0 0 {w} 64" width="100%" height="64" role="img" aria-label="timeline">']
+    for kind, n, a, b in e.room:
+        if kind == "round":
+            r = verdict.get(n)
+            ok = r is not None and r.ok
+            label = f"R{n} {r.feature if r else ''}: " + ("pass" if ok else (r.failure or "?") if r else "")
+            parts.append(bx(a, b, 0, 14, "#2f9e6e" if ok else "#d0543b", label, 0.35))
+            parts.append(f'<text x="{(a - start) * scale + 3:.1f}" y="11" font-size="10">{_e(label)}</text>')
+        else:
+            parts.append(bx(a, b, 18, 18, _SPAN_COLORS[kind], f"R{n} {kind}"))
+    parts += [bx(a, b, 42, 18, "#2f9e6e", "model speech") for a, b in e.speech if b > start]
+    parts.append("</svg>")
+    return (f"<div class='tl'><div class='muted'>{_e(e.model)} · {_e(e.mode)} · {_e(e.scenario_id)} "
+            f"(set {_e(e.set)})</div>{''.join(parts)}</div>")
+
+
+def render_html(entries: list[MTREpisodeScore], *, max_timelines: int | None = 60,
+                title: str = "MTR-DuplexBench report") -> str:
+    """A self-contained HTML report: the main table, the per-round degradation curves per feature
+    with CIs, gt − free per round, and episode timelines (rounds, barge-ins, pauses marked)."""
+    metrics = compute_metrics(entries)
+    an = analyses(entries)
+    head = ["model · history", *FEATURES]
+    rows = []
+    for model, modes in metrics.items():
+        for mode, q in modes.items():
+            cells = []
+            for f in FEATURES:
+                lat = _val(q, f"{f}.latency_s")
+                cells.append("–" if f not in q else f"{_pct(_val(q, f + '.r01'))} → {_pct(_val(q, f + '.mean_rounds'))}"
+                             + ("" if lat is None else f" · {lat:.2f} s"))
+            rows.append([f"{model} · {mode}", *cells])
+    table = "<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(
+        "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows) + "</tbody></table>"
+    curves = "".join(_curve(f, metrics, an["round_cis"]) for f in FEATURES)
+    gap_rows = [(m, f, k, c) for m, fs in an["gt_vs_free"].items() for f, ks in fs.items() for k, c in ks.items()]
+    gap = "" if not gap_rows else (
+        "<h2>gt − free per round</h2><table><thead><tr><th>model</th><th>feature</th><th>round</th><th>n</th>"
+        "<th>gt</th><th>free</th><th>gt − free (pp)</th><th>McNemar p</th></tr></thead><tbody>" + "".join(
+            f"<tr><td>{_e(m)}</td><td>{_e(f)}</td><td>{_e(k)}</td><td>{c['n']}</td><td>{_pct(c['gt'])}</td>"
+            f"<td>{_pct(c['free'])}</td><td>{100 * c['diff']:+.1f}</td><td>{c['p']:.3g}</td></tr>"
+            for m, f, k, c in gap_rows) + "</tbody></table>")
+    shown = entries if max_timelines is None else entries[:max_timelines]
+    timelines = "".join(_timeline(e) for e in shown)
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#1d2330}} table{{border-collapse:collapse;margin:8px 0}}
+td,th{{border:1px solid #d5d9e0;padding:3px 8px;text-align:right}} td:first-child,th:first-child{{text-align:left}}
+figure{{display:inline-block;margin:8px 16px 8px 0}} .legend,.muted{{font-size:12px;color:#5a6b7d}} .tl{{margin:6px 0}}
+</style></head><body><h1>{_e(title)}</h1>
+<p>Success % in Round 1 → the mean over rounds 1–R, and the mean latency, per feature (DESIGN §12.4).</p>
+{table}<h2>Success per round</h2>{curves}{gap}
+<h2>Episode timelines</h2><p class="muted">Top: live rounds (green pass, red fail). Middle: user turns (blue),
+pauses (grey), barge-ins (red), background voices (purple), backchannels (teal). Bottom: the model's speech.
+{len(shown)} of {len(entries)} episodes.</p>{timelines}</body></html>"""

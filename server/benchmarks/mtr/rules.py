@@ -48,6 +48,15 @@ class LiveRound:
     def user_end(self) -> int:
         return self.user[-1][1]
 
+    def spans(self) -> list[tuple[str, int, int, int]]:
+        """(kind, round, start, end) of the round and of everything that played in it."""
+        assert self.end is not None
+        parts = [("round", (self.start, self.end))] + [("user", u) for u in self.user]
+        parts += [(k, v) for k, v in (("pause", self.pause), ("barge_in", self.barge_in),
+                                      ("background", self.background)) if v is not None]
+        parts += [("backchannel", b) for b in self.backchannels]
+        return [(kind, self.round, a, b) for kind, (a, b) in parts]
+
 
 def live_rounds(events: Iterable[Event]) -> list[LiveRound]:
     """The live rounds of an episode's events (history rounds are not scored). Raises
@@ -198,5 +207,9 @@ def judge_round(r: LiveRound, segments: Sequence[Span]) -> RoundResult:
 
 def judge_episode(events: Iterable[Event], segments: Iterable[Span]) -> list[RoundResult]:
     """Every live round's verdict."""
+    return judge_rounds(live_rounds(events), segments)
+
+
+def judge_rounds(rounds: Sequence[LiveRound], segments: Iterable[Span]) -> list[RoundResult]:
     segs = sorted((int(s), int(e)) for s, e in segments if e > s)
-    return [judge_round(r, segs) for r in live_rounds(events)]
+    return [judge_round(r, segs) for r in rounds]

@@ -200,7 +200,9 @@ class RoundScheduler:
         self.confirm = samples(CONFIRM_SILENCE_S, rate)
         self.cap = samples(RESPONSE_CAP_S, rate)
         self.gap = samples(ROUND_GAP_S, rate)
-        self.history = history_layout(dialogue, live_round, lengths, frame=frame_samples, rate=rate) if mode == "gt" else None
+        # gt round 1 has no history: it runs exactly as round 1 of a free episode
+        self.history = (history_layout(dialogue, live_round, lengths, frame=frame_samples, rate=rate)
+                        if mode == "gt" and live_round > 1 else None)
         self.rounds: list[Round] = [dialogue.rounds[live_round - 1]] if mode == "gt" else list(dialogue.rounds)
         self.plays: list[Play] = list(self.history.room) if self.history else []
         self._seq = 0

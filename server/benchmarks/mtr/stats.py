@@ -29,6 +29,23 @@ def bootstrap_cis(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     return out
 
 
+def round_cis(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
+    """model -> mode -> feature -> round -> [lo, hi] of the success rate in that round, resampling
+    dialogues (the degradation curves' bands)."""
+    cells: dict[tuple[str, str, str, int], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for e, r in rounds_of(entries):
+        c = cells[(e.model, e.mode, r.feature, r.round)][e.dialogue_id]
+        c[0] += r.ok
+        c[1] += 1
+    out: dict[str, Any] = {}
+    for (model, mode, feature, k), by_dialogue in sorted(cells.items()):
+        num, den = zip(*by_dialogue.values())
+        ci = ratio_ci(num, den)
+        out.setdefault(model, {}).setdefault(mode, {}).setdefault(feature, {})[str(k)] = \
+            None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+    return out
+
+
 def gt_vs_free(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     """model -> feature -> round -> {n, gt, free, diff, p}: the error accumulation that ground-truth
     history hides, paired by (dialogue, round)."""
@@ -52,6 +69,7 @@ def gt_vs_free(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
 
 
 def analyses(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
-    return {"features": list(FEATURES), "bootstrap": bootstrap_cis(entries), "gt_vs_free": gt_vs_free(entries),
+    return {"features": list(FEATURES), "bootstrap": bootstrap_cis(entries), "round_cis": round_cis(entries),
+            "gt_vs_free": gt_vs_free(entries),
             "bootstrap_settings": {"n_resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,
                                    "confidence": CONFIDENCE, "cluster": "dialogue"}}

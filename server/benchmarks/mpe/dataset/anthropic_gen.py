@@ -134,6 +134,13 @@ class AnthropicGenerator:
     """Scripts from Claude, validated, retried, cached (see the module docstring)."""
 
     name = "anthropic"
+    # what the model is asked to submit through its one tool (another benchmark's generator sets its own)
+    system_prompt = SYSTEM_PROMPT
+    tool_name = TOOL_NAME
+    tool_description = "Submit the finished scenario script."
+    input_schema = SCRIPT_SCHEMA
+    item = "script"
+    min_max_tokens = 0
 
     def __init__(
         self,
@@ -190,12 +197,12 @@ class AnthropicGenerator:
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": SYSTEM_PROMPT,
+            "max_tokens": max(self.max_tokens, self.min_max_tokens),
+            "system": self.system_prompt,
             "messages": messages,
-            "tools": [{"name": TOOL_NAME, "description": "Submit the finished scenario script.",
-                       "input_schema": SCRIPT_SCHEMA}],
-            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+            "tools": [{"name": self.tool_name, "description": self.tool_description,
+                       "input_schema": self.input_schema}],
+            "tool_choice": {"type": "tool", "name": self.tool_name},
         }
         if self.temperature is not None:
             request["temperature"] = self.temperature
@@ -238,27 +245,36 @@ class AnthropicGenerator:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, plan: PairPlan) -> PairScript:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": _user_prompt(plan, self.seed)}]
+    def _first_message(self, plan: Any) -> str:
+        return _user_prompt(plan, self.seed)
+
+    @staticmethod
+    def _plan_id(plan: Any) -> str:
+        return plan.pair_id
+
+    def generate(self, plan: Any) -> Any:
+        """One plan's item: asked for through the tool, validated, and asked again with the problems
+        (at most ``max_attempts`` times)."""
+        messages: list[dict[str, Any]] = [{"role": "user", "content": self._first_message(plan)}]
         problems: list[str] = []
         for _attempt in range(self.max_attempts):
             reply = self._call(self._request(messages))
             content = reply.get("content") or []
             tool = next((b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"), None)
             payload: Any = tool.get("input") if tool else _json_from_text(content)
-            script, problems = self._parse(plan, payload)
-            if script is not None and not problems:
-                return script
-            feedback = ("Your script cannot be used:\n" + "\n".join(f"- {p}" for p in problems[:20])
-                        + f"\nFix every problem and call {TOOL_NAME} again with the whole corrected script.")
+            item, problems = self._parse(plan, payload)
+            if item is not None and not problems:
+                return item
+            feedback = (f"Your {self.item} cannot be used:\n" + "\n".join(f"- {p}" for p in problems[:20])
+                        + f"\nFix every problem and call {self.tool_name} again with the whole corrected {self.item}.")
             messages = messages + [{"role": "assistant", "content": _echo(content)}]
             if tool is not None:
                 messages.append({"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": tool.get("id", ""), "is_error": True, "content": feedback}]})
             else:
                 messages.append({"role": "user", "content": feedback})
-        raise DatasetError(f"{plan.pair_id}: no valid script after {self.max_attempts} attempts; last problems: "
-                           + "; ".join(problems[:5]))
+        raise DatasetError(f"{self._plan_id(plan)}: no valid {self.item} after {self.max_attempts} attempts; "
+                           "last problems: " + "; ".join(problems[:5]))
 
     def generate_many(self, plans: list[PairPlan], progress: Callable[[int, int], None] | None = None
                       ) -> list[PairScript]:

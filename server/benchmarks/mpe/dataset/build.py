@@ -12,7 +12,6 @@ Clip layout: a turn whose text is the same in both conditions is one clip shared
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -22,15 +21,13 @@ from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.suite import (
     AUDIO_PENDING,
     CONDITIONS,
-    SCENARIOS_FILE,
-    SUITE_FILE,
     Scenario,
     Suite,
     SuiteError,
     SuiteMeta,
     Turn,
-    write_suite,
 )
+from server.engine.suitedir import write_text_suite_files
 from server.tts import default_voices
 
 SUITE_VERSION = "1"
@@ -116,21 +113,9 @@ def same_text_suite(root: Path, meta: SuiteMeta, scenarios: list[Scenario]) -> b
 
 
 def write_text_suite(out: Path, meta: SuiteMeta, scenarios: list[Scenario], *, force: bool = False) -> str:
-    """Write a text-only suite to ``out``; returns "written", "kept" (the same suite is
-    already there, audio included) or raises DatasetError when ``out`` holds something else."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise DatasetError(f"{out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        if same_text_suite(out, meta, scenarios):
-            return "kept"
-        if not force:
-            raise DatasetError(f"{out} is not empty and holds a different suite (use --force to replace it)")
-        for name in (SUITE_FILE, SCENARIOS_FILE):
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "clips", ignore_errors=True)
-    write_suite(out, meta, scenarios)
-    return "written"
+    """Write a text-only suite to ``out`` (see :func:`server.engine.suitedir.write_text_suite_files`)."""
+    return write_text_suite_files(out, meta, scenarios, same=lambda root: same_text_suite(root, meta, scenarios),
+                                  force=force)
 
 
 def make_generator(name: str, seed: int, **options) -> ScenarioGenerator:

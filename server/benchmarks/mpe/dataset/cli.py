@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from clients.errors import MPEError
 from server.benchmarks.mpe.dataset.phrases import TurnLength
+from server.engine.registry import PLUGINS
 from server.tts import preferred_engine
 
 dataset_app = typer.Typer(no_args_is_help=True, help="Scenario suites: generate, synthesize, validate, stats, export.")
@@ -41,13 +42,13 @@ class ConditionChoice(str, Enum):
     implicit = "implicit"
 
 
-#: benchmark -> the module with its side of these commands, imported by name like the registry's
-#: plug-ins (``generate``, ``synthesize``, ``validate``, ``stats``, ``build`` and ``BUILTIN_NAMES``)
-BENCHMARK_TOOLS: dict[str, str] = {"mtr-duplexbench": "server.benchmarks.mtr.dataset.cli"}
-
-
 def _tools(benchmark: str):
-    module = BENCHMARK_TOOLS.get(benchmark)
+    """The module with another benchmark's side of these commands (``generate``, ``synthesize``,
+    ``validate``, ``stats``, ``build`` and ``BUILTIN_NAMES``: its ``Benchmark.dataset_cli``), imported
+    by name like the registry's plug-ins; None for Duplex-MPE (the commands below)."""
+    from server.engine.registry import get_benchmark
+
+    module = get_benchmark(benchmark).dataset_cli
     return importlib.import_module(module) if module else None
 
 
@@ -138,7 +139,7 @@ def generate(
         if benchmark != "duplex-mpe":
             tools = _tools(benchmark)
             if tools is None:
-                raise typer.BadParameter(f"unknown benchmark {benchmark!r} (duplex-mpe, {', '.join(BENCHMARK_TOOLS)})")
+                raise typer.BadParameter(f"benchmark {benchmark!r} has no suite generator")
             tools.generate(out=out, dialogues=dialogues, rounds=rounds, set_name=feature_set, seed=seed,
                            generator=generator.value, no_audio=no_audio, tts=tts.value, name=name, model=model,
                            workers=workers, force=force)
@@ -308,8 +309,8 @@ def build(
     from server.benchmarks.mpe.dataset.builtin import build_builtin
 
     with _errors():
-        for benchmark in BENCHMARK_TOOLS:
-            if name in (tools := _tools(benchmark)).BUILTIN_NAMES:
+        for benchmark in PLUGINS:
+            if (tools := _tools(benchmark)) is not None and name in tools.BUILTIN_NAMES:
                 return tools.build(name, audio=audio, tts=tts.value, workers=workers)
         with _progress() as bar:
             task = bar.add_task(f"building {name}", total=None)

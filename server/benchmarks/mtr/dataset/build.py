@@ -8,7 +8,6 @@ its seed and the plans, so regenerating gives the same bytes.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +23,7 @@ from server.benchmarks.mtr.suite import (
     SuiteError,
     check_suite,
 )
-from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, write_suite_files
+from server.engine.suitedir import write_text_suite_files
 
 SUITE_VERSION = "1"
 
@@ -71,21 +70,9 @@ def same_text_suite(root: Path, meta: MTRMeta, dialogues: list[Dialogue]) -> boo
 
 
 def write_text_suite(out: Path, meta: MTRMeta, dialogues: list[Dialogue], *, force: bool = False) -> str:
-    """Write a text-only suite to ``out``: "written", "kept" (the same text is there already,
-    audio included), or DatasetError when ``out`` holds something else (``force`` replaces it)."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise DatasetError(f"{out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        if same_text_suite(out, meta, dialogues):
-            return "kept"
-        if not force:
-            raise DatasetError(f"{out} is not empty and holds a different suite (use --force to replace it)")
-        for name in (SUITE_FILE, SCENARIOS_FILE):
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "clips", ignore_errors=True)
-    write_suite_files(out, meta, dialogues)
-    return "written"
+    """Write a text-only suite to ``out`` (see :func:`server.engine.suitedir.write_text_suite_files`)."""
+    return write_text_suite_files(out, meta, dialogues, same=lambda root: same_text_suite(root, meta, dialogues),
+                                  force=force)
 
 
 def build_text_suite(out: Path, *, name: str, plans: list[DialoguePlan], seed: int, generator: DialogueGenerator,

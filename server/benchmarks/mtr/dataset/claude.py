@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from server.benchmarks.mpe.dataset.anthropic_gen import AnthropicGenerator, _echo, _json_from_text
+from server.benchmarks.mpe.dataset.anthropic_gen import AnthropicGenerator
 from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.build import suite_meta
@@ -179,43 +179,22 @@ class ClaudeDialogueGenerator(AnthropicGenerator):
     """MTR dialogues from Claude, validated, retried, cached (see the module docstring)."""
 
     name = "claude"
+    system_prompt = SYSTEM_PROMPT
+    tool_name = TOOL_NAME
+    tool_description = "Submit the finished dialogue."
+    input_schema = DIALOGUE_SCHEMA
+    item = "dialogue"
+    min_max_tokens = 8192
 
     def __init__(self, *, seed: int, data_dir: Path | str, **options: Any) -> None:
         super().__init__(seed=seed, data_dir=data_dir, **options)
         self.version = f"{PROMPT_VERSION};model={self.model}"
 
-    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": max(self.max_tokens, 8192),
-            "system": SYSTEM_PROMPT,
-            "messages": messages,
-            "tools": [{"name": TOOL_NAME, "description": "Submit the finished dialogue.",
-                       "input_schema": DIALOGUE_SCHEMA}],
-            "tool_choice": {"type": "tool", "name": TOOL_NAME},
-        }
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
-        return request
+    def _first_message(self, plan: DialoguePlan) -> str:
+        return _user_prompt(plan)
 
-    def generate(self, plan: DialoguePlan) -> Dialogue:  # type: ignore[override]
-        messages: list[dict[str, Any]] = [{"role": "user", "content": _user_prompt(plan)}]
-        problems: list[str] = []
-        for _attempt in range(self.max_attempts):
-            reply = self._call(self._request(messages))
-            content = reply.get("content") or []
-            tool = next((b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"), None)
-            payload: Any = tool.get("input") if tool else _json_from_text(content)
-            dialogue, problems = parse_dialogue(plan, payload)
-            if dialogue is not None and not problems:
-                return dialogue
-            feedback = ("Your dialogue cannot be used:\n" + "\n".join(f"- {p}" for p in problems[:20])
-                        + f"\nFix every problem and call {TOOL_NAME} again with the whole corrected dialogue.")
-            messages = messages + [{"role": "assistant", "content": _echo(content)}]
-            if tool is not None:
-                messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": tool.get("id", ""), "is_error": True, "content": feedback}]})
-            else:
-                messages.append({"role": "user", "content": feedback})
-        raise DatasetError(f"{plan.dialogue_id}: no valid dialogue after {self.max_attempts} attempts; last problems: "
-                           + "; ".join(problems[:5]))
+    @staticmethod
+    def _plan_id(plan: DialoguePlan) -> str:
+        return plan.dialogue_id
+
+    _parse = staticmethod(parse_dialogue)
