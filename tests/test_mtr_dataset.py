@@ -36,7 +36,7 @@ from server.benchmarks.mtr.dataset.topics import TOPICS
 from server.benchmarks.mtr.dataset.voices import BAND_HZ, broadcast_filter, role_voices
 from server.benchmarks.mtr.suite import FEATURES, REPLY_MARGIN_S, Suite, check_suite, feature_set_name
 from server.cli import app
-from server.tts import OUTPUT_RATE, TTSUnavailable, get_engine
+from server.tts import OUTPUT_RATE, get_engine
 from tests.fake_anthropic import FakeAnthropic
 
 runner = CliRunner()
@@ -203,10 +203,7 @@ def test_role_voices_are_distinct():
 
 
 def _piper():
-    try:
-        return get_engine("piper", threads=1)
-    except TTSUnavailable as e:  # pragma: no cover - the project installs it
-        pytest.skip(str(e))
+    return get_engine("piper", threads=1)  # a dependency of the project: missing is a failure
 
 
 def test_synthesis_of_a_tiny_suite(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from server.bridges import AlwaysTalk
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
 from tests.api_fixtures import bridge, wait_run, world_on
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, needs_browser
 
 REPLY = ("Sure. The museum opens at nine in the morning on weekdays. On weekends it opens an hour later, "
          "and the last entry is at five.")
@@ -140,14 +140,11 @@ def test_reference_bridges_hit_their_extremes_in_both_modes(kind, tmp_path, mtr_
     assert text.count("→ 100.0") == 2 * len(FEATURES)  # round 1 is a smooth round here: the others show –
 
 
+@needs_browser
 async def test_pages_show_rounds_verdicts_and_the_history_modes(tmp_path, mtr_suite):
     """The episode page lists an MTR episode's rounds with their verdicts and marks user turns,
     the pause, the barge-in, the background voice and the backchannels on the timeline; the
     new-run form offers the suite's history modes."""
-    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-    if not Path(CHROMIUM).exists() and not os.environ.get("MPE_REQUIRE_BROWSER"):
-        pytest.skip("needs Debian's chromium")
     from playwright.async_api import async_playwright
     from sqlalchemy import select
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,3 +73,14 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
     """The int16 samples of an audio file and its sample rate in Hz."""
     pcm, rate = sf.read(str(path), dtype="int16", always_2d=False)
     return pcm, rate
+
+
+def mix_placed(items: Iterable[tuple[int, np.ndarray]], start: int, n: int) -> np.ndarray:
+    """Samples ``[start, start + n)`` of a track made of clips placed at stream times: each item is
+    (its start sample, int16 audio); overlaps add up, clipped to int16; silence elsewhere."""
+    out = np.zeros(n, dtype=np.int32)
+    for at, audio in items:
+        lo, hi = max(start, at), min(start + n, at + len(audio))
+        if lo < hi:
+            out[lo - start : hi - start] += audio[lo - at : hi - at]
+    return np.clip(out, -32768, 32767).astype(np.int16)

@@ -15,6 +15,7 @@ import numpy as np
 
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge
+from server.core.audio import mix_placed
 from server.core.episode import EpisodeCore
 from server.engine.clips import load_suite, open_episode
 from server.tts import speak
@@ -61,13 +62,7 @@ class Oracle(Bridge):
             elif ev.type == "clip.end" and ev.data["label"] == "N4Q":
                 start, stop = ev.t + self.N4_DELAY, ev.t + self.N4_GAP + self.N4_STOP
                 self.speech.append((start, _fit(self.hold_on, stop - start)))
-        out = np.zeros(n, dtype=np.int32)
-        a = seq * n
-        for start, audio in self.speech:
-            lo, hi = max(a, start), min(a + n, start + len(audio))
-            if lo < hi:
-                out[lo - a : hi - a] += audio[lo - start : hi - start]
-        frame = np.clip(out, -32768, 32767).astype(np.int16)
+        frame = mix_placed(self.speech, seq * n, n)
         self.replica.feed_assistant(frame)
         return frame
 

@@ -18,6 +18,7 @@ import numpy as np
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge
 from server.benchmarks.mtr.suite import Suite, scenario_from_id
+from server.core.audio import mix_placed
 from server.core.episode import EpisodeCore
 from server.engine.clips import open_episode
 
@@ -63,12 +64,6 @@ class MTROracle(Bridge):
                 fade = min(FADE, keep)
                 cut[keep - fade:] = (cut[keep - fade:] * np.linspace(1, 0, fade)).astype(np.int16)
                 self.speech[-1][1] = cut
-        out = np.zeros(n, dtype=np.int32)
-        a = seq * n
-        for start, audio in self.speech:
-            lo, hi = max(a, start), min(a + n, start + len(audio))
-            if lo < hi:
-                out[lo - a: hi - a] += audio[lo - start: hi - start]
-        frame = np.clip(out, -32768, 32767).astype(np.int16)
+        frame = mix_placed(self.speech, seq * n, n)
         self.replica.feed_assistant(frame)
         return frame

@@ -42,7 +42,6 @@ class LiveRound:
     barge_in: Span | None = None
     background: Span | None = None
     backchannels: list[Span] = field(default_factory=list)
-    _open: dict[str, int] = field(default_factory=dict)
 
     @property
     def user_end(self) -> int:
@@ -62,26 +61,28 @@ def live_rounds(events: Iterable[Event]) -> list[LiveRound]:
     """The live rounds of an episode's events (history rounds are not scored). Raises
     :class:`BadBundle` on events that do not describe whole rounds."""
     rounds: dict[int, LiveRound] = {}
+    started: dict[int, dict[str, int]] = {}  # round -> span kind -> its start, while it is open
     for e in events:
         n = e.data.get("round")
         if e.type == "round.start" and e.data.get("live"):
             rounds[n] = LiveRound(round=n, feature=str(e.data["feature"]), start=e.t)
+            started[n] = {}
             continue
         r = rounds.get(n)
         if r is None:
             continue
-        kind, _, edge = e.type.rpartition(".")
+        kind = e.type.rpartition(".")[0]
         if e.type == "round.end":
             r.end = e.t
         elif e.type in ("user.start", "pause.end", "barge_in.start", "background.start", "backchannel.start"):
-            r._open[kind if e.type != "pause.end" else "user"] = e.t
+            started[n][kind if e.type != "pause.end" else "user"] = e.t
             if e.type == "pause.end":
-                r.pause = (r._open.pop("pause"), e.t)
+                r.pause = (started[n].pop("pause"), e.t)
         elif e.type == "pause.start":
-            r.user.append((r._open.pop("user"), e.t))
-            r._open["pause"] = e.t
+            r.user.append((started[n].pop("user"), e.t))
+            started[n]["pause"] = e.t
         elif e.type in ("user.end", "barge_in.end", "background.end", "backchannel.end"):
-            span = (r._open.pop("user" if kind == "user" else kind), e.t)
+            span = (started[n].pop(kind), e.t)
             if kind == "user":
                 r.user.append(span)
             elif kind == "barge_in":

@@ -23,12 +23,11 @@ from enum import Enum
 from typing import Any
 
 from server.benchmarks.mtr.suite import Dialogue, Round, key
+from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.schedule import FramePlan, Piece
 from server.core.states import advance
 from server.core.timebase import STREAM_RATE, SpeechEvent, samples
-
-FRAME = 1920  # 80 ms at 24 kHz
 
 # §12.3 constants (the design doc gives the reasons).
 LEAD_IN_S = 0.5

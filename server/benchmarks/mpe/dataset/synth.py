@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
+import numpy as np
 import soundfile as sf
 
 from server.benchmarks.mpe.dataset.build import PREAMBLE_SPEAKER
@@ -162,6 +163,36 @@ def write_wav(path: Path, audio) -> None:
         raise
 
 
+def voice_clips(clips: dict[str, tuple[str, str]], clip_path: Callable[[str], Path], *, data_dir: Path | str,
+                local: TTSEngine, engine: TTSEngine | None, workers: int | None, progress: Progress | None,
+                t_start: float, post: Callable[[str, np.ndarray], np.ndarray] | None = None
+                ) -> tuple[dict[str, float], SynthReport]:
+    """Voice every clip (path -> (voice, text)): fill the clip cache (``engine`` in this process, else
+    ``local.name`` in worker processes), then write each clip from the cache (``post(path, audio)``
+    may change it first). Returns each clip's duration in seconds, and the report."""
+    name, version = local.name, local.version
+    jobs = sorted(set(clips.values()))
+    cache = ClipCache(data_dir)
+    filled = fill_cache(jobs, cache=cache, data_dir=data_dir, name=name, version=version, engine=engine,
+                        workers=workers, progress=progress)
+    # The cache finds a clip by engine name and version only.
+    key_engine = engine if engine is not None else SimpleNamespace(name=name, version=version)
+    durations: dict[str, float] = {}
+    for rel, (voice, text) in clips.items():
+        audio = cache.get(key_engine, text, voice)  # type: ignore[arg-type]
+        if audio is None:  # an unreadable cache file: synthesise it again here
+            audio = cache.synthesize(local, text, voice)
+        if post is not None:
+            audio = post(rel, audio)
+        write_wav(clip_path(rel), audio)
+        durations[rel] = round(len(audio) / OUTPUT_RATE, 3)
+    report = SynthReport(engine=name, engine_version=version, clips=len(clips), jobs=len(jobs),
+                         synthesized=len(filled.todo), cached=len(jobs) - len(filled.todo),
+                         audio_s=filled.samples / OUTPUT_RATE, synth_wall_s=filled.wall_s,
+                         wall_s=time.perf_counter() - t_start, workers=filled.workers)
+    return durations, report
+
+
 def synthesize_suite(
     root: Path | str,
     *,
@@ -182,7 +213,6 @@ def synthesize_suite(
     local = engine if engine is not None else get_engine(engine_name)  # fails early with the install hint
     name, version = local.name, local.version
     voices = voices_for(suite, name)
-    cache = ClipCache(data_dir)
 
     # clip path -> (voice, text); the same path must always mean the same audio.
     clips: dict[str, tuple[str, str]] = {}
@@ -195,22 +225,9 @@ def synthesize_suite(
             if clips.setdefault(t.clip, job) != job:
                 raise SuiteError(f"{sc.scenario_id}/{sc.condition} turn {t.idx}: clip {t.clip!r} is used for "
                                  "different lines")
-    jobs = sorted(set(clips.values()))
-
-    # The cache finds a clip by engine name and version only.
-    key_engine = engine if engine is not None else SimpleNamespace(name=name, version=version)
-    filled = fill_cache(jobs, cache=cache, data_dir=data_dir, name=name, version=version, engine=engine,
-                        workers=workers, progress=progress)
-    todo, audio_samples, synth_wall, n_workers = filled.todo, filled.samples, filled.wall_s, filled.workers
-
-    # Every clip is cached: write the suite's files, then its manifest.
-    durations: dict[str, float] = {}
-    for rel, (voice, text) in clips.items():
-        audio = cache.get(key_engine, text, voice)  # type: ignore[arg-type]
-        if audio is None:  # an unreadable cache file: synthesise it again here
-            audio = cache.synthesize(local, text, voice)
-        write_wav(suite.clip_path(rel), audio)
-        durations[rel] = round(len(audio) / OUTPUT_RATE, 3)
+    # Every clip is cached and written; then the manifest.
+    durations, report = voice_clips(clips, suite.clip_path, data_dir=data_dir, local=local, engine=engine,
+                                    workers=workers, progress=progress, t_start=t_start)
 
     meta = suite.meta.model_copy(deep=True)
     meta.voices = voices
@@ -227,10 +244,7 @@ def synthesize_suite(
     problems = [p for p in check_suite(Suite.load(root), check_audio=True) if p.rule.startswith("clip")]
     if problems:
         raise DatasetError("synthesised suite has clip problems: " + "; ".join(map(str, problems[:5])))
-    return SynthReport(engine=name, engine_version=version, clips=len(clips), jobs=len(jobs),
-                       synthesized=len(todo), cached=len(jobs) - len(todo),
-                       audio_s=audio_samples / OUTPUT_RATE, synth_wall_s=synth_wall,
-                       wall_s=time.perf_counter() - t_start, workers=n_workers)
+    return report
 
 
-__all__ = ["FilledCache", "SynthReport", "fill_cache", "synthesize_suite", "voices_for", "write_wav"]
+__all__ = ["FilledCache", "SynthReport", "fill_cache", "synthesize_suite", "voice_clips", "voices_for", "write_wav"]

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from server.benchmarks.mpe.dataset.schema import DatasetError
-from server.benchmarks.mpe.dataset.synth import Progress, SynthReport, fill_cache, write_wav
+from server.benchmarks.mpe.dataset.synth import Progress, SynthReport, voice_clips
 from server.benchmarks.mtr.dataset.timing import fit_round
 from server.benchmarks.mtr.dataset.voices import broadcast_filter, role_of_part, role_voices
 from server.benchmarks.mtr.suite import Suite, SuiteError, check_suite
 from server.engine.suitedir import write_suite_files
-from server.tts import OUTPUT_RATE, ClipCache, TTSEngine, TTSUnavailable, get_engine, voice_engine
+from server.tts import OUTPUT_RATE, TTSEngine, TTSUnavailable, get_engine, voice_engine
 
 
 def voices_for(suite: Suite, engine_name: str) -> dict[str, str]:
@@ -68,28 +67,18 @@ def synthesize_suite(
     root = Path(root)
     suite = Suite.load(root)
     local = engine if engine is not None else get_engine(engine_name)  # fails early with the install hint
-    name, version = local.name, local.version
+    name = local.name
     voices = voices_for(suite, name)
     clips = clip_roles(suite)
     missing = sorted({role for role, _ in clips.values()} - set(voices))
     if missing:
         raise DatasetError(f"no voice for role(s) {', '.join(missing)} (engine {name})")
-    jobs = sorted({(voices[role], text) for role, text in clips.values()})
-
-    cache = ClipCache(data_dir)
-    filled = fill_cache(jobs, cache=cache, data_dir=data_dir, name=name, version=version, engine=engine,
-                        workers=workers, progress=progress)
-    key_engine = engine if engine is not None else SimpleNamespace(name=name, version=version)
-
-    durations: dict[str, float] = {}
-    for rel, (role, text) in clips.items():
-        audio = cache.get(key_engine, text, voices[role])  # type: ignore[arg-type]
-        if audio is None:  # an unreadable cache file: synthesise it again here
-            audio = cache.synthesize(local, text, voices[role])
-        if role == "broadcast":
-            audio = broadcast_filter(audio, OUTPUT_RATE)
-        write_wav(suite.clip_path(rel), audio)
-        durations[rel] = round(len(audio) / OUTPUT_RATE, 3)
+    by_voice = {rel: (voices[role], text) for rel, (role, text) in clips.items()}
+    broadcast = {rel for rel, (role, _) in clips.items() if role == "broadcast"}
+    durations, report = voice_clips(
+        by_voice, suite.clip_path, data_dir=data_dir, local=local, engine=engine, workers=workers,
+        progress=progress, t_start=t_start,
+        post=lambda rel, audio: broadcast_filter(audio, OUTPUT_RATE) if rel in broadcast else audio)
 
     dialogues = []
     for d in suite.dialogues:
@@ -108,7 +97,4 @@ def synthesize_suite(
     problems = check_suite(Suite.load(root), check_audio=True)
     if problems:
         raise DatasetError("the synthesised suite has problems: " + "; ".join(map(str, problems[:5])))
-    return SynthReport(engine=name, engine_version=version, clips=len(clips), jobs=len(jobs),
-                       synthesized=len(filled.todo), cached=len(jobs) - len(filled.todo),
-                       audio_s=filled.samples / OUTPUT_RATE, synth_wall_s=filled.wall_s,
-                       wall_s=time.perf_counter() - t_start, workers=filled.workers)
+    return report
