@@ -20,6 +20,7 @@ CLOSE_TRY_AGAIN_LATER = 1013
 # Stable error codes -> close code (the only place this mapping exists).
 CLOSE_CODES: dict[str, int] = {
     "unauthorized": CLOSE_POLICY_VIOLATION,
+    "forbidden": CLOSE_POLICY_VIOLATION,  # the token lacks the scope (a read-only token as a bridge)
     "unsupported_version": CLOSE_PROTOCOL_ERROR,
     "bad_json": CLOSE_UNSUPPORTED_DATA,
     "unknown_type": CLOSE_PROTOCOL_ERROR,
@@ -30,6 +31,7 @@ CLOSE_CODES: dict[str, int] = {
     "bad_seq": CLOSE_PROTOCOL_ERROR,
     "message_too_big": CLOSE_MESSAGE_TOO_BIG,
     "timeout": CLOSE_PROTOCOL_ERROR,
+    "too_much_data": CLOSE_POLICY_VIOLATION,  # an attempt's text or stats over their total (protocol.md §11)
     "bridge_error": CLOSE_NORMAL,
     "shutdown": CLOSE_GOING_AWAY,
     "internal": CLOSE_INTERNAL_ERROR,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, Union
 
@@ -12,6 +14,10 @@ from clients.codec import PROTOCOL_VERSION
 from clients.errors import ProtocolError
 
 MAX_TEXT_MESSAGE = 64 * 1024
+# What one attempt stores of a bridge's side messages (docs/protocol.md §11); over it: ``too_much_data``.
+MAX_STATS_BYTES = 256 * 1024  # the attempt's stats, every ``stats`` message merged, as compact UTF-8 JSON
+MAX_TEXT_BYTES = 1024 * 1024  # the ``text`` of all its ``text`` messages, UTF-8
+MAX_TEXT_MESSAGES = 20_000  # its ``text`` messages
 Clock = Literal["lockstep", "realtime"]
 
 
@@ -177,7 +183,29 @@ def _explain(err: dict) -> str:
     return "has an invalid value"
 
 
-def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, type[_Msg]]):
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and surrogates (in a str from JSON: unpaired ones)
+
+
+def storable(value: Any) -> Any:
+    """JSON data with every character that a database or a UTF-8 document cannot hold -- NUL
+    (PostgreSQL refuses it in text) and unpaired surrogates (``"\\ud800"`` is valid JSON, but not
+    encodable as UTF-8) -- replaced by U+FFFD, in strings and object keys at any depth, and numbers
+    that JSON cannot write back (``1e999`` and ``NaN`` parse as non-finite floats) replaced by None.
+    The server applies it to everything a bridge sends (docs/protocol.md §4), so what it stores of a
+    bridge's messages is always storable and servable."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
+
+
+def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, type[_Msg]],
+           clean: bool = False):
     size = len(raw)
     if isinstance(raw, str) and 4 * size > MAX_TEXT_MESSAGE:  # the limit counts UTF-8 bytes
         size = len(raw.encode("utf-8", "surrogatepass"))
@@ -185,6 +213,8 @@ def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, t
         raise ProtocolError("text message too large", code="message_too_big")
     try:
         obj = json.loads(raw)
+        if clean:
+            obj = storable(obj)
     except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         raise ProtocolError("text message is not valid JSON", code="bad_json") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
@@ -208,8 +238,8 @@ def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, t
 
 
 def parse_bridge_message(raw: str | bytes) -> Hello | Text | Stats | Error:
-    """Parse a message sent by a bridge (server side)."""
-    return _parse(raw, _BRIDGE, _BRIDGE_TYPES)
+    """Parse a message sent by a bridge (server side), its text made :func:`storable` first."""
+    return _parse(raw, _BRIDGE, _BRIDGE_TYPES, clean=True)
 
 
 def parse_server_message(raw: str | bytes) -> Welcome | Status | EpisodeStart | EpisodeEnd | Error:

@@ -56,7 +56,7 @@ WIRE_LOG.addFilter(RedactSecrets())
 
 # Errors after which reconnecting cannot help (docs/protocol.md §10), and the client's own:
 # ``not_found`` (no bridge endpoint at the URL), ``refused`` (the upgrade was refused), ``bad_url``.
-FATAL_CODES = {"unauthorized", "unsupported_version", "bad_message", "unknown_type", "bad_json",
+FATAL_CODES = {"unauthorized", "forbidden", "unsupported_version", "bad_message", "unknown_type", "bad_json",
                "not_found", "refused", "bad_url"}
 
 
@@ -239,7 +239,9 @@ class BridgeClient:
             hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
                           sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context)
             await ws.send(hello.dumps())
-            first = parse_server_message(await ws.recv())
+            first = None
+            while first is None:  # §4: a message of a type this SDK does not know is skipped, even first
+                first = _known(await ws.recv())
             if isinstance(first, Error):
                 raise _remote(first)
             if not isinstance(first, Welcome):
@@ -272,12 +274,8 @@ class BridgeClient:
                         await ws.send(encode_frame(KIND_ASSISTANT, frame.seq, out))
                         await self._flush_outbox(ws)
                         continue
-                    try:
-                        msg = parse_server_message(raw)
-                    except ProtocolError as exc:
-                        if exc.code != "unknown_type":
-                            raise
-                        log.debug("ignored a server message: %s", exc)  # §4: v1 may add server messages
+                    msg = _known(raw)
+                    if msg is None:
                         continue
                     if isinstance(msg, Status):
                         self.status = msg
@@ -355,10 +353,25 @@ class BridgeClient:
             await ws.send(json.dumps(m))
 
 
+def _known(raw: str | bytes):
+    """A server message parsed (fields it does not know ignored), or None for a message of a type it
+    does not know (§4: protocol 1 may add server messages; a bridge ignores them)."""
+    try:
+        return parse_server_message(raw)
+    except ProtocolError as exc:
+        if exc.code != "unknown_type":
+            raise
+        log.debug("ignored a server message: %s", exc)
+        return None
+
+
 def _remote(msg: Error) -> Exception:
     if msg.code == "unauthorized":
         return AuthError(f"the server refused the token ({msg.message or 'unauthorized'}); "
                          "a team's tokens come from `mpe token create --team TEAM`", code=msg.code)
+    if msg.code == "forbidden":
+        return AuthError(f"the server refused the token ({msg.message or 'forbidden'}); a bridge needs a token "
+                         "with the bridge scope (`mpe token create --team TEAM --scope bridge`)", code=msg.code)
     cls = ProtocolError if msg.code in CLOSE_CODES else RemoteError
     return cls(f"server error {msg.code}: {msg.message}", code=msg.code)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import uuid
@@ -13,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 from starlette.websockets import WebSocket
 
+from clients.redact import RedactSecrets
 from server.api import install as install_api
 from server.api.errors import error_response
 from server.db import Database
@@ -78,12 +80,19 @@ def _socket_not_found(default):
     return not_found
 
 
+REDACT = RedactSecrets()
+SERVER_LOGGERS = ("uvicorn.access", "uvicorn.error")  # they log request paths: ?token=, signed URLs
+
+
 def uvicorn_config(app: FastAPI, host: str, port: int, **kw) -> uvicorn.Config:
     # Our own limits give clear errors; uvicorn's hard cap only stops abuse. PCM does not
     # compress: permessage-deflate would only cost CPU on every frame.
-    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", ws_max_size=1 << 20, ws_per_message_deflate=False,
-                          ws_ping_interval=20, ws_ping_timeout=60, log_level=kw.pop("log_level", "warning"),
-                          lifespan="on", **kw)
+    config = uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", ws_max_size=1 << 20,
+                            ws_per_message_deflate=False, ws_ping_interval=20, ws_ping_timeout=60,
+                            log_level=kw.pop("log_level", "warning"), lifespan="on", **kw)
+    for name in SERVER_LOGGERS:  # after the Config, which sets up uvicorn's logging
+        logging.getLogger(name).addFilter(REDACT)  # the same filter object: added once
+    return config
 
 
 class BackgroundServer:

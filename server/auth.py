@@ -1,48 +1,168 @@
-"""API tokens: random secrets shown once, stored as SHA-256 hashes, owned by a team."""
+"""API tokens: random secrets shown once, stored as SHA-256 hashes, owned by a team, with scopes
+and an optional expiry (docs/api.md "Tokens").
+
+Scopes say what a token may do: ``bridge`` serves episodes at ``/v1/bridge`` (and nothing else:
+a bridge cannot read the REST API), ``read`` reads and drives the team's REST API, pages and
+listen sockets, ``admin`` does everything for every team. A revoked or expired token fails at
+once, on open connections too (:class:`TokenWatch`).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import secrets
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import StrEnum
+from pathlib import Path
 
 from sqlalchemy import select
 
-from clients.errors import AuthError
-from server.db import Database, Token
+from clients.errors import AuthError, MPEError
+from server.db import Database, Token, utcnow
 
 TEAM_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+TOKEN_CHECK_S = 2.0  # how often an open connection looks again at its token
+
+
+class Scope(StrEnum):
+    """What a token may do."""
+
+    bridge = "bridge"  # serve episodes at /v1/bridge
+    read = "read"  # the team's REST API, pages and listen sockets
+    admin = "admin"  # everything, every team
+
+
+DEFAULT_SCOPES = frozenset({Scope.bridge, Scope.read})  # what every token could do before scopes existed
+
+
+class Forbidden(MPEError):
+    """This needs another scope (an admin token, say)."""
+
+    code = "forbidden"
 
 
 @dataclass(frozen=True)
 class Principal:
     team: str
-    admin: bool
+    scopes: frozenset[Scope]
     token_id: int
+
+    @property
+    def admin(self) -> bool:
+        return Scope.admin in self.scopes
+
+    def allows(self, scope: Scope) -> bool:
+        return self.admin or scope in self.scopes
+
+
+def parse_scopes(value: str | Iterable[str]) -> frozenset[Scope]:
+    """Scopes from ``"bridge,read"`` or a list of names; ValueError names an unknown one."""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    out = set()
+    for name in (n.strip() for n in names):
+        if name not in Scope.__members__:
+            raise ValueError(f"unknown scope {name!r} (scopes: {', '.join(Scope)})")
+        out.add(Scope(name))
+    if not out:
+        raise ValueError(f"a token needs at least one scope ({', '.join(Scope)})")
+    return frozenset(out)
+
+
+def format_scopes(scopes: Iterable[Scope]) -> str:
+    return ",".join(sorted(Scope(s).value for s in scopes))
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(db: Database, team: str, *, admin: bool = False, label: str = "") -> str:
+def create_token(db: Database, team: str, *, admin: bool = False, scopes: Iterable[str] | str | None = None,
+                 label: str = "", expires_in_s: float | None = None) -> str:
+    """A new token's secret (stored only as its hash). ``admin`` is the scope ``admin``; without
+    ``scopes`` a token may serve bridges and read (:data:`DEFAULT_SCOPES`)."""
     if not TEAM_RE.match(team):
         raise ValueError("team names are 1-64 characters of a-z, 0-9, '_' and '-'")
+    chosen = frozenset({Scope.admin}) if admin else DEFAULT_SCOPES if scopes is None else parse_scopes(scopes)
+    if expires_in_s is not None and expires_in_s <= 0:
+        raise ValueError("a token's lifetime must be positive")
+    expires = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
     token = "mpe_" + secrets.token_urlsafe(32)
     with db.session() as s:
-        s.add(Token(team=team, token_hash=hash_token(token), admin=admin, label=label))
+        s.add(Token(team=team, token_hash=hash_token(token), scopes=format_scopes(chosen), label=label,
+                    expires_at=expires))
     return token
 
 
-def authenticate(db: Database, token: str | None) -> Principal:
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # SQLite drops the zone
+
+
+def usable(row: Token | None) -> bool:
+    """Whether a stored token may be used now: known, not revoked, not expired."""
+    return row is not None and not row.revoked and (row.expires_at is None or _aware(row.expires_at) > utcnow())
+
+
+def principal_of(row: Token) -> Principal:
+    return Principal(team=row.team, scopes=parse_scopes(row.scopes), token_id=row.id)
+
+
+def require(p: Principal, scope: Scope) -> Principal:
+    """``p`` if it has ``scope``; Forbidden otherwise."""
+    if not p.allows(scope):
+        raise Forbidden(f"this token's scopes ({format_scopes(p.scopes)}) do not include {scope}")
+    return p
+
+
+def authenticate(db: Database, token: str | None, scope: Scope) -> Principal:
+    """The principal of a secret that may be used now and has ``scope``: AuthError for a missing,
+    unknown, revoked or expired token (one message for all three), Forbidden for a missing scope."""
     if not token:
         raise AuthError("missing token")
     with db.session() as s:
-        row = s.scalar(select(Token).where(Token.token_hash == hash_token(token), Token.revoked.is_(False)))
-    if row is None:
-        raise AuthError("invalid token")
-    return Principal(team=row.team, admin=row.admin, token_id=row.id)
+        row = s.scalar(select(Token).where(Token.token_hash == hash_token(token)))
+    if not usable(row):
+        raise AuthError("invalid, revoked or expired token")
+    return require(principal_of(row), scope)
+
+
+def still_usable(db: Database, token_id: int) -> bool:
+    with db.session() as s:
+        return usable(s.get(Token, token_id))
+
+
+class TokenWatch:
+    """Looks at an open connection's token every :data:`TOKEN_CHECK_S` seconds and calls
+    ``on_lost`` once (with the AuthError to report) when it is revoked or expires."""
+
+    def __init__(self, db: Database, token_id: int, on_lost: Callable[[AuthError], Awaitable[None] | None],
+                 every_s: float = TOKEN_CHECK_S):
+        self.db, self.token_id, self.on_lost, self.every_s = db, token_id, on_lost, every_s
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every_s)
+            if not await asyncio.to_thread(still_usable, self.db, self.token_id):
+                done = self.on_lost(AuthError("this token was revoked or has expired"))
+                if done is not None:
+                    await done
+                return
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+
+def read_token(token: str | None, token_file: Path | None) -> str | None:
+    """A command's token: from ``--token-file`` (its first line; no process list shows it) when
+    given, else ``--token`` / ``MPE_TOKEN``."""
+    if token_file is None:
+        return token
+    text = token_file.read_text("utf-8").strip()
+    return text.splitlines()[0].strip() if text else None
 
 
 def socket_token(conn) -> str | None:

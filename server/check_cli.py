@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 import httpx
@@ -24,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clients.errors import MPEError
+from server.auth import read_token
 from server.benchmarks.mpe.check.evaluate import CheckReport, Verdict
 from server.core.status import ACTIVE_RUN
 
@@ -163,7 +165,9 @@ def render(report: CheckReport, con: Console) -> None:
 def check(model: str = typer.Option(..., help="the model name your bridge announces (hello.model.name)"),
           server: str = typer.Option("ws://127.0.0.1:8600", help="the server, as your bridge is given it "
                                                                  "(ws://HOST:PORT; an http:// URL works too)"),
-          token: Optional[str] = typer.Option(None, envvar="MPE_TOKEN", help="a token of your team (or MPE_TOKEN)"),
+          token: Optional[str] = typer.Option(None, envvar="MPE_TOKEN", help="a token of your team (better: "
+                                              "MPE_TOKEN or --token-file, which no process list shows)"),
+          token_file: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="a file holding the token"),
           clocks: str = typer.Option("lockstep,realtime", help="clocks to check, comma-separated (a clock your "
                                                                "bridge does not announce is skipped)"),
           wait: float = typer.Option(120.0, min=1, help="give up after this many seconds without progress"),
@@ -174,8 +178,10 @@ def check(model: str = typer.Option(..., help="the model name your bridge announ
     The server plays the bridge two short probe episodes per clock (speech, silence, a request,
     an interruption) and judges frames, seq, timing, speech, reaction and reset. Exit status 0
     when no check failed, 1 when one did, 2 on an error (e.g. a wrong token)."""
+    token = read_token(token, token_file)
     if not token:
-        raise typer.BadParameter("a token of your team is needed: --token or MPE_TOKEN", param_hint="--token")
+        raise typer.BadParameter("a token of your team is needed: --token, --token-file or MPE_TOKEN",
+                                 param_hint="--token")
     options = CheckOptions(server=server, token=token, model=model, team=team, wait_s=wait,
                            clocks=[c.strip() for c in clocks.split(",") if c.strip()])
     report = asyncio.run(run_check(options, on_update=Follower(options)))

@@ -22,6 +22,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Duplex-MPE b
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
 token_app = typer.Typer(no_args_is_help=True, help="API tokens.")
 run_app = typer.Typer(no_args_is_help=True, help="Benchmark runs.")
+secret_app = typer.Typer(no_args_is_help=True, help="The server's secret for signed URLs.")
 
 
 class _BridgeGroup(TyperGroup):
@@ -41,6 +42,7 @@ bridge_app = typer.Typer(cls=_BridgeGroup, no_args_is_help=True,
     "`mpe bridge run …` (its options: `mpe bridge run --help`). `mpe bridge list` shows the bridges by name."))
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
+app.add_typer(secret_app, name="secret")
 app.add_typer(run_app, name="run")
 app.add_typer(bridge_app, name="bridge")
 console = Console(stderr=True)
@@ -83,17 +85,79 @@ def db_upgrade() -> None:
     console.print("database is at head")
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_s(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``12h`` or ``30d`` in seconds."""
+    unit = text[-1:].lower()
+    number = text[:-1] if unit in DURATION_UNITS else text
+    try:
+        value = float(number) * DURATION_UNITS.get(unit, 1)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a duration (e.g. 3600, 15m, 12h, 30d)") from None
+    if value <= 0:
+        raise typer.BadParameter("a duration must be positive")
+    return value
+
+
 @token_app.command("create")
 def token_create(team: str = typer.Option(..., help="team that owns the token"),
-                 admin: bool = typer.Option(False, help="admin token (sees all teams)"),
+                 admin: bool = typer.Option(False, help="admin token (sees all teams; the same as --scope admin)"),
+                 scope: Optional[str] = typer.Option(None, help="comma-separated: bridge (serve episodes), read "
+                                                     "(the team's REST API, pages, listening), admin (default: "
+                                                     "bridge,read; give a bridge host a bridge token)"),
+                 expires_in: Optional[str] = typer.Option(None, help="lifetime, e.g. 3600, 12h, 30d (default: "
+                                                          "until revoked)"),
                  label: str = typer.Option("", help="free-form note")) -> None:
     """Create an API token and print it (shown once; stored hashed)."""
     from server.auth import create_token
 
     try:
-        print(create_token(_db(load_settings()), team, admin=admin, label=label))
+        print(create_token(_db(load_settings()), team, admin=admin, scopes=scope, label=label,
+                           expires_in_s=_duration_s(expires_in) if expires_in else None))
     except ValueError as exc:
         raise typer.BadParameter(str(exc))
+
+
+@token_app.command("list")
+def token_list(team: Optional[str] = typer.Option(None, help="only this team's tokens"),
+               as_json: bool = typer.Option(False, "--json", help="one JSON object per token")) -> None:
+    """List the tokens (never their secrets): id, team, scopes, expiry, revoked, label."""
+    from sqlalchemy import select
+
+    from server.db import Token
+
+    with _db(load_settings()).session() as s:
+        rows = s.scalars(select(Token).where(*([Token.team == team] if team else [])).order_by(Token.id)).all()
+    for t in rows:
+        item = dict(id=t.id, team=t.team, scopes=t.scopes, revoked=t.revoked, label=t.label,
+                    expires_at=t.expires_at.isoformat() if t.expires_at else None)
+        print(json.dumps(item) if as_json else
+              f"{t.id}\t{t.team}\t{t.scopes}\t{'revoked' if t.revoked else 'active'}\t"
+              f"{item['expires_at'] or 'no expiry'}\t{t.label}")
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: int = typer.Argument(..., help="the token's id (mpe token list)")) -> None:
+    """Revoke a token: its requests and signed URLs fail at once, its open sockets close within seconds."""
+    from server.db import Token
+
+    with _db(load_settings()).session() as s:
+        row = s.get(Token, token_id)
+        if row is None:
+            raise typer.BadParameter(f"no token {token_id}")
+        row.revoked = True
+    console.print(f"token {token_id} revoked")
+
+
+@secret_app.command("rotate")
+def secret_rotate() -> None:
+    """Make a new secret for signed URLs (audio, listening): every URL signed before stops working."""
+    from server.api.signed import rotate_secret
+
+    rotate_secret(_db(load_settings()))
+    console.print("signed URLs now use a new secret; older ones no longer work")
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -230,7 +294,10 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
                                                       "first), e.g. my_bridge:MyBridge"),
                server: str = typer.Option("ws://127.0.0.1:8600", help="server address (ws://HOST:PORT; /v1/bridge "
                                                                       "is added)"),
-               token: str = typer.Option(None, envvar="MPE_TOKEN", help="API token (or MPE_TOKEN)"),
+               token: str = typer.Option(None, envvar="MPE_TOKEN", help="API token (better: MPE_TOKEN or "
+                                         "--token-file, which no process list shows)"),
+               token_file: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
+                                                         help="a file holding the token"),
                opt: list[str] = typer.Option([], help="bridge option key=value, a keyword argument of the bridge's "
                                                       "constructor (repeatable)"),
                endpoint: Optional[str] = typer.Option(None, help="endpoint bridges: URL of the model's own server"),
@@ -240,6 +307,7 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
                                                                    "episode")) -> None:
     """Run a bridge against a server until stopped (--max-episodes, --exit-when-idle or Ctrl-C)."""
     from clients.sdk import BridgeOptions, serve_bridge
+    from server.auth import read_token
     from server.bridges import create_bridge, create_bridge_from
 
     if (name is None) == (cls is None):
@@ -252,7 +320,8 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
         options["endpoint"] = endpoint
     b = create_bridge_from(cls, **options) if cls else create_bridge(name, **options)
     logging.getLogger("mpe").setLevel(logging.INFO)  # the SDK's one-line records: connection, status, episodes
-    asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=token, max_episodes=max_episodes,
+    asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=read_token(token, token_file),
+                                              max_episodes=max_episodes,
                                               exit_when_idle_s=exit_when_idle)))
 
 

@@ -75,9 +75,19 @@ class Token(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     team: Mapped[str] = mapped_column(String(64), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    scopes: Mapped[str] = mapped_column(String(40), default="bridge,read")  # server.auth.Scope, comma-separated
     label: Mapped[str] = mapped_column(String(200), default="")
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ServerSecret(Base):
+    """A key that signs short-lived URLs (server.api.signed); the newest one is in use."""
+
+    __tablename__ = "server_secrets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    secret: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -243,10 +253,11 @@ def _ensure_sqlite_dir(url: str) -> None:
 def make_engine(url: str) -> Engine:
     _ensure_sqlite_dir(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # hide_parameters: a failed statement's log line never shows its values (a token hash, say)
+    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True, hide_parameters=True)
 
 
 def upgrade(url: str) -> None:

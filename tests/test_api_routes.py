@@ -15,7 +15,7 @@ import pytest_asyncio
 import soundfile as sf
 from sqlalchemy import func, select
 
-from server.api.signed import sign
+from server.api.signed import current_secret, rotate_secret, sign
 from server.db import Attempt, Episode, EventRow, SegmentRow, Token
 from server.db import Suite as SuiteRow
 from server.engine.export import load_track
@@ -82,7 +82,7 @@ async def test_every_route_needs_a_valid_token(world):
     async with client(world, "admin") as adm:
         tok = (await adm.post("/v1/tokens", json={"team": "alpha", "label": "temp"})).json()
         async with httpx.AsyncClient(base_url=world.http, headers={"Authorization": f"Bearer {tok['token']}"}) as c:
-            assert (await c.get("/v1/me")).json() == {"team": "alpha", "admin": False}
+            assert (await c.get("/v1/me")).json() == {"team": "alpha", "admin": False, "scopes": ["bridge", "read"]}
             assert (await adm.delete(f"/v1/tokens/{tok['id']}")).json()["revoked"] is True
             err(await c.get("/v1/me"), 401, "unauthorized")
 
@@ -411,17 +411,31 @@ async def test_signed_audio_urls(world):
             err(await anon.get(f"/v1/episodes/{ep.id}/audio/room", params=params), 401, "unauthorized")
         err(await anon.get(f"/v1/episodes/{ep.id}/audio/mix", params=q), 401, "unauthorized")  # other track
         err(await anon.get(f"/v1/episodes/{world.eps['implicit'].id}/audio/room", params=q), 401, "unauthorized")
+        secret = current_secret(world.db)
+        past = int(time.time()) - 5
+        expired = dict(q, exp=str(past), sig=sign(secret, q["tid"], ep.id, "room", None, past))
+        err(await anon.get(f"/v1/episodes/{ep.id}/audio/room", params=expired), 401, "unauthorized")
+        # a URL dated further ahead than this server's URLs live: refused even with the real secret
+        far = int(time.time()) + 10 * 365 * 86400
+        forever = dict(q, exp=str(far), sig=sign(secret, q["tid"], ep.id, "room", None, far))
+        err(await anon.get(f"/v1/episodes/{ep.id}/audio/room", params=forever), 401, "unauthorized")
+        # what is stored beside a token is no key: its hash signs nothing
         with world.db.session() as s:
             tok = s.get(Token, int(q["tid"]))
-        past = int(time.time()) - 5
-        expired = dict(q, exp=str(past), sig=sign(tok.token_hash, ep.id, "room", None, past))
-        err(await anon.get(f"/v1/episodes/{ep.id}/audio/room", params=expired), 401, "unauthorized")
+        exp = int(time.time()) + 60
+        by_hash = dict(q, exp=str(exp), sig=sign(tok.token_hash, q["tid"], ep.id, "room", None, exp))
+        err(await anon.get(f"/v1/episodes/{ep.id}/audio/room", params=by_hash), 401, "unauthorized")
         # a valid signature for a team that cannot see the episode still gets 404
         with world.db.session() as s:
             beta = s.scalars(select(Token).where(Token.team == "beta")).first()
-        exp = int(time.time()) + 60
-        forged = {"tid": beta.id, "exp": exp, "sig": sign(beta.token_hash, ep.id, "room", None, exp)}
+        forged = {"tid": beta.id, "exp": exp, "sig": sign(secret, beta.id, ep.id, "room", None, exp)}
         err(await anon.get(f"/v1/episodes/{ep.id}/audio/room", params=forged), 404, "not_found")
+        # rotating the secret voids every URL signed before
+        assert (await anon.get(signed["url"], headers={"Range": "bytes=0-43"})).status_code == 206
+        rotate_secret(world.db)
+        err(await anon.get(signed["url"]), 401, "unauthorized")
+        fresh = (await a.get(f"/v1/episodes/{ep.id}/audio-url", params={"track": "room"})).json()
+        assert (await anon.get(fresh["url"], headers={"Range": "bytes=0-43"})).status_code == 206
 
 
 # --- suites and tokens -----------------------------------------------------------------------
@@ -435,8 +449,13 @@ async def test_suites(world):
         d = (await a.get(f"/v1/suites/{world.suites['alpha']}")).json()
         assert d["name"] == "mini" and d["available"] is True and d["conditions"] == {"explicit": 2, "implicit": 2}
         assert d["labels"]["T"] == 4 and d["labels"]["N4Q"] == 2 and d["meta"]["preamble"]["text"]
+        # alpha has a run of this suite that has not ended: no script; an admin sees it
         sc = (await a.get(f"/v1/suites/{world.suites['alpha']}/scenarios", params={"limit": 3})).json()
-        assert sc["total"] == 4 and len(sc["items"]) == 3 and sc["items"][0]["labels"][0] == "N2"
+        assert sc["total"] == 4 and len(sc["items"]) == 3
+        assert all(i["labels"] is None and i["t_bucket"] is None for i in sc["items"])
+        async with client(world, "admin") as adm:
+            sc = (await adm.get(f"/v1/suites/{world.suites['alpha']}/scenarios", params={"limit": 3})).json()
+        assert sc["items"][0]["labels"][0] == "N2" and sc["items"][0]["t_bucket"] == "middle"
         sc = (await a.get(f"/v1/suites/{world.suites['alpha']}/scenarios", params={"condition": "implicit"})).json()
         assert sc["total"] == 2 and {i["condition"] for i in sc["items"]} == {"implicit"}
         e1 = err(await b.get(f"/v1/suites/{world.suites['alpha']}"), 404, "not_found")
@@ -452,7 +471,8 @@ async def test_tokens_are_admin_only(world):
             err(await a.request(method, url, json=body), 403, "forbidden")
         page = (await adm.get("/v1/tokens", params={"limit": 200})).json()
         assert {t["team"] for t in page["items"]} >= {"alpha", "beta", "ops"}
-        assert all(set(t) == {"id", "team", "admin", "label", "revoked", "created_at"} for t in page["items"])
+        assert all(set(t) == {"id", "team", "admin", "scopes", "label", "revoked", "expires_at", "created_at"}
+                   for t in page["items"])
         assert [t["team"] for t in (await adm.get("/v1/tokens", params={"team": "beta"})).json()["items"]] == ["beta"]
         new = (await adm.post("/v1/tokens", json={"team": "gamma", "admin": False, "label": "ci"})).json()
         assert new["token"].startswith("mpe_") and new["team"] == "gamma" and new["revoked"] is False

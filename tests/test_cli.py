@@ -41,6 +41,16 @@ def test_token_run_status_and_errors(settings, mini_suite):
     assert token.startswith("mpe_") and len(token) > 30
     bad = mpe(settings, "token", "create", "--team", "Bad Team!", check=False)
     assert bad.returncode != 0 and "team names" in bad.stderr and "Traceback" not in bad.stderr
+    for args, needle in ((("--scope", "root"), "unknown scope"), (("--expires-in", "soon"), "not a duration")):
+        bad = mpe(settings, "token", "create", "--team", "lab", *args, check=False)
+        assert bad.returncode != 0 and needle in bad.stderr and "Traceback" not in bad.stderr
+    mpe(settings, "token", "create", "--team", "lab", "--scope", "bridge", "--expires-in", "12h", "--label", "gpu")
+    listed = [json.loads(line) for line in mpe(settings, "token", "list", "--team", "lab", "--json").stdout.splitlines()]
+    assert [(t["scopes"], t["expires_at"] is not None) for t in listed] == [("bridge,read", False), ("bridge", True)]
+    assert all(token not in line for line in mpe(settings, "token", "list").stdout.splitlines())
+    mpe(settings, "token", "revoke", str(listed[1]["id"]))
+    assert [t["revoked"] for t in map(json.loads, mpe(settings, "token", "list", "--json").stdout.splitlines())
+            if t["team"] == "lab"] == [False, True]
 
     out = mpe(settings, "run", "create", "--model", "m1", "--suite", str(mini_suite), "--clock", "realtime",
               "--conditions", "implicit", "--limit", "1", "--team", "lab", "--json").stdout
@@ -168,19 +178,25 @@ async def test_export_bundles(settings, db, mini_suite):
     assert p.returncode == 2 and "no run" in p.stderr
 
 
-def test_serve_bridge_wait_as_separate_processes(settings, mini_suite):
-    """The documented flow: `mpe serve`, `mpe run create`, `mpe bridge`, `mpe run wait`."""
+def test_serve_bridge_wait_as_separate_processes(settings, mini_suite, tmp_path):
+    """The documented flow: `mpe serve`, `mpe run create`, `mpe bridge`, `mpe run wait`; the bridge
+    reads its (bridge-only) token from a file, so no process list shows it."""
     from tests.test_engine_e2e import _free_port, _start_server
 
-    token = mpe(settings, "token", "create", "--team", "local").stdout.strip()
+    token = mpe(settings, "token", "create", "--team", "local", "--scope", "bridge").stdout.strip()
+    (tmp_path / "token").write_text(token + "\n")
     run = mpe(settings, "run", "create", "--model", "silent", "--suite", str(mini_suite), "--limit", "1").stdout.strip()
     port = _free_port()
     server = _start_server(settings, port)
-    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), MPE_TOKEN=token)
+    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir))
+    env.pop("MPE_TOKEN", None)
     bridge = subprocess.Popen([sys.executable, "-m", "server.cli", "bridge", "silent", "--server",
-                               f"ws://127.0.0.1:{port}", "--max-episodes", "2"], env=env,
+                               f"ws://127.0.0.1:{port}", "--max-episodes", "2", "--token-file",
+                               str(tmp_path / "token")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        with open(f"/proc/{bridge.pid}/cmdline", "rb") as cmd:
+            assert token.encode() not in cmd.read()
         p = mpe(settings, "run", "wait", run, "--timeout", "120")
         assert json.loads(p.stdout.strip().splitlines()[-1])["completed"] == 2
         assert bridge.wait(timeout=60) == 0  # exits by itself after --max-episodes

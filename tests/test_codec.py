@@ -249,7 +249,7 @@ def test_error_hierarchy_and_close_code_map():
         "unauthorized": 1008, "unsupported_version": 1002, "bad_json": 1003, "unknown_type": 1002,
         "bad_message": 1002, "unexpected_message": 1002, "binary_before_hello": 1002, "bad_frame": 1002,
         "bad_seq": 1002, "message_too_big": 1009, "timeout": 1002, "bridge_error": 1000, "shutdown": 1001,
-        "internal": 1011,
+        "internal": 1011, "too_much_data": 1008, "forbidden": 1008,
     }
 
 

@@ -205,7 +205,7 @@ async def test_refused_bridge_is_one_line_not_a_traceback(settings, db, outsider
     text = " ".join(err.split())
     assert rc == 2 and "Traceback" not in out + err
     if case == "wrong-token":
-        assert "error (unauthorized): the server refused the token (invalid token)" in text
+        assert "error (unauthorized): the server refused the token (invalid, revoked or expired token)" in text
     else:
         assert "error (not_found): no bridge endpoint at ws://127.0.0.1:" in text and "/api/v2/v1/bridge" in text
     assert wrong not in out + err and token not in out + err

@@ -106,6 +106,17 @@ def heard_events(h: Heard) -> list[tuple]:
     return [(m["t"], m["event"], {k: v for k, v in m["data"].items() if k != "text"}) for m in h.of("event")]
 
 
+# What a team's listener may hear of a Duplex-MPE episode while its run is unfinished (api.md "What
+# a team sees"): when the preamble and the clips played (by index), the model's speech as the
+# detector saw it, the end. Written out here, not taken from the code under test.
+TEAM_EVENTS = {"preamble.start": set(), "preamble.end": set(), "clip.start": {"idx"}, "clip.end": {"idx"},
+               "vad.onset": {"at", "seen_at"}, "vad.offset": {"at", "seen_at"}, "episode.end": set()}
+
+
+def team_view(events: list[tuple]) -> list[tuple]:
+    return [(t, ty, {k: v for k, v in d.items() if k in TEAM_EVENTS[ty]}) for t, ty, d in events if ty in TEAM_EVENTS]
+
+
 async def watch_hub(hub, episode_id: str, stats: dict, stop: asyncio.Event) -> None:
     """Record the worst backlog and drops of every listener while the episode is live."""
     while not stop.is_set():
@@ -123,13 +134,15 @@ async def test_listeners_hear_everything_and_a_stalled_one_costs_nothing(kind, t
                          conditions=["implicit"])
         with w.db.session() as s:
             ep_id = s.scalars(select(Episode).where(Episode.run_id == run)).one().id
-        path = f"/v1/episodes/{ep_id}/listen?token={w.tokens['alpha']}"
+        path = f"/v1/episodes/{ep_id}/listen?token={w.tokens['admin']}"  # admins hear the script too
         url = w.ws + path
         early = [Heard() for _ in range(3)]
+        team = Heard()  # the run's own team: no script while the run is unfinished
         tasks = [asyncio.create_task(listen(url, h)) for h in early]
+        tasks.append(asyncio.create_task(listen(f"{w.ws}/v1/episodes/{ep_id}/listen?token={w.tokens['alpha']}", team)))
         vanish = asyncio.create_task(listen(url, Heard(), until="hello"))
         stuck = [await asyncio.to_thread(stalled, w.server.port, path) for _ in range(2)]
-        while not all(h.of("waiting") for h in early):  # queued: the socket says so and waits
+        while not all(h.of("waiting") for h in [*early, team]):  # queued: the socket says so and waits
             await asyncio.sleep(0.01)
         stats: dict = {}
         stop = asyncio.Event()
@@ -173,6 +186,13 @@ async def test_listeners_hear_everything_and_a_stalled_one_costs_nothing(kind, t
             caps = [m["cap_left_s"] for m in h.of("status") if m["state"] == "t_wait_silence"]
             assert caps == sorted(caps, reverse=True) and 58 < caps[0] <= 60 and caps[-1] < 1
             assert [m["t"] for m in h.of("status")] == sorted(m["t"] for m in h.of("status"))
+        # the team heard every frame, but of the events only what its model heard anyway, and no state
+        assert team.seqs("room") == list(range(n)) and np.array_equal(team.pcm("room"), room)
+        assert np.array_equal(team.pcm("assistant"), assistant)
+        assert heard_events(team) == team_view(events) and any(e[1] == "clip.start" for e in team_view(events))
+        assert all("text" not in m["data"] for m in team.of("event"))
+        assert team.of("status") and {m["state"] for m in team.of("status")} == {"withheld"}
+        assert '"label"' not in json.dumps(team.json) and team.close_code == 1000
         # the late joiner got the history (events so far, loudness so far) and then every frame from there on
         hello = late.of("hello")[0]
         k = hello["t"] // FRAME
@@ -315,7 +335,7 @@ async def test_an_episode_on_another_server_is_tailed_from_the_database(tmp_path
         assert 0 < k < att.n_frames and len(h.json[1]["room"]) == k
         assert h.seqs("room") == list(range(k, att.n_frames)) and np.array_equal(h.pcm("room"), room[k * FRAME:])
         assert np.array_equal(h.pcm("assistant"), assistant[h.seqs("assistant")[0] * FRAME:])
-        assert heard_events(h) == db_events(w.db, att.id)
+        assert heard_events(h) == team_view(db_events(w.db, att.id))  # the team's token: no script
         assert [m["type"] for m in h.json[-2:]] == ["end", "done"] and h.close_code == 1000
 
 

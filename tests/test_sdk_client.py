@@ -96,6 +96,6 @@ def test_run_bridge_turns_a_refused_token_into_one_line(settings, db, caplog):
     errors = [r for r in caplog.records if r.name == "mpe.sdk" and r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is None
     line = errors[0].getMessage()
-    assert "\n" not in line and "the server refused the token (invalid token)" in line and line.endswith(
+    assert "\n" not in line and "the server refused the token (invalid, revoked or expired token)" in line and line.endswith(
         "(unauthorized)")
     assert not any(wrong[4:] in r.getMessage() for r in caplog.records)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
@@ -24,8 +25,9 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 
 
 class Guard:
-    """ASGI middleware: rejects request bodies over ``max_body`` bytes (413) and adds
-    security headers (no referrer: listen URLs carry tokens; a CSP on the pages)."""
+    """ASGI middleware: rejects request bodies over ``max_body`` bytes (413) and requests with a NUL
+    character anywhere (400, :func:`nul_in_request`), and adds security headers (no referrer: listen
+    URLs carry tokens; a CSP on the pages)."""
 
     def __init__(self, app, max_body: int = MAX_BODY):
         self.app, self.max_body = app, max_body
@@ -38,8 +40,9 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             drained = length.isdigit() and int(length) <= DRAIN_MAX and await _drain(receive)
             return await _too_large(send, self.max_body, close=not drained)
-        if length is None and headers.get(b"transfer-encoding"):  # chunked: read it here, bounded
-            body, more = b"", True
+        body = None
+        if (length is not None and length != b"0") or (length is None and headers.get(b"transfer-encoding")):
+            body, more = b"", True  # read it here (bounded): small JSON documents, checked below
             while more:
                 msg = await receive()
                 if msg["type"] != "http.request":
@@ -50,6 +53,9 @@ class Guard:
                     drained = not more or await _drain(receive, DRAIN_MAX - len(body))
                     return await _too_large(send, self.max_body, close=not drained)
             receive = _replay(body, receive)
+        where = nul_in_request(scope, body)
+        if where is not None:
+            return await _refuse(send, 400, "bad_request", f"requests must not contain NUL characters ({where} does)")
         pages = scope["path"].startswith("/ui")
 
         async def send_with_headers(msg):
@@ -92,12 +98,47 @@ async def _drain(receive, budget: int = 0) -> bool:
             return True
 
 
+def nul_in_request(scope, body: bytes | None) -> str | None:
+    """Where a request carries a NUL character (U+0000): ``"the path"``, ``"the query string"``, ``"the
+    body"``, or None. No name, label or filter needs one, and PostgreSQL cannot store one in text, so
+    the one rule for every route is here. In a JSON body a NUL is the escape ``\\u0000`` (raw
+    control characters are not JSON); the body is parsed only when that escape occurs in it."""
+    if "\x00" in scope.get("path", ""):
+        return "the path"
+    if b"\x00" in unquote_to_bytes(scope.get("query_string", b"").replace(b"+", b" ")):
+        return "the query string"
+    if body and (b"\x00" in body or (b"\\u0000" in body and _json_has_nul(body))):
+        return "the body"
+    return None
+
+
+def _json_has_nul(body: bytes) -> bool:
+    try:
+        return _has_nul(json.loads(body))
+    except (ValueError, RecursionError):
+        return False  # not JSON (or absurdly deep): the route answers that
+
+
+def _has_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 async def _too_large(send, limit: int, close: bool = True) -> None:
-    body = json.dumps(error_body("too_large", f"request bodies are limited to {limit} bytes")).encode()
+    await _refuse(send, 413, "too_large", f"request bodies are limited to {limit} bytes", close=close)
+
+
+async def _refuse(send, status: int, code: str, message: str, close: bool = False) -> None:
+    body = json.dumps(error_body(code, message)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if close:
         headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -22,7 +22,7 @@ from server.api.deps import Caller, State, bearer, visible_episode
 from server.api.errors import NotFound, RangeNotSatisfiable
 from server.api.schemas import ERRORS, AudioUrl
 from server.api.signed import query_string, signed_query, verify
-from server.auth import authenticate
+from server.auth import Scope, authenticate
 from server.core.status import AttemptStatus
 from server.db import Attempt, Database, Episode
 from server.engine.export import load_track
@@ -32,6 +32,7 @@ router = APIRouter(prefix="/v1", tags=["audio"], responses=ERRORS)
 Track = Literal["room", "assistant", "mix"]
 CACHE_BYTES = 128 << 20  # finished episodes' WAVs kept in memory for seeking
 RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+PAST_ANY_END = 1 << 62  # a byte offset of more digits than this has lies beyond every resource
 
 
 # --- pure helpers ---------------------------------------------------------------------------
@@ -41,23 +42,31 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     """Inclusive (start, end) of a single byte range, or None to send the whole body.
 
     Other units, several ranges and malformed headers are ignored (allowed by RFC 9110);
-    a range that starts beyond the end raises RangeNotSatisfiable (416).
+    a range that starts beyond the end raises RangeNotSatisfiable (416). Numbers may have any
+    number of digits (one too long for ``int()`` is simply past the end).
     """
     m = RANGE_RE.match((header or "").strip())
     if not m or m.groups() == ("", ""):
         return None
     a, b = m.groups()
     if not a:  # suffix range: the last b bytes
-        n = int(b)
+        n = _offset(b)
         if n == 0 or size == 0:
             raise RangeNotSatisfiable(size)
         return max(0, size - n), size - 1
-    start = int(a)
-    if b and int(b) < start:
+    start = _offset(a)
+    if b and _offset(b) < start:
         return None
     if start >= size:
         raise RangeNotSatisfiable(size)
-    return start, min(int(b) if b else size - 1, size - 1)
+    return start, min(_offset(b) if b else size - 1, size - 1)
+
+
+def _offset(digits: str) -> int:
+    """A byte offset of a Range header, however many digits it has (leading zeros are zeros; a
+    number too long to be an offset is :data:`PAST_ANY_END`)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) < 19 else PAST_ANY_END
 
 
 def wav_bytes(pcm: np.ndarray) -> bytes:
@@ -155,7 +164,7 @@ def audio(request: Request, episode_id: str, track: Track, state: State,
           sig: Annotated[str | None, Query(max_length=64)] = None) -> Response:
     """24 kHz 16-bit WAV: `room`, `assistant` or `mix` (stereo: left room, right assistant).
     Honours single byte ranges; a running episode serves what is recorded so far."""
-    p = authenticate(state.db, creds.credentials) if creds is not None else \
+    p = authenticate(state.db, creds.credentials, Scope.read) if creds is not None else \
         verify(state.db, tid, exp, sig, episode_id, track, attempt)
     with state.db.session() as s:
         ep, _ = visible_episode(s, p, episode_id)

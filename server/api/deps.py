@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from clients.errors import AuthError
 from server.api.errors import Forbidden, NotFound
-from server.auth import Principal, authenticate
+from server.auth import Principal, Scope, authenticate
 from server.db import Episode, Run
 from server.db import Suite as SuiteRow
 
@@ -41,7 +41,7 @@ def current_principal(request: Request,
     """The caller, from the request's bearer token; raises AuthError (401) when it is missing or invalid."""
     if creds is None:
         raise AuthError("missing token: send 'Authorization: Bearer <token>'")
-    return authenticate(get_state(request).db, creds.credentials)
+    return authenticate(get_state(request).db, creds.credentials, Scope.read)
 
 
 def admin_principal(p: Annotated[Principal, Depends(current_principal)]) -> Principal:

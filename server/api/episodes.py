@@ -28,6 +28,8 @@ from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode, EventRow, SegmentRow
+from server.db import Suite as SuiteRow
+from server.engine.disclosure import public_document, script_visible
 from server.engine.export import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
 from server.engine.registry import get_benchmark
 from server.scoring.results import load_episode_scores
@@ -133,11 +135,14 @@ def choose_attempt(ep: Episode, atts: list[Attempt], number: int | None) -> Atte
 @router.get("/episodes/{episode_id}", response_model=EpisodeOut, summary="One episode: events, segments, verdicts")
 def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber = None) -> dict:
     """One episode: the chosen attempt's events and detector segments (stream times in samples at
-    24 kHz), every attempt, the outcome, and the latest scores (null when not scored). 404 for
-    an unknown episode or attempt number."""
+    24 kHz), every attempt, the outcome, and the latest scores (null when not scored). Until the
+    run has ended (and always on a held-out suite) a team token gets no script: `script` is
+    `"withheld"`, `turns` is empty, only the benchmark's public events are listed and `scores`
+    is null; the outcome is shown. 404 for an unknown episode or attempt number."""
     with state.db.session() as s:
         ep, run = visible_episode(s, p, episode_id)
         atts = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id).order_by(Attempt.number)).all()
+        visible = script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta)
     chosen = choose_attempt(ep, atts, attempt)
     doc = episode_document(state.db, ep.id, chosen.id if chosen else None)
     doc["segments"] = doc.pop("live_segments")
@@ -151,6 +156,8 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
         outcome = bench.live_outcome([Event.from_json(e) for e in doc["events"]],
                                      [(g["start"], g["end"]) for g in doc["segments"]], chosen.n_frames * FRAME)
     end = doc.get("end_sample")
+    if not visible:  # the script, and the scores built on it, wait for the run's end (or for ever)
+        doc, scored = public_document(bench, doc), None
     doc.update(
         live=state.live.is_live(ep.id) and chosen is not None and chosen.status == AttemptStatus.running,
         attempts=[AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,

@@ -14,18 +14,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clients.errors import CLOSE_POLICY_VIOLATION, CLOSE_TRY_AGAIN_LATER, MPEError
+from server.auth import Forbidden
 from server.engine.leasing import BadRequest, NotFound
 
 log = logging.getLogger("mpe.api")
 
 __all__ = ["BadRequest", "NotFound", "Forbidden", "TooLarge", "RangeNotSatisfiable", "Conflict", "HTTP_STATUS",
            "error_body", "install_error_handlers", "ws_close_code"]
-
-
-class Forbidden(MPEError):
-    """This needs an admin token."""
-
-    code = "forbidden"
 
 
 class TooLarge(MPEError):

@@ -25,11 +25,14 @@ from server.api.deps import Caller, State, visible_episode
 from server.api.errors import Busy, SlowListener, ws_close_code
 from server.api.schemas import ERRORS, AudioUrl
 from server.api.signed import query_string, signed_query, verify
-from server.auth import authenticate, socket_token
+from server.auth import Scope, TokenWatch, authenticate, socket_token
 from server.core.audio import decode_audio
 from server.core.status import DONE_EPISODE, AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, Database, Episode, EventRow, now
+from server.db import Suite as SuiteRow
+from server.engine.disclosure import PublicEvents, script_visible
 from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, level
+from server.engine.registry import get_benchmark
 
 log = logging.getLogger("mpe.listen")
 router = APIRouter()
@@ -46,10 +49,14 @@ def _dumps(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _check(db: Database, p, episode_id: str) -> dict[int, str]:
+def _check(db: Database, p, episode_id: str) -> tuple[dict[int, str], PublicEvents | None]:
+    """The clip texts of a visible episode, and the public events when the caller may not see its
+    script (server.engine.disclosure; a running episode's run has not ended, so only admins do)."""
     with db.session() as s:
-        ep, _ = visible_episode(s, p, episode_id)
-        return {t["idx"]: t.get("text", "") for t in ep.scenario.get("turns", [])}
+        ep, run = visible_episode(s, p, episode_id)
+        if script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta):
+            return {t["idx"]: t.get("text", "") for t in ep.scenario.get("turns", [])}, None
+        return {}, get_benchmark(run.benchmark).public_events
 
 
 def _episode_state(db: Database, episode_id: str) -> tuple[EpisodeStatus, str | None, float | None, str | None]:
@@ -73,8 +80,9 @@ class Stream:
     """One listener's socket: follows the episode from waiting through the live hub (or another
     replica's rows in the database) to done."""
 
-    def __init__(self, ws: WebSocket, state: Any, episode_id: str, texts: dict[int, str]):
-        self.ws, self.state, self.episode_id, self.texts = ws, state, episode_id, texts
+    def __init__(self, ws: WebSocket, state: Any, episode_id: str, texts: dict[int, str],
+                 public: PublicEvents | None):
+        self.ws, self.state, self.episode_id, self.texts, self.public = ws, state, episode_id, texts, public
         self.client = asyncio.create_task(_drain_client(ws))
 
     async def send(self, item: str | bytes) -> None:
@@ -111,7 +119,7 @@ class Stream:
             if ch is not None:
                 if len(ch.listeners) >= hub.max_listeners:
                     raise Busy("too many listeners on this episode; try again later")
-                listener = hub.new_listener()
+                listener = hub.new_listener(self.public)
                 ch.attach(listener)
                 await self.pump(listener)
                 continue
@@ -128,7 +136,7 @@ class Stream:
                 said = status
                 await self.send(_dumps({"type": "waiting", "status": status}))
             # Queued (or between attempts): be attached the moment an attempt opens here.
-            listener = hub.new_listener()
+            listener = hub.new_listener(self.public)
             hub.expect(self.episode_id, listener)
             try:
                 if hub.get(self.episode_id) is None:
@@ -188,7 +196,8 @@ class Stream:
                 first = False
             for eid, et, etype, edata in events:
                 last_event = eid
-                await self.send(event_message(et, etype, edata, self.texts))
+                if (text := event_message(et, etype, edata, self.texts, self.public)) is not None:
+                    await self.send(text)
             for f in frames:
                 await self.send(f)
             if att_status != AttemptStatus.running:
@@ -232,7 +241,7 @@ def listen_url(episode_id: str, p: Caller, state: State) -> AudioUrl:
 def _principal(db: Database, ws: WebSocket, episode_id: str):
     token = socket_token(ws)
     if token is not None or "sig" not in ws.query_params:
-        return authenticate(db, token)
+        return authenticate(db, token, Scope.read)
     q = ws.query_params
     return verify(db, q.get("tid"), q.get("exp"), q.get("sig"), episode_id, "listen")
 
@@ -243,11 +252,14 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
     JSON messages: waiting, hello, levels, event, status, end, done, error (docs/api.md)."""
     state = ws.app.state.mpe
     await ws.accept()
-    stream = None
+    stream = watch = None
     try:
         p = await asyncio.to_thread(_principal, state.db, ws, episode_id)
-        texts = await asyncio.to_thread(_check, state.db, p, episode_id)
-        stream = Stream(ws, state, episode_id, texts)
+        texts, public = await asyncio.to_thread(_check, state.db, p, episode_id)
+        stream = Stream(ws, state, episode_id, texts, public)
+        # a revoked or expired token closes the socket (the stream then ends as if the client left)
+        watch = TokenWatch(state.db, p.token_id,
+                           lambda exc: _close(ws, ws_close_code(exc), exc.code, exc.message))
         await stream.follow()
         await _close(ws, 1000)
     except ClientGone:
@@ -260,6 +272,8 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
     finally:
         if stream is not None:
             stream.client.cancel()
+        if watch is not None:
+            watch.cancel()
 
 
 async def _close(ws: WebSocket, code: int, err: str | None = None, message: str = "") -> None:

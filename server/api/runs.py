@@ -18,6 +18,7 @@ from server.db import Suite as SuiteRow
 from server.engine.leasing import cancel_run, create_run
 from server.engine.matching import context_note
 from server.engine.progress import RunProgress, run_label, runs_progress
+from server.engine.suitedir import suite_inside
 from server.scoring.results import latest_scoring, load_run_metrics
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
@@ -25,8 +26,8 @@ router = APIRouter(prefix="/v1", responses=ERRORS)
 
 @router.get("/me", response_model=Principal, tags=["auth"], summary="Who this token is")
 def me(p: Caller) -> Principal:
-    """The team of the calling token and whether it is an admin token."""
-    return Principal(team=p.team, admin=p.admin)
+    """The team of the calling token, its scopes and whether it is an admin token."""
+    return Principal(team=p.team, admin=p.admin, scopes=sorted(p.scopes))
 
 
 def resolve_suite_dir(root: Path | None, rel: str) -> Path:
@@ -42,6 +43,8 @@ def resolve_suite_dir(root: Path | None, rel: str) -> Path:
     target = (base / p).resolve()  # symlinks resolved before the containment check
     if not target.is_relative_to(base) or not (target / SUITE_FILE).is_file():
         raise BadRequest(f"no suite {rel!r} under the suites root")
+    if not suite_inside(target, base):
+        raise BadRequest(f"suite {rel!r} has files outside the suites root (symlinks are followed)")
     return target
 
 

@@ -7,6 +7,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
+from server.auth import Scope
 from server.core.benchmark import Outcome  # each benchmark's outcome adds its own fields
 from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
 from server.settings import MAX_INFLIGHT
@@ -44,10 +45,12 @@ class PageOf(BaseModel, Generic[T]):
 
 
 class Principal(BaseModel):
-    """Who a token belongs to: its team and whether it is an admin token."""
+    """Who a token belongs to: its team, its scopes and whether it is an admin token."""
 
     team: str
     admin: bool
+    scopes: list[Scope] = Field(description="bridge: serve episodes; read: the team's REST API, pages and listen "
+                                            "sockets; admin: everything, every team")
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -265,8 +268,8 @@ class ScenarioItem(BaseModel):
     pair_id: str
     condition: str
     n_speakers: int
-    t_bucket: str
-    labels: list[str]
+    t_bucket: str | None = Field(description="where T lies; null while the script is withheld (api.md)")
+    labels: list[str] | None = Field(description="the turns' labels; null while the script is withheld")
     duration_s: float
 
 
@@ -290,7 +293,11 @@ class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     team: str = Field(pattern=TEAM_RE)
-    admin: bool = False
+    admin: bool = Field(default=False, description="the scope admin (the same as scopes: [admin])")
+    scopes: list[Scope] | None = Field(default=None, min_length=1,
+                                       description="bridge, read, admin (default: bridge and read)")
+    expires_in_s: int | None = Field(default=None, ge=60, le=10 * 365 * 86400,
+                                     description="lifetime in seconds (default: until revoked)")
     label: str = Field(default="", max_length=200)
 
 
@@ -300,8 +307,10 @@ class TokenOut(BaseModel):
     id: int
     team: str
     admin: bool
+    scopes: list[Scope]
     label: str
     revoked: bool
+    expires_at: datetime | None
     created_at: datetime
 
 

@@ -16,8 +16,9 @@ from server.api.schemas import ERRORS, Condition, PageOf, ScenarioItem, SuiteDet
 from server.benchmarks.mpe.suite import Suite, SuiteError
 from server.db import Suite as SuiteRow
 from server.engine.clips import load_suite
+from server.engine.disclosure import suite_script_visible
 from server.engine.registry import benchmark_name_of_suite, get_benchmark
-from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE
+from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, suite_inside
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
 MAX_DIRS = 200
@@ -70,7 +71,7 @@ def available(p: Caller, state: State) -> list[SuiteDir]:
         if len(found) >= MAX_DIRS:
             break
         d = f.parent.resolve()
-        if not d.is_relative_to(base):  # a symlink pointing out of the root
+        if not suite_inside(d, base):  # a symlink pointing out of the root
             continue
         try:
             bench = get_benchmark(benchmark_name_of_suite(d))
@@ -114,14 +115,18 @@ def _readable(row: SuiteRow) -> bool:
 def scenarios(suite_id: str, p: Caller, state: State, paging: Paging,
               condition: Annotated[Condition | None, Query()] = None) -> PageOf[ScenarioItem]:
     """A suite's scenarios, optionally of one condition (none when its files are missing or changed
-    on disk). 404 when the suite is not visible to you."""
+    on disk). Turn labels and the T position are null while your team has a run of the suite
+    that has not ended, and always on a held-out suite (admins see them). 404 when the suite is
+    not visible to you."""
     with state.db.session() as s:
         row = visible_suite(s, p, suite_id)
+        visible = suite_script_visible(s, p, row)
     suite = _load(row)
     items = [sc for sc in (suite.scenarios if suite else ()) if condition is None or sc.condition == condition]
     page = items[paging.offset:paging.offset + paging.limit]
     return PageOf[ScenarioItem](
         items=[ScenarioItem(scenario_id=sc.scenario_id, pair_id=sc.pair_id, condition=sc.condition,
-                            n_speakers=sc.n_speakers, t_bucket=sc.t_bucket, labels=sc.labels,
+                            n_speakers=sc.n_speakers, t_bucket=sc.t_bucket if visible else None,
+                            labels=sc.labels if visible else None,
                             duration_s=round(sum(t.duration_s for t in sc.turns), 2)) for sc in page],
         total=len(items), limit=paging.limit, offset=paging.offset)

@@ -10,14 +10,16 @@ from sqlalchemy import func, select
 from server.api.deps import Admin, Paging, State
 from server.api.errors import NotFound
 from server.api.schemas import ERRORS, PageOf, TokenCreate, TokenCreated, TokenOut
-from server.auth import create_token, hash_token
+from server.auth import create_token, hash_token, parse_scopes
 from server.db import Token
 
 router = APIRouter(prefix="/v1", tags=["tokens"], responses={**ERRORS, 403: ERRORS[401]})
 
 
 def _out(t: Token) -> dict:
-    return dict(id=t.id, team=t.team, admin=t.admin, label=t.label, revoked=t.revoked, created_at=t.created_at)
+    scopes = sorted(parse_scopes(t.scopes))
+    return dict(id=t.id, team=t.team, admin="admin" in scopes, scopes=scopes, label=t.label, revoked=t.revoked,
+                expires_at=t.expires_at, created_at=t.created_at)
 
 
 @router.get("/tokens", response_model=PageOf[TokenOut], summary="List tokens (never their secrets)")
@@ -37,7 +39,8 @@ def list_tokens(_p: Admin, state: State, paging: Paging,
 @router.post("/tokens", status_code=201, response_model=TokenCreated, summary="Create a token")
 def create(body: TokenCreate, _p: Admin, state: State) -> TokenCreated:
     """A new token for a team, with its secret, shown only this once. Admin only (403)."""
-    secret = create_token(state.db, body.team, admin=body.admin, label=body.label)
+    secret = create_token(state.db, body.team, admin=body.admin, scopes=body.scopes, label=body.label,
+                          expires_in_s=body.expires_in_s)
     with state.db.session() as s:
         row = s.scalar(select(Token).where(Token.token_hash == hash_token(secret)))
     return TokenCreated(**_out(row), token=secret)
@@ -45,8 +48,8 @@ def create(body: TokenCreate, _p: Admin, state: State) -> TokenCreated:
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut, summary="Revoke a token")
 def revoke(token_id: int, _p: Admin, state: State) -> TokenOut:
-    """Revoke a token: its requests and signed URLs fail at once. Admin only (403); 404 for an
-    unknown token."""
+    """Revoke a token: its requests and signed URLs fail at once, and its open bridge and listen
+    sockets close within a few seconds. Admin only (403); 404 for an unknown token."""
     with state.db.session() as s:
         row = s.get(Token, token_id)
         if row is None:

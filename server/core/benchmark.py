@@ -17,10 +17,17 @@ from typing import Any, ClassVar, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.core.events import Event
+from server.core.events import TEXT, Event
 from server.core.schedule import Scheduler
 
 Span = tuple[int, int]
+
+#: the events of every benchmark that tell only what the model did (its speech as the detector saw
+#: it, its text) or that the episode ended: event type -> the data fields that may be shown
+MODEL_EVENTS: Mapping[str, frozenset[str]] = {
+    "vad.onset": frozenset({"at", "seen_at"}), "vad.offset": frozenset({"at", "seen_at"}),
+    TEXT: frozenset({"seq", "text"}), "episode.end": frozenset(),
+}
 
 
 class SuiteLike(Protocol):
@@ -122,6 +129,11 @@ class Benchmark(ABC):
     #: docs/protocol.md §5.1): only bridges that accept context (``hello.accepts_context``) are
     #: leased them, and their schedulers' ``context_frames`` is > 0
     context_conditions: ClassVar[frozenset[str]] = frozenset()
+    #: what of an episode's events a team may see while its run is unfinished (and never more on a
+    #: held-out suite; server.engine.disclosure): event type -> data fields. Every other event, and
+    #: every other field, belongs to the script (labels, texts, addressees, the scheduler's
+    #: decisions that follow from them)
+    public_events: ClassVar[Mapping[str, frozenset[str]]] = MODEL_EVENTS
 
     # --- suites ----------------------------------------------------------------------------
 

@@ -12,9 +12,9 @@ from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, max_binary_size
-from clients.errors import CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError
+from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError
 from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Status, Welcome, parse_bridge_message
-from server.auth import Principal, authenticate, socket_token
+from server.auth import Principal, Scope, TokenWatch, authenticate, socket_token
 from server.db import BridgeRow, utcnow
 from server.engine.clips import open_episode
 from server.engine.leasing import fail_run, lease_episode
@@ -156,9 +156,9 @@ async def bridge_endpoint(ws: WebSocket) -> None:
     settings = state.settings
     await ws.accept()
     bridge_id = None
-    reader = None
+    reader = watch = None
     try:
-        principal = await asyncio.to_thread(authenticate, state.db, socket_token(ws))
+        principal = await asyncio.to_thread(authenticate, state.db, socket_token(ws), Scope.bridge)
         hello = await _receive_hello(ws, settings.handshake_timeout_s)
         row = BridgeRow(team=principal.team, admin=principal.admin, model_name=hello.model.name,
                         model_revision=hello.model.revision, sample_rate=hello.sample_rate,
@@ -168,6 +168,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         await ws.send_text(Welcome(bridge_id=bridge_id).dumps())
         conn = WSConnection(ws, principal, hello)
         reader = asyncio.create_task(conn.reader())
+        # a revoked or expired token ends the connection (and a running attempt) like a fatal message
+        watch = TokenWatch(state.db, principal.token_id, conn.queue.put_nowait)
         status = StatusReporter(state.db, conn, principal, hello, bridge_id)
         await status.report()
         while not state.stopping.is_set():
@@ -187,7 +189,7 @@ async def bridge_endpoint(ws: WebSocket) -> None:
                 core = await asyncio.to_thread(open_episode, lease.suite_path, lease.scenario,
                                                suite_hash=lease.suite_hash, audio_hash=lease.audio_hash)
             except MPEError as exc:  # §8: a changed or broken suite ends its run, not the bridge
-                log.error("run %s failed: %s", lease.run_id, exc)
+                log.error("run %s failed: %s%s", lease.run_id, exc, f" ({exc.__cause__})" if exc.__cause__ else "")
                 await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
                 status.after_episode()
                 continue
@@ -198,6 +200,9 @@ async def bridge_endpoint(ws: WebSocket) -> None:
     except (Disconnected, WebSocketDisconnect):
         pass
     except MPEError as exc:
+        if exc.code not in CLOSE_CODES:  # not a code of the protocol (§9): a fault of the server, told as one
+            log.error("bridge connection failed: %s (%s)", exc, exc.code)
+            exc = MPEError("internal error")
         await _close_with_error(ws, exc.code, exc.message, exc.close_code)
     except Exception:
         log.exception("bridge connection failed")
@@ -206,6 +211,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
     finally:
         if reader is not None:
             reader.cancel()
+        if watch is not None:
+            watch.cancel()
         if bridge_id is not None:
             await asyncio.to_thread(_mark_disconnected, state.db, bridge_id)
 

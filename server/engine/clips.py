@@ -85,12 +85,20 @@ def episode_audio(loaded: LoadedSuite, scenario: Mapping[str, Any]) -> tuple[dic
 
 def open_episode(suite_path: str, scenario: Mapping[str, Any], *, suite_hash: str | None,
                  audio_hash: str | None) -> EpisodeCore:
-    """The pure core of one attempt, after checking the suite is still the run's (§8)."""
-    loaded = load_suite(suite_path)
-    if suite_hash and loaded.suite.content_hash() != suite_hash:
-        raise SuiteChanged(f"the suite at {suite_path} changed on disk since the run was created")
-    clips, digest = episode_audio(loaded, scenario)
+    """The pure core of one attempt, after checking the suite is still the run's (§8). Whatever
+    keeps it from being so -- files changed, moved, removed or unreadable -- is :class:`SuiteChanged`,
+    with a message that names no server path (runs and attempts store it; the cause is chained)."""
+    try:
+        loaded = load_suite(suite_path)
+        if suite_hash and loaded.suite.content_hash() != suite_hash:
+            raise SuiteChanged("the suite changed on disk since the run was created")
+        clips, digest = episode_audio(loaded, scenario)
+    except SuiteChanged:
+        raise
+    except (MPEError, OSError) as exc:  # a suite error names its files; the run's record must not
+        raise SuiteChanged("the suite can no longer be read on the server (moved, removed or damaged "
+                           "since the run was created)") from exc
     if audio_hash and digest != audio_hash:
-        raise SuiteChanged(f"the clips of this episode in {suite_path} changed since the run was created")
+        raise SuiteChanged("the clips of this episode changed on disk since the run was created")
     scheduler = loaded.benchmark.scheduler(scenario, {k: len(v) for k, v in clips.items()})
     return EpisodeCore(scheduler, clips)

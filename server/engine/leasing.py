@@ -4,6 +4,12 @@ A run = model name × suite × conditions × clock (× limit): one episode per s
 Bridges lease episodes with an expiry (``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL, a
 conditional UPDATE everywhere), renew the lease while they run, and give the episode back
 on failure so that the next free bridge retries it from fresh model state.
+
+One lock order everywhere (PostgreSQL): a unit of work that changes a run or its episodes locks
+the run row first (:func:`_lock_run`), then the run's episodes, then their attempts, and decides
+on what it reads under those locks. Two of them never wait on each other in a cycle, and a cancel
+sees every episode as the last unit of work left it. SQLite has no row locks; there
+:func:`_lock_run` takes the database's one write lock first, for the same effect.
 """
 
 from __future__ import annotations
@@ -203,20 +209,23 @@ def lease_episode(
     if not accepts_context:
         with db.session() as s:
             fits = [not_(context_episodes(s, *mine))]
-    q = (
-        select(Episode, Run)
-        .join(Run, Run.id == Episode.run_id)
-        .where(*mine, *fits, runnable)
-        .order_by(Run.created_at, Episode.ordinal)
-        .limit(1)
-        .with_for_update(of=Episode, skip_locked=True)
-    )
+    # which run to serve (unlocked: the run is locked before any of its episodes, then looked at again)
+    pick = (select(Episode.run_id).join(Run, Run.id == Episode.run_id).where(*mine, *fits, runnable)
+            .order_by(Run.created_at, Episode.ordinal).limit(1))
     for _ in range(20):  # skip episodes whose retries are exhausted, or that another server won
         with db.session() as s:
-            row = s.execute(q).first()
-            if row is None:
+            run_id = s.scalar(pick)
+            if run_id is None:
                 return None
-            ep, run = row
+            run = _lock_run(s, run_id)
+            if run is None or run.status not in ACTIVE_RUN:
+                continue  # cancelled or failed meanwhile
+            ep = s.scalar(select(Episode).join(Run, Run.id == Episode.run_id)
+                          .where(Episode.run_id == run.id, *fits, runnable)
+                          .order_by(Episode.ordinal).limit(1)
+                          .with_for_update(of=Episode, skip_locked=True))
+            if ep is None:
+                continue  # taken meanwhile
             stale_attempt = ep.current_attempt_id if ep.status == EpisodeStatus.running else None
             if stale_attempt:  # §10: a dead server or bridge costs one attempt
                 s.execute(update(Attempt).where(
@@ -257,10 +266,8 @@ def lease_episode(
                     settings={"max_inflight": run.max_inflight},
                 )
             )
-            if run.status == RunStatus.queued:  # its first lease starts the run (unless it was just cancelled)
-                s.execute(update(Run).where(Run.id == run.id,
-                                            Run.status.in_(sources(RUN_TRANSITIONS, RunStatus.running)))
-                          .values(status=RunStatus.running))
+            if run.status == RunStatus.queued:  # its first lease starts the run (read under the run's lock)
+                run.status = advance(RUN_TRANSITIONS, run.status, RunStatus.running)
             suite_path, suite_hash = s.execute(select(SuiteRow.path, SuiteRow.content_hash)
                                                .where(SuiteRow.id == run.suite_id)).one()
             instructions = get_benchmark(run.benchmark).duty_text if run.text_prompt else None
@@ -270,7 +277,10 @@ def lease_episode(
 
 
 def renew_lease(db: Database, lease: Lease, owner: str, lease_s: float) -> bool:
-    """Extend the lease; False if it was lost (taken over, or the run was cancelled or failed)."""
+    """Extend the lease; False if it was lost (taken over, or the run was cancelled or failed).
+
+    The one unit of work that does not lock the run first: it locks one episode row and waits for
+    nothing after it (the run's status is read, not locked), so it cannot close a cycle."""
     with db.session() as s:
         n = s.execute(
             update(Episode)
@@ -302,6 +312,9 @@ def finish_attempt(
     ``max_attempts`` such attempts (a bridge that always dies at once still ends the episode).
     """
     with db.session() as s:
+        run = _lock_run(s, lease.run_id)  # the run, then the episode, then the attempt (see the module)
+        ep = s.scalar(select(Episode).where(Episode.id == lease.episode_id).with_for_update()
+                      .execution_options(populate_existing=True))
         att = s.get(Attempt, lease.attempt_id)
         unstarted = not ok and not answered
         att.end_sample, att.n_frames = end_sample, n_frames
@@ -312,12 +325,10 @@ def finish_attempt(
                                  AttemptStatus.unstarted if unstarted else AttemptStatus.failed)
             att.ended_at = utcnow()
             att.error_code, att.error_message = error_code, (error_message or None) and error_message[:2000]
-        ep = s.get(Episode, lease.episode_id, with_for_update=True)
         if ep.current_attempt_id == lease.attempt_id and ep.status == EpisodeStatus.running:
-            run = s.get(Run, ep.run_id)
             if ok:
                 new, ep.completed_attempt_id = EpisodeStatus.completed, lease.attempt_id
-            elif run.status == RunStatus.cancelled:
+            elif run.status not in ACTIVE_RUN:  # cancelled (or failed) before this attempt ended: not retried
                 new = EpisodeStatus.cancelled
             else:
                 if unstarted and s.scalar(select(func.count()).select_from(Attempt).where(
@@ -330,10 +341,21 @@ def finish_attempt(
             _maybe_finish_run(s, ep.run_id)
 
 
+def _lock_run(s: Session, run_id: str) -> Run | None:
+    """The run, locked until ``s`` ends and read afresh, or None: the first lock of every unit of
+    work here (the module's lock order). PostgreSQL: ``SELECT … FOR UPDATE`` of its row. SQLite has
+    no row locks and serialises writers: a no-op UPDATE takes the write lock now, so what ``s``
+    reads next is not changed by anyone else before it commits."""
+    if s.get_bind().dialect.name == "sqlite":
+        s.execute(update(Run).where(Run.id == run_id).values(status=Run.status)
+                  .execution_options(synchronize_session=False))
+    return s.scalar(select(Run).where(Run.id == run_id).with_for_update()
+                    .execution_options(populate_existing=True))
+
+
 def _maybe_finish_run(s, run_id: str) -> None:
-    # Lock the run first: two last episodes finishing at once must not both see the other open.
-    run = s.execute(select(Run).where(Run.id == run_id).with_for_update()
-                    .execution_options(populate_existing=True)).scalar_one()
+    # The caller holds the run's lock already: two last episodes finishing at once must not both see the other open.
+    run = _lock_run(s, run_id)
     open_ = s.scalar(
         select(func.count()).select_from(Episode).where(Episode.run_id == run_id, Episode.status.not_in(DONE_EPISODE))
     )
@@ -345,13 +367,13 @@ def fail_run(db: Database, lease: Lease, code: str, message: str) -> None:
     """End a run that cannot go on (e.g. its suite changed on disk): the leased attempt fails
     with ``code``, every open episode is cancelled, the run is ``failed`` with ``message``."""
     with db.session() as s:
-        run = s.execute(select(Run).where(Run.id == lease.run_id).with_for_update()).scalar_one()
-        s.execute(update(Attempt).where(
-            Attempt.id == lease.attempt_id, Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.failed)))
-            .values(status=AttemptStatus.failed, error_code=code, error_message=message[:2000], ended_at=utcnow()))
+        run = _lock_run(s, lease.run_id)  # the run, then its episodes, then the attempt (see the module)
         s.execute(update(Episode).where(
             Episode.run_id == run.id, Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled)))
             .values(status=EpisodeStatus.cancelled, lease_owner=None, lease_expires=None))
+        s.execute(update(Attempt).where(
+            Attempt.id == lease.attempt_id, Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.failed)))
+            .values(status=AttemptStatus.failed, error_code=code, error_message=message[:2000], ended_at=utcnow()))
         if run.status in ACTIVE_RUN:
             run.status = advance(RUN_TRANSITIONS, run.status, RunStatus.failed)
             run.error, run.finished_at = message, utcnow()
@@ -361,7 +383,7 @@ def cancel_run(db: Database, run_id: str) -> None:
     """Cancel a run that can still move on: queued episodes at once, running ones when their session
     next flushes; a run that has ended is left as it is. Raises :class:`NotFound` for an unknown run."""
     with db.session() as s:
-        run = s.get(Run, run_id)
+        run = _lock_run(s, run_id)  # the run, then its episodes (see the module): its status is read under the lock
         if run is None:
             raise NotFound("no such run")
         if run.status in ACTIVE_RUN:

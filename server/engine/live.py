@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+from server.engine.disclosure import PublicEvents, public_event, public_status
 
 log = logging.getLogger("mpe.live")
 
@@ -68,11 +69,19 @@ def levels(pcm: np.ndarray) -> list[int]:
     return out.tolist()
 
 
-def event_message(t: int, type_: str, data: dict, texts: dict[int, str]) -> str:
-    """A listener's ``event`` message; clip events carry the clip's text (issue 5)."""
-    data = dict(data)
-    if type_ in ("clip.start", "clip.end") and "idx" in data:
-        data["text"] = texts.get(data["idx"], "")
+def event_message(t: int, type_: str, data: dict, texts: dict[int, str],
+                  public: PublicEvents | None = None) -> str | None:
+    """A listener's ``event`` message; clip events carry the clip's text (issue 5). For a listener
+    who may not see the script (``public``: the benchmark's public events) only the public part of
+    the event, without texts; None when none of it is public."""
+    if public is not None:
+        data = public_event(public, type_, data)
+        if data is None:
+            return None
+    else:
+        data = dict(data)
+        if type_ in ("clip.start", "clip.end") and "idx" in data:
+            data["text"] = texts.get(data["idx"], "")
     return _dumps({"type": "event", "t": t, "t_s": round(t / STREAM_RATE, 3), "event": type_, "data": data})
 
 
@@ -92,8 +101,9 @@ def _safe(method: Callable) -> Callable:
 class Listener:
     """One listener's bounded queues; the sender task drains them with :meth:`next_batch`."""
 
-    def __init__(self, *, audio_max: int = AUDIO_MAX, json_max: int = JSON_MAX):
+    def __init__(self, *, audio_max: int = AUDIO_MAX, json_max: int = JSON_MAX, public: PublicEvents | None = None):
         self.audio_max, self.json_max = audio_max, json_max
+        self.public = public  # None: sees the script; else only these events (server.engine.disclosure)
         self.audio: deque[bytes] = deque()
         self.json: deque[str] = deque()
         self.status: str | None = None
@@ -165,9 +175,11 @@ class EpisodeChannel:
         self.episode_id, self.attempt_id, self.run_id, self.clock = episode_id, attempt_id, run_id, clock
         self.text = {t["idx"]: t.get("text", "") for t in turns}
         self.listeners: set[Listener] = set()
-        self.history: list[str] = []  # every JSON event so far, for late joiners
+        self.raw: list[tuple[int, str, dict]] = []  # every event so far, for late joiners
+        self.history: list[str] = []  # ... as the listeners who see the script get them
         self.levels: dict[str, list[int]] = {"room": [], "assistant": []}
         self.last_status: str | None = None
+        self.public_status: str | None = None  # last_status without the scheduler's state
         self.t = 0  # stream samples published so far (room)
         self.ended: str | None = None
 
@@ -181,10 +193,15 @@ class EpisodeChannel:
                                    "sample_rate": STREAM_RATE, "frame_samples": FRAME, "t": self.t}))
         listener.push_json(_dumps({"type": "levels", "room": self.levels["room"],
                                    "assistant": self.levels["assistant"]}))
-        for text in self.history:
-            listener.push_json(text)
+        if listener.public is None:
+            for text in self.history:
+                listener.push_json(text)
+        else:
+            for t, type_, data in self.raw:
+                if (text := event_message(t, type_, data, {}, listener.public)) is not None:
+                    listener.push_json(text)
         if self.last_status is not None:
-            listener.set_status(self.last_status)
+            listener.set_status(self.last_status if listener.public is None else self.public_status)
         if self.ended is not None:
             listener.finish(self.ended)
         else:
@@ -204,10 +221,10 @@ class EpisodeChannel:
             self._event(e.t, e.type, e.data)
         # §3 state for people: sent on a change of phase and every few frames otherwise.
         if events or seq % STATUS_EVERY == 0:
-            self.last_status = _dumps({"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3),
-                                       **status()})
+            state = {"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3), **status()}
+            self.last_status, self.public_status = _dumps(state), _dumps(public_status(state))
             for lst in self.listeners:
-                lst.set_status(self.last_status)
+                lst.set_status(self.last_status if lst.public is None else self.public_status)
         if self.listeners:
             data = encode_frame(KIND_ROOM, seq, pcm)
             for lst in self.listeners:
@@ -239,9 +256,13 @@ class EpisodeChannel:
 
     def _event(self, t: int, type_: str, data: dict) -> None:
         text = event_message(t, type_, data, self.text)
+        self.raw.append((t, type_, data))
         self.history.append(text)
         for lst in self.listeners:
-            lst.push_json(text)
+            if lst.public is None:
+                lst.push_json(text)
+            elif (public := event_message(t, type_, data, {}, lst.public)) is not None:
+                lst.push_json(public)
 
 
 class LiveHub:
@@ -283,8 +304,9 @@ class LiveHub:
     def is_live(self, episode_id: str) -> bool:
         return episode_id in self.channels
 
-    def new_listener(self) -> Listener:
-        return Listener(audio_max=self.audio_max, json_max=self.json_max)
+    def new_listener(self, public: PublicEvents | None = None) -> Listener:
+        """A listener who sees the script (``public`` None) or only the public events."""
+        return Listener(audio_max=self.audio_max, json_max=self.json_max, public=public)
 
     def expect(self, episode_id: str, listener: Listener) -> None:
         """Attach ``listener`` the moment an attempt of this episode opens here."""

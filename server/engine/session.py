@@ -11,13 +11,14 @@ room frame; the core puts that audio, not the bridge's answer, on the assistant 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from clients.codec import KIND_CONTEXT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
 from clients.errors import MPEError, ProtocolError
-from clients.messages import EpisodeEnd, EpisodeStart, Reference
+from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, EpisodeEnd, EpisodeStart, Reference
 from server.core.audio import FrameResampler
 from server.core.detector import DETECTOR_VERSION
 from server.core.episode import FRAME, EpisodeCore
@@ -33,6 +34,35 @@ class AttemptAborted(MPEError):
     """The attempt ended early (lease lost, run cancelled, server shutting down)."""
 
     code = "aborted"
+
+
+class SideDataBudget:
+    """What one attempt stores of the bridge's ``text`` and ``stats`` messages is bounded
+    (docs/protocol.md §11): at most MAX_TEXT_MESSAGES texts of MAX_TEXT_BYTES in all, and stats that,
+    merged, take at most MAX_STATS_BYTES as compact JSON (a key sent again replaces its old value,
+    and its size). A message that would go over is not stored: ``too_much_data``, fatal."""
+
+    def __init__(self) -> None:
+        self.texts = self.text_bytes = self.stats_bytes = 0
+        self.stats_sizes: dict[str, int] = {}  # per key: the size of ``"key":value,`` in the merged JSON
+
+    def take_text(self, text: str) -> None:
+        n = len(text.encode("utf-8"))
+        if self.texts >= MAX_TEXT_MESSAGES:
+            raise ProtocolError(f"more than {MAX_TEXT_MESSAGES} text messages in one episode", code="too_much_data")
+        if self.text_bytes + n > MAX_TEXT_BYTES:
+            raise ProtocolError(f"the text messages of one episode exceed {MAX_TEXT_BYTES} bytes", code="too_much_data")
+        self.texts, self.text_bytes = self.texts + 1, self.text_bytes + n
+
+    def take_stats(self, data: dict[str, Any]) -> None:
+        sizes = {k: len(json.dumps({k: v}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) - 1
+                 for k, v in data.items()}
+        total = self.stats_bytes + sum(n - self.stats_sizes.get(k, 0) for k, n in sizes.items())
+        if total > MAX_STATS_BYTES:
+            raise ProtocolError(f"the stats of one episode exceed {MAX_STATS_BYTES} bytes (merged, as JSON)",
+                                code="too_much_data")
+        self.stats_sizes.update(sizes)
+        self.stats_bytes = total
 
 
 class Connection(Protocol):
@@ -82,6 +112,7 @@ class EpisodeSession:
         self.flushing: asyncio.Task | None = None
         self.frames_in = 0  # assistant frames received
         self.context_replies_nonsilent = 0  # bridge frames with sound in teacher-forced slots (ignored there)
+        self.side = SideDataBudget()  # §11: the bridge's text and stats this attempt stores are bounded
 
     def _us(self, t: float) -> int:
         return int(round((t - self.t0) * 1e6))
@@ -199,11 +230,13 @@ class EpisodeSession:
 
     def _on_side_message(self, msg) -> None:
         if msg.type == "text":
+            self.side.take_text(msg.text)
             ev = Event(t=msg.seq * FRAME, type=TEXT, data={"seq": msg.seq, "text": msg.text})
             self.rec.add_events([ev])
             if self.observer is not None:
                 self.observer.events([ev])
         elif msg.type == "stats":
+            self.side.take_stats(msg.data)
             self.rec.stats.update(msg.data)
 
     async def _lockstep(self) -> None:

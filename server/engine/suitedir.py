@@ -57,6 +57,14 @@ def suite_root(path: Path | str) -> Path:
     return path.parent if path.name == SUITE_FILE and path.is_file() else path
 
 
+def suite_inside(root: Path, base: Path) -> bool:
+    """Whether the suite directory ``root`` and its manifest files (``suite.json``,
+    ``scenarios.jsonl``), every symlink resolved, all lie inside the directory ``base`` (a suites
+    root). Its clips are kept inside ``root`` by :func:`clip_path`."""
+    base = base.resolve()
+    return all(p.resolve().is_relative_to(base) for p in (root, root / SUITE_FILE, root / SCENARIOS_FILE))
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()

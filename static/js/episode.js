@@ -39,7 +39,10 @@ function facts() {
     item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
     item("Outcome", !o ? "–" : o.failures.length ? o.failures.join(", ").replaceAll("_", " ") : "passed",
       o && o.source === "live" ? el("span", { class: "muted small" }, " (live detector, not scored)") : ""),
-    doc.dialogue
+    doc.script === "withheld"
+      ? el("div", { class: "span2" }, el("dt", {}, "Script"), el("dd", { id: "script-withheld" },
+        "withheld until the run has ended (always, on a held-out suite): labels, texts and answers are not shown"))
+      : doc.dialogue
       ? el("div", { class: "span2" }, el("dt", {}, "Dialogue"), el("dd", {}, `${doc.dialogue.topic} · set ${doc.dialogue.set} · `
         + (doc.round ? `live round ${doc.round} (rounds before it: ground truth)` : "every round live")))
       : el("div", { class: "span2" }, el("dt", {}, "Gold answer"), el("dd", {}, doc.gold_answer ?? "–")));
@@ -146,6 +149,7 @@ function statusText(s) {
     case "responding": return `Round ${s.round} (${s.feature}): the model is answering`;
     case "barge": return `Round ${s.round} (${s.feature}): the user barges in`;
     case "ended": return "Episode ended";
+    case "withheld": return "Playing (the scheduler's state is part of the script, withheld until the run ends)";
     default: return s.state;
   }
 }

@@ -18,7 +18,7 @@ from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
-from server.core.benchmark import Benchmark, EpisodeSpec, Span
+from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
 from server.core.events import Event
 from server.core.schedule import PREAMBLE
 
@@ -35,6 +35,9 @@ class DuplexMPE(Benchmark):
     conditions = tuple(CONDITIONS)
     duty_text = DUTY_TEXT  # the paper's duty instruction (App. A3.1), sent only when a run asks for it
     failure_types = outcome.FAILURES
+    # what the model heard anyway: when the preamble and each clip (by index only) played
+    public_events = {**MODEL_EVENTS, "preamble.start": frozenset(), "preamble.end": frozenset(),
+                     "clip.start": frozenset({"idx"}), "clip.end": frozenset({"idx"})}
 
     def load_suite(self, path: str | Path) -> Suite:
         return Suite.load(path)

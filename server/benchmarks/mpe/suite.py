@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from server.engine.suitedir import (
     SCENARIOS_FILE,
@@ -97,6 +97,8 @@ class SuiteMeta(_Manifest):
     seed: int
     voices: dict[str, str]
     preamble: Preamble
+    held_out: bool = Field(default=False, exclude_if=lambda v: not v,
+                           description="the script is for admin tokens only (server.engine.disclosure)")
 
 
 class Suite:

@@ -18,7 +18,7 @@ from server.benchmarks.mtr.entry import MTREpisodeScore
 from server.benchmarks.mtr.rules import FAILURES
 from server.benchmarks.mtr.scheduler import RoundScheduler
 from server.benchmarks.mtr.suite import BENCHMARK_NAME, HISTORY_MODES, Dialogue, Suite, scenario_of, validate_suite
-from server.core.benchmark import Benchmark, EpisodeSpec, Span
+from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
 from server.core.events import Event
 
 
@@ -32,6 +32,9 @@ class MTRDuplexBench(Benchmark):
     context_conditions = frozenset({"gt"})
     dataset_cli = "server.benchmarks.mtr.dataset.cli"
     failure_types = FAILURES
+    # what the model heard anyway: where the history and each round's user turns are (no features)
+    public_events = {**MODEL_EVENTS, **{f"{k}.{e}": frozenset({"round", "part"}) for k in ("user", "round", "history")
+                                        for e in ("start", "end")}}
 
     def load_suite(self, path: str | Path) -> Suite:
         return Suite.load(path)

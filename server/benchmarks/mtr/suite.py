@@ -130,6 +130,8 @@ class MTRMeta(_M):
     seed: int
     voices: dict[str, str] = Field(description="role (user, assistant, third, broadcast) -> voice spec")
     audio: Literal["pending"] | None = None
+    held_out: bool = Field(default=False, exclude_if=lambda v: not v,
+                           description="the script is for admin tokens only (server.engine.disclosure)")
 
 
 def key(round_: int, part: str) -> str:
