@@ -46,8 +46,11 @@ class Hello(_Msg):
     #: the bridge takes assistant-context frames (kind 3, teacher forcing): only such bridges are
     #: given episodes with ``episode.start.context_frames`` (docs/protocol.md §5.1)
     accepts_context: bool = False
+    #: the bridge asks to be told what it plays (``episode.start.reference``): oracle-style reference
+    #: bridges only; granted to admin tokens, refused (``forbidden``) to any other (§4.3)
+    wants_reference: bool = False
 
-    _omit_default = ("accepts_context",)
+    _omit_default = ("accepts_context", "wants_reference")
 
 
 class Welcome(_Msg):
@@ -81,7 +84,8 @@ class Status(_Msg):
 
 
 class Reference(_Msg):
-    """Only admin bridges receive this (oracle-style reference bridges)."""
+    """Only admin bridges that asked for it (``hello.wants_reference``) receive this (oracle-style
+    reference bridges)."""
 
     model_config = ConfigDict(extra="allow")
     scenario_id: str

@@ -70,6 +70,9 @@ class BaseBridge(ABC):
     #: True: the model can be given its own past output (``force``), so the bridge is also leased
     #: episodes that start with assistant-context frames (teacher forcing, docs/protocol.md §5.1)
     accepts_context: bool = False
+    #: True: an oracle-style reference bridge, told what each episode plays (``episode.reference``);
+    #: only an admin token may ask (docs/protocol.md §4.3)
+    wants_reference: bool = False
 
     def __init__(self) -> None:
         self._outbox: list[dict] = []
@@ -237,7 +240,8 @@ class BridgeClient:
         url, ws = await self._connect()
         async with ws:
             hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
-                          sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context)
+                          sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context,
+                          wants_reference=b.wants_reference)
             await ws.send(hello.dumps())
             first = None
             while first is None:  # §4: a message of a type this SDK does not know is skipped, even first

@@ -39,6 +39,7 @@ class Scripted(Bridge):
     per frame slows it down."""
 
     clocks = ("lockstep", "realtime")
+    wants_reference = True
 
     def __init__(self, name: str, speech: np.ndarray, delay_s: float = 0.0, start: int = 40, always: bool = False):
         super().__init__()

@@ -250,3 +250,32 @@ async def test_no_credential_in_the_server_logs(tmp_path, mini_suite, caplog):
             with w.db.session() as s:
                 s.add(Token(team="x" * 65, token_hash=h, scopes="read"))  # too long a team name
         assert "INSERT INTO tokens" in str(exc.value) and h not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_only_an_admin_bridge_that_asks_is_told_what_it_plays(kind, tmp_path, mini_suite):
+    """``hello.wants_reference``: an admin bridge that does not ask plays like any bridge under
+    test (no reference); one that asks gets it; a team's bridge that asks is refused."""
+
+    class Asks(Slow):
+        wants_reference = True
+
+        def reset(self, episode: EpisodeStart) -> None:
+            self.seen = episode.reference
+
+    async with world_on(kind, tmp_path, mini_suite) as w:
+        async with websockets.connect(f"{w.ws}/v1/bridge", additional_headers=headers(w.tokens["alpha"])) as ws:
+            await ws.send(json.dumps({"type": "hello", "protocol": 1, "model": {"name": "m", "revision": ""},
+                                      "wants_reference": True}))
+            got = await _read_until_closed(ws, 10)
+        assert got[-1]["code"] == "forbidden" and ws.close_code == 1008
+        for model, b, expect in (("plain", Slow("plain", delay_s=0), None), ("asks", Asks("asks", delay_s=0), "s-p1")):
+            run = create_run(w.db, team="alpha", model=model, suite_path=str(w.suite), clock="lockstep", limit=1,
+                             conditions=["explicit"])
+            async with bridge(w, b, token=w.tokens["admin"]) as task:  # an admin's bridge serves alpha's run
+                await wait_run(w.db, run, [task])
+            if expect is None:  # Slow.reset asserts there is no reference
+                with w.db.session() as s:
+                    assert s.scalars(select(Episode.status).where(Episode.run_id == run)).one() == "completed"
+            else:
+                assert b.seen.scenario_id == expect and b.seen.condition == "explicit"

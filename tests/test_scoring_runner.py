@@ -42,6 +42,7 @@ class Talker(Bridge):
     name = "talker"
     clocks = ("lockstep",)
     blocking = False
+    wants_reference = True
 
     def __init__(self, suite: str, say):
         super().__init__()

@@ -14,7 +14,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, max_binary_size
 from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError
 from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Status, Welcome, parse_bridge_message
-from server.auth import Principal, Scope, TokenWatch, authenticate, socket_token
+from server.auth import Forbidden, Principal, Scope, TokenWatch, authenticate, socket_token
 from server.db import BridgeRow, utcnow
 from server.engine.clips import open_episode
 from server.engine.leasing import fail_run, lease_episode
@@ -45,7 +45,7 @@ class WSConnection:
 
     def __init__(self, ws: WebSocket, principal: Principal, hello: Hello):
         self.ws = ws
-        self.admin = principal.admin
+        self.reference = principal.admin and hello.wants_reference  # episode.start tells it what it plays
         self.bridge_rate = hello.sample_rate
         self.accepts_context = hello.accepts_context  # §5.1: may be sent assistant-context frames
         self.n_samples = frame_samples(hello.sample_rate)
@@ -160,6 +160,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
     try:
         principal = await asyncio.to_thread(authenticate, state.db, socket_token(ws), Scope.bridge)
         hello = await _receive_hello(ws, settings.handshake_timeout_s)
+        if hello.wants_reference and not principal.admin:
+            raise Forbidden("only an admin token may ask for the reference (hello.wants_reference)")
         row = BridgeRow(team=principal.team, admin=principal.admin, model_name=hello.model.name,
                         model_revision=hello.model.revision, sample_rate=hello.sample_rate,
                         clocks=list(hello.clocks), accepts_context=hello.accepts_context,

@@ -69,7 +69,7 @@ class Connection(Protocol):
     """What a session needs from a bridge connection (see server.engine.bridge_ws)."""
 
     bridge_rate: int
-    admin: bool
+    reference: bool  # an admin bridge that asked (hello.wants_reference): episode.start carries the reference
     accepts_context: bool  # hello.accepts_context: only then may an episode have context frames
 
     async def send_text(self, text: str) -> None: ...
@@ -120,7 +120,7 @@ class EpisodeSession:
     async def run(self) -> None:
         lease = self.lease
         ref = None
-        if self.conn.admin:  # only admin bridges ever learn what they are playing
+        if self.conn.reference:  # only admin bridges that asked ever learn what they are playing
             sc = lease.scenario
             ref = Reference(scenario_id=sc["scenario_id"], condition=sc["condition"])
         # §4: the duty as text only when the run asked for a text prompt (the lease carries it)

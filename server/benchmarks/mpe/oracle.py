@@ -29,6 +29,7 @@ class Oracle(Bridge):
 
     name = "oracle"
     clocks = ("lockstep",)
+    wants_reference = True
     blocking = False
     ANSWER_DELAY = 7_200  # 0.3 s after T ends
     N4_DELAY = 9_600  # 0.4 s after N4Q ends

@@ -31,6 +31,7 @@ class MTROracle(Bridge):
     name = "mtr-oracle"
     clocks = ("lockstep",)
     accepts_context = True
+    wants_reference = True
     blocking = False
 
     def __init__(self, data_dir: Path, suite: str | None = None):
