@@ -20,17 +20,27 @@ def redact(text: str) -> str:
 
 class RedactSecrets(logging.Filter):
     """Masks credentials in the records of the logger it is added to (transport libraries log
-    request headers and URLs at debug level). A record's arguments keep their places (formatters
-    such as uvicorn's access log unpack them): each argument that holds a credential is replaced
-    by its masked text."""
+    request headers and URLs at debug level). Where masking the arguments one by one gives the
+    masked message, the record keeps its arguments in their places (formatters such as uvicorn's
+    access log unpack them); otherwise it becomes the masked message alone."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):
-            record.msg = redact(record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(_masked(a) for a in record.args)
-        elif isinstance(record.args, dict):
-            record.args = {k: _masked(v) for k, v in record.args.items()}
+        try:
+            msg = record.getMessage()
+        except Exception:
+            return True
+        red = redact(msg)
+        if red == msg:
+            return True
+        if isinstance(record.args, tuple) and isinstance(record.msg, str):
+            args = tuple(_masked(a) for a in record.args)
+            try:
+                if record.msg % args == red:
+                    record.args = args
+                    return True
+            except (TypeError, ValueError):
+                pass
+        record.msg, record.args = red, ()
         return True
 
 

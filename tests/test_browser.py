@@ -136,21 +136,26 @@ async def test_sign_in_watch_live_and_replay(tmp_path, mini_suite, speech_frames
                     t1 = await eventually(stream_time, what="the stream clock")
                     t2 = await eventually(lambda: _later(stream_time, t1 + 1.0), what="the stream to advance")
                     assert t2 > t1
-                    await eventually(lambda: _count(page, "#timeline .clip.label-T"), what="the T clip")
-                    # the scheduler's state in words, e.g. during the wait after T
-                    await eventually(lambda: _text_match(page, "#status-line", r"Waiting for Aria's onset|Aria is answering"),
-                                     what="the T wait in words")
+                    # the team's own run is unfinished: the clips play, but no labels, texts or state
+                    await eventually(lambda: _count(page, "#timeline .clip[data-idx]"), what="the clips")
+                    await eventually(lambda: _text_match(page, "#status-line", r"withheld until the run ends"),
+                                     what="the withheld state in words")
+                    assert await page.locator("#timeline .clip.label-T").count() == 0
+                    assert "withheld" in await page.inner_text("#script-withheld")
                     assert "hearing" in await page.inner_text("#clock")
                     await page.screenshot(path=shots / "episode-live.png", full_page=True)
 
                     # --- the episode ends: the same page turns into its replay --------------
                     await page.locator("#mode.replay").wait_for(timeout=60_000)
                     await wait_run(w.db, r_oracle, [task])
+                await page.reload()  # the run has ended: now the script is the team's to read
+                await page.locator("#mode.replay").wait_for()
+                assert await page.locator("#script-withheld").count() == 0
 
                 with w.db.session() as s:
                     ep = s.get(Episode, live_id)
                 n_turns = len(ep.scenario["turns"])
-                assert await page.locator("#timeline .clip[data-idx]").count() == n_turns
+                await eventually(lambda: _count(page, "#timeline .clip[data-idx]", n_turns), what="the replay's clips")
                 assert await page.locator("#timeline .speech").count() >= 1  # the oracle answered
                 assert await page.locator("#timeline .win-t").count() == 1
                 assert await page.locator("#turns tr").count() == n_turns

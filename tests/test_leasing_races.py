@@ -93,6 +93,16 @@ def _side(settings) -> Database:
     return Database(settings.db_url, migrate=False)
 
 
+def _release_and_join(db, pause, first, cancel) -> None:
+    """Once the cancel waits on the paused unit of work, let that go on; both must end cleanly."""
+    _wait_until_blocked(db, pause, cancel)
+    pause.release()
+    for w in (first, cancel):
+        w.join(T)
+        assert not w.is_alive(), f"{w.fn.__name__} is stuck"
+        assert w.error is None, f"{w.fn.__name__} raised {w.error!r}"
+
+
 def test_a_cancel_meeting_a_first_lease_does_not_deadlock(settings, db, mini_suite):
     """The lease holds its episode's row when the cancel comes (the run still queued, so the lease
     will start it): the cancel waits for the lease, never the other way round as well."""
@@ -107,13 +117,7 @@ def test_a_cancel_meeting_a_first_lease_does_not_deadlock(settings, db, mini_sui
         assert pause.paused.wait(T), "the lease never selected an episode"
         cancel = Worker(cancel_run, canceller, run)
         cancel.start()
-        _wait_until_blocked(db, pause, cancel)
-        pause.release()
-        for w in (lease, cancel):
-            w.join(T)
-            assert not w.is_alive(), f"{w.fn.__name__} is stuck"
-        assert lease.error is None, f"lease_episode raised {lease.error!r}"
-        assert cancel.error is None, f"cancel_run raised {cancel.error!r}"
+        _release_and_join(db, pause, lease, cancel)
         if lease.result is not None:  # the lease came first: its bridge finds the run cancelled
             finish_attempt(leaser, lease.result, ok=False, error_code="cancelled")
         assert _state(db, run) == (RunStatus.cancelled, [EpisodeStatus.cancelled])
@@ -139,13 +143,7 @@ def test_a_failed_attempt_finishing_during_a_cancel_is_not_requeued(settings, db
         assert pause.paused.wait(T), "finish_attempt never read its run"
         cancel = Worker(cancel_run, canceller, run)
         cancel.start()
-        _wait_until_blocked(db, pause, cancel)
-        pause.release()
-        for w in (finish, cancel):
-            w.join(T)
-            assert not w.is_alive(), f"{w.fn.__name__} is stuck"
-        assert finish.error is None, f"finish_attempt raised {finish.error!r}"
-        assert cancel.error is None, f"cancel_run raised {cancel.error!r}"
+        _release_and_join(db, pause, finish, cancel)
         assert _state(db, run) == (RunStatus.cancelled, [EpisodeStatus.cancelled])
         assert _lease(db) is None
     finally:
