@@ -35,7 +35,17 @@ CLOSE_CODES: dict[str, int] = {
     "bridge_error": CLOSE_NORMAL,
     "shutdown": CLOSE_GOING_AWAY,
     "internal": CLOSE_INTERNAL_ERROR,
+    # over a limit of the server (docs/api.md "Limits"): connect again later, with backoff
+    "rate_limited": CLOSE_TRY_AGAIN_LATER,  # too many connection attempts (or failed authentications) from an address
+    "too_many_bridges": CLOSE_TRY_AGAIN_LATER,  # the team's bridge connections on this server are at their limit
+    "too_many_listeners": CLOSE_TRY_AGAIN_LATER,  # the team's listen sockets on this server are at their limit
 }
+
+# Codes that mean "over a limit, try again later" (with backoff; after ``retry_after_s`` when the
+# error carries it): never fatal to a client. ``busy`` (an episode's listeners at their cap) and
+# ``too_many_queued`` (a team's queued episodes at their limit, on creating a run) are of the REST
+# API and the listen socket.
+RETRY_LATER_CODES = frozenset({"rate_limited", "too_many_bridges", "too_many_listeners", "too_many_queued", "busy"})
 
 
 class MPEError(Exception):
@@ -67,6 +77,17 @@ class AuthError(ProtocolError):
     """Missing or invalid token."""
 
     code = "unauthorized"
+
+
+class RetryLater(MPEError):
+    """Over a limit of the server: try again later (``retry_after_s`` seconds from now at the
+    earliest, when known). The code says which limit (:data:`RETRY_LATER_CODES`)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str = "", *, code: str | None = None, retry_after_s: float | None = None):
+        super().__init__(message, code=code)
+        self.retry_after_s = retry_after_s
 
 
 class RemoteError(MPEError):

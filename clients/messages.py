@@ -134,6 +134,9 @@ class Error(_Msg):
     type: Literal["error"] = "error"
     code: str = Field(max_length=64)
     message: str = Field(default="", max_length=1000)
+    #: server → client, only with a code of clients.errors.RETRY_LATER_CODES when the server knows:
+    #: the earliest a new attempt can succeed, in seconds (absent on the wire otherwise)
+    retry_after_s: float | None = Field(default=None, ge=0, le=86_400, allow_inf_nan=False)
 
 
 BridgeMessage = Annotated[Union[Hello, Text, Stats, Error], Field(discriminator="type")]

@@ -33,7 +33,7 @@ from clients.codec import (
     encode_frame,
     frame_samples,
 )
-from clients.errors import CLOSE_CODES, AuthError, MPEError, ProtocolError, RemoteError
+from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, MPEError, ProtocolError, RemoteError, RetryLater
 from clients.messages import (
     EpisodeEnd,
     EpisodeStart,
@@ -188,11 +188,18 @@ class BridgeClient:
     async def _run(self) -> None:
         delay = self.options.backoff_min_s
         while not self._stop.is_set():
+            hint = 0.0  # the server's word on when to try again (a limit's retry_after_s)
             try:
                 await self._session()
                 delay = self.options.backoff_min_s
                 if self._finished():
                     return
+            except RetryLater as exc:  # over a limit of the server (too many bridges, rate): wait, then retry
+                if not self.options.reconnect:
+                    raise
+                hint = exc.retry_after_s or 0.0
+                log.warning("%s (%s); retrying%s", exc, exc.code,
+                            f" in {hint:.2g} s or later" if hint else " with backoff")
             except MPEError as exc:
                 if exc.code in FATAL_CODES or getattr(exc, "fatal", False) or not self.options.reconnect:
                     raise
@@ -204,7 +211,8 @@ class BridgeClient:
             if self._finished() or not self.options.reconnect:
                 return
             try:
-                await asyncio.wait_for(self._stop.wait(), min(delay * (0.5 + random.random()), self._idle_left()))
+                wait = max(delay * (0.5 + random.random()), hint)
+                await asyncio.wait_for(self._stop.wait(), min(wait, self._idle_left()))
             except asyncio.TimeoutError:
                 pass
             delay = min(delay * 2, self.options.backoff_max_s)
@@ -231,7 +239,7 @@ class BridgeClient:
             return url, await websockets.connect(url, additional_headers=headers, max_size=1 << 20,
                                                  compression=None, logger=WIRE_LOG)
         except websockets.InvalidStatus as exc:
-            raise _refused(exc.response.status_code, url) from None
+            raise _refused(exc.response.status_code, url, exc.response.headers.get("Retry-After")) from None
         except websockets.InvalidURI as exc:
             raise MPEError(f"invalid server URL {redact(url)!r}: {exc.msg}", code="bad_url") from None
 
@@ -242,7 +250,10 @@ class BridgeClient:
             hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
                           sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context,
                           wants_reference=b.wants_reference)
-            await ws.send(hello.dumps())
+            try:
+                await ws.send(hello.dumps())
+            except websockets.ConnectionClosed:
+                pass  # refused at once (a token, a limit): the server's error is still there to read below
             first = None
             while first is None:  # §4: a message of a type this SDK does not know is skipped, even first
                 first = _known(await ws.recv())
@@ -376,20 +387,35 @@ def _remote(msg: Error) -> Exception:
     if msg.code == "forbidden":
         return AuthError(f"the server refused the token ({msg.message or 'forbidden'}); a bridge needs a token "
                          "with the bridge scope (`mpe token create --team TEAM --scope bridge`)", code=msg.code)
+    if msg.code in RETRY_LATER_CODES:  # over a limit: not fatal, retried with backoff (protocol.md §10)
+        return RetryLater(f"the server is at a limit ({msg.message or msg.code})", code=msg.code,
+                          retry_after_s=msg.retry_after_s)
     cls = ProtocolError if msg.code in CLOSE_CODES else RemoteError
     return cls(f"server error {msg.code}: {msg.message}", code=msg.code)
 
 
-def _refused(status: int, url: str) -> Exception:
+def _refused(status: int, url: str, retry_after: str | None = None) -> Exception:
     """The server (or a proxy) answered the WebSocket upgrade with an HTTP status."""
     where = redact(url)
+    if status in (429, 503):  # a proxy's rate limit or overload: retried, after its Retry-After
+        return RetryLater(f"{where} answered HTTP {status}", code="rate_limited",
+                          retry_after_s=_seconds(retry_after))
     if status == 404:
         return MPEError(f"no bridge endpoint at {where} (HTTP 404): give the server's address, "
                         "e.g. ws://HOST:8600 (/v1/bridge is added)", code="not_found")
     if status in (401, 403):
         return MPEError(f"{where} refused the WebSocket upgrade (HTTP {status}): a proxy in front of the "
                         "server? The server itself checks the token after the upgrade", code="refused")
-    return OSError(f"{where} answered HTTP {status}")  # 5xx, 429: worth retrying
+    return OSError(f"{where} answered HTTP {status}")  # 5xx: worth retrying
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """An HTTP ``Retry-After`` in seconds (its delay-seconds form; a date or garbage: None)."""
+    try:
+        value = float(retry_after) if retry_after is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 <= value <= 3600 else None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from server.api import install as install_api
 from server.api.errors import error_response
 from server.db import Database
 from server.engine.bridge_ws import bridge_endpoint
+from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
 from server.settings import Settings
 
@@ -30,6 +31,11 @@ class ServerState:
     server_id: str
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     live: LiveHub = field(default_factory=LiveHub)  # issue 5: live listeners of running attempts
+    limits: ServerLimits | None = None  # this process's limits (docs/api.md "Limits"); from settings by default
+
+    def __post_init__(self) -> None:
+        if self.limits is None:
+            self.limits = ServerLimits(self.settings)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -195,7 +195,7 @@ def run_create(model: str = typer.Option(..., help="model name the bridges annou
                         conditions=_csv(history or conditions), limit=limit,
                         max_attempts=settings.max_attempts if max_attempts is None else max_attempts,
                         max_inflight=settings.max_inflight if max_inflight is None else max_inflight,
-                        text_prompt=text_prompt)
+                        text_prompt=text_prompt, max_queued=settings.queue_limit())
     print(json.dumps(run_progress(db, run_id).to_json()) if as_json else run_id)
     note = context_note(db, run_id)  # episodes that no connected bridge can take yet (protocol.md §5.1)
     if note:

@@ -33,12 +33,29 @@ class Settings(BaseSettings):
     realtime_grace_frames: int = 25  # realtime: how far ahead of its arrival slot a frame may be queued
     # REST API: runs may name a suite directory only below this root (unset: registered suites only).
     suites_root: Path | None = None
+    # Limits (docs/api.md "Limits"). Connections and rates are counted by each server process on
+    # its own; queued episodes in the database. 0 turns a limit off. Admin tokens are exempt from
+    # the per-team connection limits, not from the others.
+    max_bridges_per_team: int = Field(default=32, ge=0, description="bridge connections of a team, per process")
+    max_listeners_per_team: int = Field(default=32, ge=0, description="listen sockets of a team, per process")
+    max_listeners_per_episode: int = Field(default=64, ge=0, description="listen sockets of an episode, per process")
+    max_queued_episodes_per_team: int = Field(default=20_000, ge=0, description="checked when a run is created")
+    rest_burst: int = Field(default=120, ge=1, description="REST requests a token may make at once")
+    rest_rate_per_s: float = Field(default=20.0, ge=0, description="REST requests per token and second, on average")
+    connect_burst: int = Field(default=120, ge=1,
+                               description="WebSocket connections and failed authentications of an address at once")
+    connect_rate_per_s: float = Field(default=10.0, ge=0, description="WebSocket connections and failed "
+                                      "authentications per address and second, on average")
 
     @cached_property
     def db_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'mpe.db').resolve()}"
+
+    def queue_limit(self) -> int | None:
+        """The most queued episodes a team may have (None: no limit)."""
+        return self.max_queued_episodes_per_team or None
 
     def ensure_dirs(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

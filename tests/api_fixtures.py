@@ -82,6 +82,10 @@ class World:
     def hub(self):
         return self.server.app.state.mpe.live
 
+    @property
+    def limits(self):
+        return self.server.app.state.mpe.limits
+
 
 async def wait_run(db: Database, run_id: str, tasks=(), timeout: float = 120) -> RunProgress:
     t0 = time.monotonic()

@@ -250,6 +250,7 @@ def test_error_hierarchy_and_close_code_map():
         "bad_message": 1002, "unexpected_message": 1002, "binary_before_hello": 1002, "bad_frame": 1002,
         "bad_seq": 1002, "message_too_big": 1009, "timeout": 1002, "bridge_error": 1000, "shutdown": 1001,
         "internal": 1011, "too_much_data": 1008, "forbidden": 1008,
+        "rate_limited": 1013, "too_many_bridges": 1013, "too_many_listeners": 1013,
     }
 
 

@@ -284,7 +284,7 @@ async def test_listen_errors_and_finished_episodes(kind, tmp_path, mini_suite, s
             assert h.json[0]["code"] == "unauthorized" and h.close_code == 1008
         signed_listener = Heard()
         # a bearer header works too (for non-browser clients); too many listeners -> 1013
-        w.hub.max_listeners = 1
+        w.limits.episode_listeners.limit = 1
         first = Heard()
         async with bridge(w, Scripted("scripted", speech_frames, delay_s=0.02)) as task:
             t1 = asyncio.create_task(listen(f"{base}/{ep_id}/listen?token={w.tokens['admin']}", first))
@@ -292,7 +292,7 @@ async def test_listen_errors_and_finished_episodes(kind, tmp_path, mini_suite, s
                 await asyncio.sleep(0.01)
             second = await listen(f"{base}/{ep_id}/listen?token={w.tokens['alpha']}", Heard())
             assert second.json[-1]["code"] == "busy" and second.close_code == 1013
-            w.hub.max_listeners = 8
+            w.limits.episode_listeners.limit = 8
             t2 = asyncio.create_task(listen(f"{w.ws}{signed['url']}", signed_listener))
             await wait_run(w.db, run, [task])
         await t1

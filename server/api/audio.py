@@ -18,7 +18,7 @@ from fastapi import APIRouter, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials
 
 from clients.codec import STREAM_RATE
-from server.api.deps import Caller, State, bearer, visible_episode
+from server.api.deps import Caller, State, admit, bearer, visible_episode
 from server.api.errors import NotFound, RangeNotSatisfiable
 from server.api.schemas import ERRORS, AudioUrl
 from server.api.signed import query_string, signed_query, verify
@@ -164,8 +164,8 @@ def audio(request: Request, episode_id: str, track: Track, state: State,
           sig: Annotated[str | None, Query(max_length=64)] = None) -> Response:
     """24 kHz 16-bit WAV: `room`, `assistant` or `mix` (stereo: left room, right assistant).
     Honours single byte ranges; a running episode serves what is recorded so far."""
-    p = authenticate(state.db, creds.credentials, Scope.read) if creds is not None else \
-        verify(state.db, tid, exp, sig, episode_id, track, attempt)
+    p = admit(request, lambda: authenticate(state.db, creds.credentials, Scope.read) if creds is not None else
+              verify(state.db, tid, exp, sig, episode_id, track, attempt))
     with state.db.session() as s:
         ep, _ = visible_episode(s, p, episode_id)
         att = _attempt(s, ep, attempt)

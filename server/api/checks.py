@@ -40,7 +40,7 @@ def create(body: CheckCreate, p: Caller, state: State) -> CheckReport:
     if team != p.team and not p.admin:
         raise Forbidden("only an admin token may check another team's bridge")
     run_ids = start_check(state.db, state.settings.data_dir, team=team, model=body.model, clocks=body.clocks,
-                          max_inflight=state.settings.max_inflight)
+                          max_inflight=state.settings.max_inflight, max_queued=state.settings.queue_limit())
     return check_report(state.db, run_ids)
 
 

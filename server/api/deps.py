@@ -8,6 +8,7 @@ does not exist and for one that belongs to another team.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from server.api.errors import Forbidden, NotFound
 from server.auth import Principal, Scope, authenticate
 from server.db import Episode, Run
 from server.db import Suite as SuiteRow
+from server.engine.limits import client_address
 
 MAX_PAGE = 200
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -36,12 +38,29 @@ def get_state(request: Request) -> Any:
 State = Annotated[Any, Depends(get_state)]
 
 
+def admit(request: Request, who: Callable[[], Principal]) -> Principal:
+    """The caller of a REST request, as ``who`` authenticates it, within the limits (docs/api.md
+    "Limits"): RetryLater ``rate_limited`` (429) while the client's address has used up its
+    attempts (checked first, so a flood of bad tokens costs no database work), or when the
+    caller's token is over its request rate; a failed authentication costs the address one."""
+    limits = get_state(request).limits
+    address = client_address(request)
+    limits.check_address(address)
+    p = limits.authenticate(address, who)
+    limits.request(p)
+    return p
+
+
 def current_principal(request: Request,
                       creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None) -> Principal:
-    """The caller, from the request's bearer token; raises AuthError (401) when it is missing or invalid."""
-    if creds is None:
-        raise AuthError("missing token: send 'Authorization: Bearer <token>'")
-    return authenticate(get_state(request).db, creds.credentials, Scope.read)
+    """The caller, from the request's bearer token; raises AuthError (401) when it is missing or invalid,
+    RetryLater (429) over a limit (:func:`admit`)."""
+    def who() -> Principal:
+        if creds is None:
+            raise AuthError("missing token: send 'Authorization: Bearer <token>'")
+        return authenticate(get_state(request).db, creds.credentials, Scope.read)
+
+    return admit(request, who)
 
 
 def admin_principal(p: Annotated[Principal, Depends(current_principal)]) -> Principal:

@@ -13,14 +13,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from clients.errors import CLOSE_POLICY_VIOLATION, CLOSE_TRY_AGAIN_LATER, MPEError
+from clients.errors import CLOSE_POLICY_VIOLATION, CLOSE_TRY_AGAIN_LATER, RETRY_LATER_CODES, MPEError, RetryLater
 from server.auth import Forbidden
 from server.engine.leasing import BadRequest, NotFound
+from server.engine.limits import retry_after_header
 
 log = logging.getLogger("mpe.api")
 
-__all__ = ["BadRequest", "NotFound", "Forbidden", "TooLarge", "RangeNotSatisfiable", "Conflict", "HTTP_STATUS",
-           "error_body", "install_error_handlers", "ws_close_code"]
+__all__ = ["BadRequest", "NotFound", "Forbidden", "TooLarge", "RangeNotSatisfiable", "Conflict", "RetryLater",
+           "HTTP_STATUS", "error_body", "install_error_handlers", "ws_close_code"]
 
 
 class TooLarge(MPEError):
@@ -45,12 +46,6 @@ class Conflict(MPEError):
     code = "conflict"
 
 
-class Busy(MPEError):
-    """Too many listeners on this episode."""
-
-    code = "busy"
-
-
 class SlowListener(MPEError):
     """The listener fell too far behind and was cut off."""
 
@@ -68,6 +63,8 @@ HTTP_STATUS: dict[str, int] = {
     "too_large": 413,
     "range_not_satisfiable": 416,
     "invalid_request": 422,
+    "rate_limited": 429,  # with Retry-After (docs/api.md "Limits")
+    "too_many_queued": 429,  # the team's queued episodes are at their limit
     "busy": 503,
     "internal": 500,
 }
@@ -81,21 +78,28 @@ def ws_close_code(exc: MPEError) -> int:
     overload, otherwise the error's own."""
     if exc.code in _WS_CLIENT:
         return CLOSE_POLICY_VIOLATION
-    if exc.code in ("busy", "too_slow"):
+    if exc.code in RETRY_LATER_CODES or exc.code == "too_slow":
         return CLOSE_TRY_AGAIN_LATER
     return exc.close_code
 
 
-def error_body(code: str, message: str) -> dict:
-    """The JSON body of every error response: ``{"error": {"code": ..., "message": ...}}``."""
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, retry_after_s: float | None = None) -> dict:
+    """The JSON body of every error response: ``{"error": {"code": ..., "message": ...}}``, plus
+    ``retry_after_s`` for a limit that knows when to try again."""
+    body = {"code": code, "message": message}
+    if retry_after_s is not None:
+        body["retry_after_s"] = retry_after_s
+    return {"error": body}
 
 
-def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> JSONResponse:
+def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None,
+                   retry_after_s: float | None = None) -> JSONResponse:
     status = status or HTTP_STATUS.get(code, 400 if code != "internal" else 500)
     if status == 401:
         headers = {"WWW-Authenticate": 'Bearer realm="mpe"', **(headers or {})}
-    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+    if retry_after_s is not None:
+        headers = {"Retry-After": retry_after_header(retry_after_s), **(headers or {})}
+    return JSONResponse(error_body(code, message, retry_after_s), status_code=status, headers=headers)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -118,7 +122,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, RangeNotSatisfiable):
             headers = {"Content-Range": f"bytes */{exc.size}"}
         message = exc.message if exc.code != "internal" else "internal error"
-        return error_response(exc.code, message, headers=headers)
+        return error_response(exc.code, message, headers=headers,
+                              retry_after_s=exc.retry_after_s if isinstance(exc, RetryLater) else None)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

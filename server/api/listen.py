@@ -1,5 +1,6 @@
 """``/v1/episodes/{id}/listen``: an episode's room and assistant audio, events and scheduler
-state, live, for any number of listeners (browsers pass the token as ``?token=``).
+state, live, for many listeners (browsers pass the token as ``?token=``; their number per episode and
+per team is limited, server.engine.limits).
 
 The socket follows the episode: while it is queued it says ``waiting``; while an attempt
 runs in this process it streams from the live hub (server.engine.live); while it runs on another
@@ -20,9 +21,9 @@ from sqlalchemy import select
 from starlette.websockets import WebSocketState
 
 from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame
-from clients.errors import CLOSE_INTERNAL_ERROR, MPEError
+from clients.errors import CLOSE_INTERNAL_ERROR, MPEError, RetryLater
 from server.api.deps import Caller, State, visible_episode
-from server.api.errors import Busy, SlowListener, ws_close_code
+from server.api.errors import SlowListener, ws_close_code
 from server.api.schemas import ERRORS, AudioUrl
 from server.api.signed import query_string, signed_query, verify
 from server.auth import Scope, TokenWatch, authenticate, socket_token
@@ -31,6 +32,7 @@ from server.core.status import DONE_EPISODE, AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, Database, Episode, EventRow, now
 from server.db import Suite as SuiteRow
 from server.engine.disclosure import PublicEvents, script_visible
+from server.engine.limits import client_address
 from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, level
 from server.engine.registry import get_benchmark
 
@@ -117,8 +119,6 @@ class Stream:
         while True:
             ch = hub.get(self.episode_id)
             if ch is not None:
-                if len(ch.listeners) >= hub.max_listeners:
-                    raise Busy("too many listeners on this episode; try again later")
                 listener = hub.new_listener(self.public)
                 ch.attach(listener)
                 await self.pump(listener)
@@ -251,11 +251,16 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
     """Live audio (binary, wire v1 frame header; kind 1 room, 2 assistant; seq = slot) and
     JSON messages: waiting, hello, levels, event, status, end, done, error (docs/api.md)."""
     state = ws.app.state.mpe
+    limits = state.limits
     await ws.accept()
-    stream = watch = None
+    stream = watch = slot = None
     try:
-        p = await asyncio.to_thread(_principal, state.db, ws, episode_id)
+        address = client_address(ws)
+        limits.connection(address)  # docs/api.md "Limits": before anything costs the database
+        p = await asyncio.to_thread(limits.authenticate, address, _principal, state.db, ws, episode_id)
         texts, public = await asyncio.to_thread(_check, state.db, p, episode_id)
+        # one slot per socket, whatever it does (waits for a queued episode, streams, tails the database)
+        slot = limits.listener(p, episode_id)
         stream = Stream(ws, state, episode_id, texts, public)
         # a revoked or expired token closes the socket (the stream then ends as if the client left)
         watch = TokenWatch(state.db, p.token_id,
@@ -265,7 +270,8 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
     except ClientGone:
         pass
     except MPEError as exc:
-        await _close(ws, ws_close_code(exc), exc.code, exc.message)
+        await _close(ws, ws_close_code(exc), exc.code, exc.message,
+                     exc.retry_after_s if isinstance(exc, RetryLater) else None)
     except Exception:
         log.exception("listen socket failed")
         await _close(ws, CLOSE_INTERNAL_ERROR, "internal", "internal error")
@@ -274,14 +280,20 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
             stream.client.cancel()
         if watch is not None:
             watch.cancel()
+        if slot is not None:
+            slot.release()
 
 
-async def _close(ws: WebSocket, code: int, err: str | None = None, message: str = "") -> None:
+async def _close(ws: WebSocket, code: int, err: str | None = None, message: str = "",
+                 retry_after_s: float | None = None) -> None:
     if ws.client_state != WebSocketState.CONNECTED:
         return
     try:
         if err is not None:
-            await asyncio.wait_for(ws.send_text(_dumps({"type": "error", "code": err, "message": message})), 2.0)
+            msg = {"type": "error", "code": err, "message": message}
+            if retry_after_s is not None:
+                msg["retry_after_s"] = retry_after_s
+            await asyncio.wait_for(ws.send_text(_dumps(msg)), 2.0)
         await asyncio.wait_for(ws.close(code), 2.0)
     except Exception:
         pass

@@ -107,7 +107,7 @@ def create(body: RunCreate, p: Caller, state: State) -> RunOut:
                             conditions=list(body.conditions) if body.conditions else None, limit=body.limit,
                             max_attempts=_or(body.max_attempts, state.settings.max_attempts),
                             max_inflight=_or(body.max_inflight, state.settings.max_inflight),
-                            text_prompt=body.text_prompt)
+                            text_prompt=body.text_prompt, max_queued=state.settings.queue_limit())
     except SuiteError as exc:
         raise BadRequest(_clean(f"{shown} cannot be loaded: {exc}", path, shown)) from None
     except BadRequest as exc:

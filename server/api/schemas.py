@@ -24,6 +24,8 @@ class ErrorBody(BaseModel):
 
     code: str = Field(description="stable error code (unauthorized, forbidden, not_found, bad_request, ...)")
     message: str
+    retry_after_s: float | None = Field(default=None, description="rate_limited: seconds until a retry can succeed "
+                                                                  "(also the Retry-After header, rounded up)")
 
 
 class ErrorResponse(BaseModel):
@@ -32,7 +34,7 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 422)}
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 422, 429)}
 
 
 class PageOf(BaseModel, Generic[T]):

@@ -12,12 +12,13 @@ from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, max_binary_size
-from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError
+from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError, RetryLater
 from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Status, Welcome, parse_bridge_message
 from server.auth import Forbidden, Principal, Scope, TokenWatch, authenticate, socket_token
 from server.db import BridgeRow, utcnow
 from server.engine.clips import open_episode
 from server.engine.leasing import fail_run, lease_episode
+from server.engine.limits import client_address
 from server.engine.matching import bridge_work
 from server.engine.session import EpisodeSession
 
@@ -156,9 +157,13 @@ async def bridge_endpoint(ws: WebSocket) -> None:
     settings = state.settings
     await ws.accept()
     bridge_id = None
-    reader = watch = None
+    reader = watch = slot = None
     try:
-        principal = await asyncio.to_thread(authenticate, state.db, socket_token(ws), Scope.bridge)
+        address = client_address(ws)
+        state.limits.connection(address)  # docs/api.md "Limits": before anything costs the database
+        principal = await asyncio.to_thread(state.limits.authenticate, address, authenticate, state.db,
+                                            socket_token(ws), Scope.bridge)
+        slot = state.limits.bridge(principal)  # held until the connection ends, from before hello
         hello = await _receive_hello(ws, settings.handshake_timeout_s)
         if hello.wants_reference and not principal.admin:
             raise Forbidden("only an admin token may ask for the reference (hello.wants_reference)")
@@ -205,12 +210,15 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         if exc.code not in CLOSE_CODES:  # not a code of the protocol (§9): a fault of the server, told as one
             log.error("bridge connection failed: %s (%s)", exc, exc.code)
             exc = MPEError("internal error")
-        await _close_with_error(ws, exc.code, exc.message, exc.close_code)
+        await _close_with_error(ws, exc.code, exc.message, exc.close_code,
+                                exc.retry_after_s if isinstance(exc, RetryLater) else None)
     except Exception:
         log.exception("bridge connection failed")
         err = MPEError("internal error")
         await _close_with_error(ws, err.code, err.message, err.close_code)
     finally:
+        if slot is not None:
+            slot.release()
         if reader is not None:
             reader.cancel()
         if watch is not None:
@@ -231,11 +239,12 @@ def _mark_disconnected(db, bridge_id: str) -> None:
         s.get(BridgeRow, bridge_id).disconnected_at = utcnow()
 
 
-async def _close_with_error(ws: WebSocket, code: str, message: str, close_code: int) -> None:
+async def _close_with_error(ws: WebSocket, code: str, message: str, close_code: int,
+                            retry_after_s: float | None = None) -> None:
     if ws.client_state != WebSocketState.CONNECTED:
         return
     try:
-        await ws.send_text(Error(code=code, message=message[:1000]).dumps())
+        await ws.send_text(Error(code=code, message=message[:1000], retry_after_s=retry_after_s).dumps())
         await ws.close(close_code if code != "shutdown" else CLOSE_GOING_AWAY)
     except Exception:
         pass

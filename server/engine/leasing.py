@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, false, func, not_, or_, select, update
 from sqlalchemy.orm import Session
 
-from clients.errors import MPEError
+from clients.errors import MPEError, RetryLater
 from server.core.states import advance, sources
 from server.core.status import (
     ACTIVE_RUN,
@@ -108,10 +108,13 @@ def create_run(
     max_attempts: int = _DEFAULT["max_attempts"].default,
     max_inflight: int = _DEFAULT["max_inflight"].default,
     text_prompt: bool = False,
+    max_queued: int | None = None,
 ) -> str:
     """Queue the suite's episodes (one per scenario version for Duplex-MPE; ``limit`` as the
     benchmark defines it: pairs for Duplex-MPE, so both conditions stay paired). With
-    ``text_prompt`` every ``episode.start`` of the run carries the benchmark's duty text (§4)."""
+    ``text_prompt`` every ``episode.start`` of the run carries the benchmark's duty text (§4).
+    With ``max_queued`` the team may have at most that many episodes queued, this run's included
+    (RetryLater ``too_many_queued`` otherwise; docs/api.md "Limits")."""
     if clock not in CLOCKS:
         raise BadRequest(f"clock must be one of {', '.join(CLOCKS)}")
     if limit is not None and limit < 1:
@@ -137,6 +140,8 @@ def create_run(
     suite_id = register_suite(db, suite, team, bench.name)
     run_id = new_id()
     with db.session() as s:
+        if max_queued is not None:
+            _check_queue(s, team, len(chosen), max_queued)
         s.add(
             Run(
                 id=run_id,
@@ -166,6 +171,27 @@ def create_run(
                 )
             )
     return run_id
+
+
+def queued_episodes(s: Session, team: str) -> int:
+    """How many episodes of ``team``'s runs are queued (waiting for a bridge, a retry included)."""
+    return s.scalar(select(func.count()).select_from(Episode).join(Run, Run.id == Episode.run_id)
+                    .where(Run.team == team, Episode.status == EpisodeStatus.queued))
+
+
+def _check_queue(s: Session, team: str, adding: int, limit: int) -> None:
+    """RetryLater ``too_many_queued`` unless ``team`` stays within ``limit`` queued episodes with
+    ``adding`` more. Serialised per team until ``s`` commits (PostgreSQL: an advisory lock on the
+    team; SQLite: its one write lock), so two runs created at once cannot both slip under it."""
+    if s.get_bind().dialect.name == "sqlite":
+        s.execute(update(Run).where(false()).values(status=Run.status).execution_options(synchronize_session=False))
+    else:
+        s.execute(select(func.pg_advisory_xact_lock(func.hashtext("mpe-queue:" + team))))
+    queued = queued_episodes(s, team)
+    if queued + adding > limit:
+        raise RetryLater(f"team {team} has {queued} episodes queued and this run would add {adding}: over the "
+                         f"limit of {limit} queued episodes per team (MPE_MAX_QUEUED_EPISODES_PER_TEAM); "
+                         "wait for some to run, or cancel a run", code="too_many_queued")
 
 
 def bridge_runs(*, team: str, admin: bool, model: str) -> list:

@@ -36,7 +36,6 @@ log = logging.getLogger("mpe.live")
 FRAME = frame_samples(STREAM_RATE)
 AUDIO_MAX = 128  # frames per listener (room + assistant): about 5 s of audio
 JSON_MAX = 2048  # queued JSON messages per listener before it is cut off
-MAX_LISTENERS = 64  # per episode
 STATUS_EVERY = 3  # frames between scheduler status updates (240 ms of stream time)
 LEVEL_FLOOR_DB = -60.0
 
@@ -268,8 +267,8 @@ class EpisodeChannel:
 class LiveHub:
     """Channels of the attempts running in this server process, by episode id."""
 
-    def __init__(self, *, audio_max: int = AUDIO_MAX, json_max: int = JSON_MAX, max_listeners: int = MAX_LISTENERS):
-        self.audio_max, self.json_max, self.max_listeners = audio_max, json_max, max_listeners
+    def __init__(self, *, audio_max: int = AUDIO_MAX, json_max: int = JSON_MAX):
+        self.audio_max, self.json_max = audio_max, json_max
         self.channels: dict[str, EpisodeChannel] = {}
         self.pending: dict[str, set[Listener]] = {}  # listeners waiting for an episode to start
         self._changed = asyncio.Event()

@@ -34,16 +34,18 @@ CHECK_ATTEMPTS = 1  # every failed attempt is reported; none is retried
 
 
 def start_check(db: Database, data_dir: Path, *, team: str, model: str, clocks: Sequence[str],
-                max_inflight: int) -> list[str]:
+                max_inflight: int, max_queued: int | None = None) -> list[str]:
     """Queue the check's runs for ``model`` in ``team``, one per clock (lockstep first), and return
-    their ids. Builds the probe suite under ``data_dir`` on first use (offline TTS)."""
+    their ids. Builds the probe suite under ``data_dir`` on first use (offline TTS). ``max_queued``:
+    the team's limit of queued episodes (as :func:`create_run`)."""
     wanted = [c for c in CLOCKS if c in set(clocks)]
     unknown = sorted(set(clocks) - set(CLOCKS))
     if unknown or not wanted:
         raise BadRequest(f"clocks must be a non-empty subset of {', '.join(CLOCKS)}")
     suite = build_check_suite(data_dir)
     return [create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
-                       max_attempts=CHECK_ATTEMPTS, max_inflight=max_inflight) for clock in wanted]
+                       max_attempts=CHECK_ATTEMPTS, max_inflight=max_inflight, max_queued=max_queued)
+            for clock in wanted]
 
 
 def check_runs(db: Database, run_ids: Sequence[str]) -> list[Run]:
