@@ -1,4 +1,4 @@
-"""``mpe score``, ``mpe report`` and ``mpe audit`` (registered into the main CLI)."""
+"""``mpe score``, ``mpe report``, ``mpe audit`` and ``mpe reference`` (registered into the main CLI)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from rich.table import Table
 console = Console(stderr=True)
 out = Console()  # tables go to stdout
 audit_app = typer.Typer(no_args_is_help=True, help="Audit the semantic judge against human labels.")
+reference_app = typer.Typer(invoke_without_command=True, help=(
+    "The transcript-conditioned text reference (docs/scoring.md): `mpe reference --suite DIR --backend rule|claude` "
+    "decides every T, N1-N3 and N4Q of the suite on its script and stores a finished run (score it with `mpe score "
+    "RUN`); `mpe reference agreement RUN_A RUN_B` compares two such runs."))
 
 
 def _db():
@@ -67,7 +71,8 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
         raise typer.Exit(130)
     for w in res.warnings:
         console.print(f"[yellow]warning[/yellow]: {w}")
-    if asr_disabled(res.config):
+    # a text reference's answers are text: judged without ASR
+    if asr_disabled(res.config) and not all(getattr(e, "text_reference", None) for e in res.episodes):
         console.print(f"[yellow]note[/yellow]: {NO_ASR_NOTE}")
     if res.failures:
         for f in res.failures[:20]:
@@ -134,7 +139,7 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
         print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses}))
     else:
         print_report(data, out)
-    if any(asr_disabled(s.get("config") or {}) for s in data.sources):
+    if any(asr_disabled(s.get("config") or {}) and not s.get("text_reference") for s in data.sources):
         console.print(f"[yellow]note[/yellow]: {NO_ASR_NOTE}")
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +180,99 @@ def audit_import(sheet: Path = typer.Argument(..., help="the filled sheet.csv"),
     out.print(t)
 
 
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+@reference_app.callback()
+def reference(ctx: typer.Context,
+              suite: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                   help="suite directory (only its script is read: a text-only "
+                                                        "suite will do)"),
+              backend: Optional[str] = typer.Option(None, help="rule (a name-detection rule baseline, offline) | "
+                                                               "claude[:MODEL] (ANTHROPIC_API_KEY)"),
+              model_name: Optional[str] = typer.Option(None, help="the run's model name, text-ref:NAME (default: "
+                                                                  "text-ref:rule-baseline, or text-ref:MODEL)"),
+              conditions: Optional[str] = typer.Option(None, help="comma-separated (default: explicit,implicit)"),
+              limit: Optional[int] = typer.Option(None, help="only the first N pairs"),
+              team: str = typer.Option("local", help="team that owns the run"),
+              repeat: int = typer.Option(0, min=0, help="ask every decision again as a new repetition (another "
+                                                        "run for the run-to-run agreement); 0: the first"),
+              concurrency: int = typer.Option(4, min=1, help="claude: requests in flight"),
+              max_retries: int = typer.Option(4, min=0, help="claude: retries of a rate-limited or failed request "
+                                                             "(the SDK's, honouring retry-after)"),
+              as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Decide a suite with the text reference and store it as a finished run; print its id."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if suite is None or backend is None:
+        raise typer.BadParameter("give --suite DIR and --backend rule|claude[:MODEL] (or a command: agreement)")
+    from server.benchmarks.mpe.textref.backends import make_reference_backend
+    from server.benchmarks.mpe.textref.runs import create_reference_run
+
+    ref = make_reference_backend(backend, max_retries=max_retries)
+    db = _db()
+    try:
+        with _progress() as bar:
+            task = bar.add_task(f"deciding ({ref.name})", total=None)
+            made = create_reference_run(db, suite_path=str(suite), backend=ref, model_name=model_name,
+                                        conditions=[c.strip() for c in conditions.split(",") if c.strip()]
+                                        if conditions else None, limit=limit, team=team, repeat=repeat,
+                                        concurrency=concurrency if ref.name == "claude" else 1,
+                                        progress=lambda i, n: bar.update(task, completed=i, total=n))
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: answered decisions are cached; run the same command again")
+        raise typer.Exit(130)
+    if as_json:
+        print(json.dumps(made.to_json()))
+    else:
+        print(made.run_id)
+    t = Table(title=f"{made.model}: {made.episodes} scenario versions, {made.decisions} decisions ({made.queries} "
+                    f"distinct queries: {made.asked} asked, {made.cached} cached)", title_justify="left")
+    for col in ("type", "decisions", "RESPOND", "unparseable"):
+        t.add_column(col, justify="left" if col == "type" else "right")
+    for lab, c in made.by_label.items():
+        t.add_row(lab, str(c["n"]), _pct(c["respond"] / c["n"] if c["n"] else None), str(c["unparseable"]))
+    console.print(t)
+    console.print(f"score it with: mpe score {made.run_id}   then: mpe report SPEECH_RUN... {made.run_id}")
+
+
+@reference_app.command("agreement")
+def reference_agreement(run_a: str = typer.Argument(..., help="a text reference run"),
+                        run_b: str = typer.Argument(..., help="another text reference run of the same suite"),
+                        as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Run-to-run agreement of two text reference runs: overall, by condition, by utterance type and addressee."""
+    from server.benchmarks.mpe.tables import ADDRESSEE_TITLES
+    from server.benchmarks.mpe.textref.runs import agreement, load_decisions
+
+    db = _db()
+    r = agreement(load_decisions(db, run_a), load_decisions(db, run_b))
+    if as_json:
+        print(json.dumps(r))
+        return
+    pub = r["published"]
+    kappa = "–" if r["kappa"] is None else f"{r['kappa']:.3f}"
+    out.print(f"[bold]{run_a} vs {run_b}[/bold]: {r['agree']}/{r['n']} decisions alike ({_pct(r['agreement'])}), "
+              f"Cohen's kappa {kappa}; only in one run: {r['only_a']} / {r['only_b']}; unparseable: "
+              f"{r['unparseable']['a']} / {r['unparseable']['b']}. The paper: {_pct(pub['agreement'])} of "
+              f"{pub['decisions']:,} decisions.", highlight=False, soft_wrap=True)
+    t = Table(title="agreement by utterance type and addressee", title_justify="left")
+    for col in ("type", "addressee", "decisions", "alike", "agreement"):
+        t.add_column(col, justify="left" if col in ("type", "addressee") else "right")
+    for cond, c in r["by_condition"].items():
+        t.add_row(f"all ({cond})", "", str(c["n"]), str(c["agree"]), _pct(c["agreement"]))
+    for lab, c in r["by_label"].items():
+        t.add_row(lab, "all", str(c["n"]), str(c["agree"]), _pct(c["agreement"]))
+        for kind, k in r["by_addressee"][lab].items():
+            t.add_row("", ADDRESSEE_TITLES.get(kind, kind), str(k["n"]), str(k["agree"]), _pct(k["agreement"]))
+    out.print(t)
+    if r["changes"]:
+        out.print("changed decisions (A->B): " + ", ".join(f"{k} {v}" for k, v in r["changes"].items()),
+                  highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     app.command("score")(score)
     app.command("report")(report)
     app.add_typer(audit_app, name="audit")
+    app.add_typer(reference_app, name="reference")

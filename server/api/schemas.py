@@ -14,6 +14,7 @@ from server.settings import MAX_INFLIGHT
 
 T = TypeVar("T")
 Clock = Literal["lockstep", "realtime"]
+RunClock = Literal["lockstep", "realtime", "text"]  # text: a text reference's run (mpe reference), no bridge
 Condition = Literal["explicit", "implicit", "gt", "free"]  # Duplex-MPE addressing; MTR-DuplexBench history modes
 MODEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"  # as bridges announce it (wire hello)
 TEAM_RE = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -124,7 +125,8 @@ class RunOut(BaseModel):
     model: str
     benchmark: str = Field(description="the benchmark plug-in of the run's suite (duplex-mpe)")
     suite: SuiteRef
-    clock: Clock
+    clock: RunClock = Field(description="lockstep | realtime; text: a text reference decided on the script "
+                                        "(mpe reference), finished when created")
     conditions: list[str]
     limit: int | None
     max_attempts: int

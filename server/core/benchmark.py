@@ -134,6 +134,9 @@ class Benchmark(ABC):
     #: every other field, belongs to the script (labels, texts, addressees, the scheduler's
     #: decisions that follow from them)
     public_events: ClassVar[Mapping[str, frozenset[str]]] = MODEL_EVENTS
+    #: keys of an attempt's ``stats`` that belong to the script (withheld with it): e.g. the decisions
+    #: of a run decided on the script's text, which name and quote its turns
+    script_stats: ClassVar[frozenset[str]] = frozenset()
 
     # --- suites ----------------------------------------------------------------------------
 

@@ -80,9 +80,11 @@ def public_events(bench: Benchmark, events: list[dict[str, Any]]) -> list[dict[s
 
 def public_document(bench: Benchmark, doc: dict[str, Any]) -> dict[str, Any]:
     """An episode document without its script: no turns, answers or scenario fields, only the
-    public events; ``script`` says it was withheld."""
+    public events and the stats that are not script; ``script`` says it was withheld."""
     out = {k: v for k, v in doc.items() if k in _DOCUMENT_KEYS}
     out.update(turns=[], events=public_events(bench, doc.get("events", [])), script=WITHHELD)
+    if isinstance(out.get("stats"), dict):
+        out["stats"] = {k: v for k, v in out["stats"].items() if k not in bench.script_stats}
     return out
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import ColumnElement, and_, false, func, not_, or_, select, upda
 from sqlalchemy.orm import Session
 
 from clients.errors import MPEError, RetryLater
+from server.core.benchmark import EpisodeSpec
 from server.core.states import advance, sources
 from server.core.status import (
     ACTIVE_RUN,
@@ -39,6 +40,7 @@ from server.engine.registry import get_benchmark
 from server.settings import MAX_INFLIGHT, Settings
 
 CLOCKS = ("lockstep", "realtime")
+TEXT_CLOCK = "text"  # a run decided on its suite's text (mpe reference): no bridge, no stream clock
 _DEFAULT = Settings.model_fields  # a new run's max_attempts and max_inflight default to the settings' defaults
 
 
@@ -138,39 +140,67 @@ def create_run(
         raise BadRequest("the suite has no scenario versions for these conditions")
     audio = [episode_audio(loaded, spec.scenario)[1] for spec in chosen]  # §8: pin what each episode plays
     suite_id = register_suite(db, suite, team, bench.name)
-    run_id = new_id()
     with db.session() as s:
         if max_queued is not None:
             _check_queue(s, team, len(chosen), max_queued)
-        s.add(
-            Run(
-                id=run_id,
-                team=team,
-                model_name=model,
-                benchmark=bench.name,
-                suite_id=suite_id,
-                conditions=conditions,
-                clock=clock,
-                limit_n=limit,
-                max_attempts=max_attempts,
-                max_inflight=max_inflight,
-                text_prompt=text_prompt,
-            )
-        )
-        s.flush()
+        run = _add_run(s, team=team, model=model, benchmark=bench.name, suite_id=suite_id, conditions=conditions,
+                       clock=clock, limit=limit, max_attempts=max_attempts, max_inflight=max_inflight,
+                       text_prompt=text_prompt)
         for i, (spec, audio_hash) in enumerate(zip(chosen, audio)):
-            s.add(
-                Episode(
-                    run_id=run_id,
-                    ordinal=i,
-                    scenario_id=spec.scenario_id,
-                    pair_id=spec.pair_id,
-                    condition=spec.condition,
-                    scenario=spec.scenario,
-                    audio_hash=audio_hash,
-                )
-            )
-    return run_id
+            _add_episode(s, run.id, i, spec, audio_hash)
+    return run.id
+
+
+def _add_run(s: Session, **fields: Any) -> Run:
+    run = Run(id=new_id(), limit_n=fields.pop("limit"), model_name=fields.pop("model"), **fields)
+    s.add(run)
+    s.flush()
+    return run
+
+
+def _add_episode(s: Session, run_id: str, ordinal: int, spec: EpisodeSpec, audio_hash: str | None, **fields: Any
+                 ) -> Episode:
+    ep = Episode(id=new_id(), run_id=run_id, ordinal=ordinal, scenario_id=spec.scenario_id, pair_id=spec.pair_id,
+                 condition=spec.condition, scenario=spec.scenario, audio_hash=audio_hash, **fields)
+    s.add(ep)
+    return ep
+
+
+@dataclass(frozen=True)
+class DecidedEpisode:
+    """One episode of a run decided without a bridge: its scenario version and what its one completed
+    attempt records (``stats``: the decisions)."""
+
+    spec: EpisodeSpec
+    stats: dict[str, Any]
+
+
+def record_decided_run(db: Database, *, team: str, model: str, benchmark: str, suite, conditions: list[str],
+                       limit: int | None, revision: str, episodes: list[DecidedEpisode],
+                       clock: str = TEXT_CLOCK, text_prompt: bool = True, source: str = "text-reference") -> str:
+    """Store a run whose episodes were decided offline (the text reference of ``mpe reference``) the
+    way runs are stored, so that the pages, ``mpe run list`` and ``mpe score`` treat it like any run:
+    pinned to its suite's content, ``finished``, every episode ``completed`` by one attempt whose
+    ``stats`` hold its decisions (``revision``: who made them; ``source`` stands for the bridge). The
+    rows are created in their final states: nothing was leased, so no transition is taken. No audio
+    is pinned (the episodes play none)."""
+    if not episodes:
+        raise BadRequest("the suite has no scenario versions for these conditions")
+    suite_id = register_suite(db, suite, team, benchmark)
+    at = utcnow()
+    with db.session() as s:
+        run = _add_run(s, team=team, model=model, benchmark=benchmark, suite_id=suite_id, conditions=conditions,
+                       clock=clock, limit=limit, max_attempts=1, max_inflight=1, text_prompt=text_prompt,
+                       status=RunStatus.finished, created_at=at, finished_at=at)
+        for i, done in enumerate(episodes):
+            attempt_id = new_id()
+            ep = _add_episode(s, run.id, i, done.spec, None, status=EpisodeStatus.completed, attempts=1,
+                              current_attempt_id=attempt_id, completed_attempt_id=attempt_id)
+            s.flush()
+            s.add(Attempt(id=attempt_id, episode_id=ep.id, number=1, bridge_id=source[:32], server_id=source[:100],
+                          model_revision=revision[:200], clock=clock, bridge_rate=0, status=AttemptStatus.completed,
+                          stats=done.stats, started_at=at, ended_at=at))
+    return run.id
 
 
 def queued_episodes(s: Session, team: str) -> int:

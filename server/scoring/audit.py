@@ -28,6 +28,7 @@ from server.scoring.asr import join_fragments
 from server.scoring.errors import NotScored, ScoringError
 from server.scoring.judges import ANSWER_LABELS, SILENCE_LABELS
 from server.scoring.results import benchmark_of, get_scoring, latest_scoring
+from server.scoring.statistics import cohens_kappa
 from server.scoring.store import ScoringStatus, load_entries
 
 AUDIT_SEED = 20260902
@@ -160,9 +161,8 @@ def import_sheet(path: Path) -> dict[str, Any]:
         agree = sum(a == b for a, b in pairs)
         labels = LABELS[task]
         confusion = {f"judge={a}|human={b}": sum(p == (a, b) for p in pairs) for a in labels for b in labels}
-        pe = sum((sum(p[0] == lab for p in pairs) / n) * (sum(p[1] == lab for p in pairs) / n) for lab in labels)
         po = agree / n
-        kappa = None if pe >= 1 else (po - pe) / (1 - pe)
+        kappa = cohens_kappa(pairs, labels)
         results.append({"judge": judge, "task": task, "n": n, "agree": agree, "agreement": round(po, 4),
                         "kappa": None if kappa is None else round(kappa, 4), "confusion": confusion})
     return {"sheet": str(path), "labeled": sum(len(p) for p in groups.values()), "unlabeled": unlabeled,

@@ -65,7 +65,7 @@ class SilenceInput(BaseModel):
 
 
 class Verdict(BaseModel):
-    task: Literal["answer", "silence"]
+    task: Literal["answer", "silence", "reference"]  # reference: a text reference's decision (mpe reference)
     label: str | None  # None: missing / unparseable
     raw: str = ""  # the backend's raw reply (or the rule's explanation)
     backend: str
@@ -75,6 +75,13 @@ class Verdict(BaseModel):
     @property
     def passed(self) -> bool:
         return self.label == PASSING[self.task]
+
+
+def content_key(task: str, backend: str, model: str, prompt_version: str, inputs: BaseModel) -> str:
+    """The cache key of a verdict (§8): sha256 of its task, backend, model, prompt version and inputs."""
+    blob = json.dumps({"task": task, "backend": backend, "model": model, "prompt_version": prompt_version,
+                       "inputs": inputs.model_dump(mode="json")}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class Judge(ABC):
@@ -89,10 +96,7 @@ class Judge(ABC):
                 "prompt_versions": {t: self.prompt_version(t) for t in ("answer", "silence")}}
 
     def cache_key(self, task: str, inputs: BaseModel) -> str:
-        blob = json.dumps({"task": task, "backend": self.name, "model": self.model,
-                           "prompt_version": self.prompt_version(task), "inputs": inputs.model_dump(mode="json")},
-                          sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return content_key(task, self.name, self.model, self.prompt_version(task), inputs)
 
     @abstractmethod
     def judge_answer(self, inp: AnswerInput) -> Verdict: ...
@@ -274,7 +278,7 @@ def _number_runs(tokens: list[str]) -> list[list[str]]:
     return runs
 
 
-_STOPWORDS = set(
+STOPWORDS = set(
     "a an the of to in on at for by with and or but is are was were be been it its this that these those "
     "there here we you i he she they them us our your their my me per each about from as so do does did "
     "will would can could should one".split())
@@ -336,7 +340,7 @@ class RuleJudge(Judge):
             ok = not missing
             why = "all answer keys covered" if ok else f"missing keys: {missing}"
         else:
-            gold = [w for w in gold_words if w not in _STOPWORDS]
+            gold = [w for w in gold_words if w not in STOPWORDS]
             nums = _number_runs(gold_words)
             others = [w for w in gold if not w.isdigit()]
             nums_ok = all(covers(heard, n) for n in nums)
@@ -411,19 +415,63 @@ CLAUDE_VERSIONS = {"answer": "claude-answer-v1", "silence": "claude-silence-v1"}
 DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-5"
 
 
-def parse_label(reply: str, labels: tuple[str, ...]) -> str | None:
-    """The verdict in a reply: a JSON object's ``verdict`` (anywhere in the reply), else a
-    single label word standing alone. Anything else: None (unparseable)."""
+def reply_object(reply: str, key: str) -> dict[str, Any] | None:
+    """The first JSON object in a reply (anywhere in it) whose ``key`` is a string, else None."""
     for m in re.finditer(r"\{.*?\}", reply, flags=re.S):
         try:
             obj = json.loads(m.group(0))
         except ValueError:
             continue
-        if isinstance(obj, dict) and isinstance(obj.get("verdict"), str):
-            v = obj["verdict"].strip().upper()
-            return v if v in labels else None
+        if isinstance(obj, dict) and isinstance(obj.get(key), str):
+            return obj
+    return None
+
+
+def parse_label(reply: str, labels: tuple[str, ...], key: str = "verdict") -> str | None:
+    """The label in a reply: a JSON object's ``key`` (``verdict``; anywhere in the reply), else a
+    single label word standing alone. Anything else: None (unparseable)."""
+    obj = reply_object(reply, key)
+    if obj is not None:
+        v = obj[key].strip().upper()
+        return v if v in labels else None
     found = {lab for lab in labels if re.search(rf"(?<![A-Z_]){lab}(?![A-Z_])", reply.upper())}
     return found.pop() if len(found) == 1 else None
+
+
+class ClaudeMessages:
+    """The Messages API as every Claude backend of scoring calls it (the judges, the text reference
+    of ``mpe reference``): the ``anthropic`` SDK with ``ANTHROPIC_API_KEY`` and optional
+    ``ANTHROPIC_BASE_URL``. The SDK itself retries rate limits (429), overload (529), other 5xx and
+    connection errors ``max_retries`` times with backoff, waiting as long as ``retry-after-ms`` /
+    ``retry-after`` ask; what still fails is a :class:`JudgeError`."""
+
+    def __init__(self, what: str, *, api_key: str | None = None, base_url: str | None = None, max_retries: int = 2,
+                 timeout_s: float = 60.0):
+        try:
+            import anthropic
+        except ImportError:
+            raise BackendUnavailable(f"the {what} needs the [claude] extra: pip install 'duplex-mpe[claude]'") from None
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise BackendUnavailable(f"the {what} needs ANTHROPIC_API_KEY")
+        self.what = what
+        self._anthropic = anthropic
+        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
+        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=max_retries,
+                                           timeout=timeout_s)
+
+    def ask(self, model: str, system: str, user: str, max_tokens: int = 300) -> tuple[str, str]:
+        """One user message: (the reply's text, the model that answered)."""
+        a = self._anthropic
+        try:
+            msg = self._client.messages.create(model=model, max_tokens=max_tokens, system=system,
+                                               messages=[{"role": "user", "content": user}])
+        except a.APIStatusError as exc:
+            raise JudgeError(f"{self.what}: HTTP {exc.status_code} from the Messages API") from None
+        except a.APIError as exc:
+            raise JudgeError(f"{self.what}: request failed ({type(exc).__name__})") from None
+        reply = "".join(getattr(b, "text", "") for b in (msg.content or []))
+        return reply, getattr(msg, "model", None) or model
 
 
 class ClaudeJudge(Judge):
@@ -433,34 +481,17 @@ class ClaudeJudge(Judge):
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 2, timeout_s: float = 60.0):
-        try:
-            import anthropic
-        except ImportError:
-            raise BackendUnavailable("the Claude judge needs the [claude] extra: pip install 'duplex-mpe[claude]'") from None
         self.model = model or os.environ.get("MPE_JUDGE_MODEL") or DEFAULT_CLAUDE_MODEL
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise BackendUnavailable("the Claude judge needs ANTHROPIC_API_KEY")
-        self._anthropic = anthropic
-        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
-        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=max_retries,
-                                           timeout=timeout_s)
+        self._api = ClaudeMessages("Claude judge", api_key=api_key, base_url=base_url, max_retries=max_retries,
+                                   timeout_s=timeout_s)
 
     def prompt_version(self, task: str) -> str:
         return CLAUDE_VERSIONS[task]
 
     def _ask(self, task: str, system: str, user: str, labels: tuple[str, ...]) -> Verdict:
-        a = self._anthropic
-        try:
-            msg = self._client.messages.create(model=self.model, max_tokens=300, system=system,
-                                               messages=[{"role": "user", "content": user}])
-        except a.APIStatusError as exc:
-            raise JudgeError(f"Claude judge: HTTP {exc.status_code} from the Messages API") from None
-        except a.APIError as exc:
-            raise JudgeError(f"Claude judge: request failed ({type(exc).__name__})") from None
-        reply = "".join(getattr(b, "text", "") for b in (msg.content or []))
-        return Verdict(task=task, label=parse_label(reply, labels), raw=reply, backend=self.name,
-                       model=getattr(msg, "model", None) or self.model, prompt_version=self.prompt_version(task))
+        reply, model = self._api.ask(self.model, system, user)
+        return Verdict(task=task, label=parse_label(reply, labels), raw=reply, backend=self.name, model=model,
+                       prompt_version=self.prompt_version(task))
 
     def judge_answer(self, inp: AnswerInput) -> Verdict:
         user = (f"Request put to Aria: {inp.question or '(not available)'}\n"

@@ -22,7 +22,8 @@ from server.engine.export import episode_document, load_track
 from server.scoring.errors import BadBundle
 
 SEGMENTS_FILE = "segments.json"
-SegmentsSource = Literal["segments.json", "live", "replay"]  # where the segments scored with come from
+# where the segments scored with come from; "none": an episode decided on text (mpe reference), no audio
+SegmentsSource = Literal["segments.json", "live", "replay", "none"]
 
 
 @dataclass

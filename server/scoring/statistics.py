@@ -1,5 +1,5 @@
-"""Benchmark-neutral statistics: the exact McNemar test, Bonferroni, and cluster bootstrap CIs
-of ratios (clusters: scenarios or dialogues, resampled with replacement; seeded)."""
+"""Benchmark-neutral statistics: the exact McNemar test, Bonferroni, Cohen's kappa, and cluster
+bootstrap CIs of ratios (clusters: scenarios or dialogues, resampled with replacement; seeded)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ def bonferroni(p: float, m: int) -> float:
     if m < 1:
         raise ValueError("m must be >= 1")
     return float(min(1.0, p * m))
+
+
+def cohens_kappa(pairs: Sequence[tuple[str, str]], labels: Sequence[str]) -> float | None:
+    """Cohen's kappa of two raters' labels (one pair per item; None when chance agreement is 1)."""
+    n = len(pairs)
+    if not n:
+        return None
+    po = sum(a == b for a, b in pairs) / n
+    pe = sum((sum(p[0] == lab for p in pairs) / n) * (sum(p[1] == lab for p in pairs) / n) for lab in labels)
+    return None if pe >= 1 else (po - pe) / (1 - pe)
 
 
 # --- bootstrap -------------------------------------------------------------------------------

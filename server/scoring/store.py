@@ -9,8 +9,9 @@ uses its own short session (§11).
 from __future__ import annotations
 
 import hashlib
+import threading
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import delete, select
@@ -38,13 +39,19 @@ def transcript_key(asr: ASRBackend, a_hash: str) -> str:
 
 
 class Cache:
-    """Transcript and verdict cache. ``db=None`` keeps everything in memory (tests, tools)."""
+    """Transcript and verdict cache. ``db=None`` keeps everything in memory (tests, tools). Safe to
+    share between threads (the text reference asks several decisions at once)."""
 
     def __init__(self, db: Database | None = None):
         self.db = db
         self._mem_t: dict[str, tuple[int, str]] = {}
         self._mem_v: dict[str, tuple[int, Verdict]] = {}
         self.calls = {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0}
+        self._lock = threading.Lock()
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.calls[what] += 1
 
     # -- transcripts
 
@@ -54,9 +61,9 @@ class Cache:
         key = transcript_key(asr, a_hash)
         found = self._get_transcript(key)
         if found is not None:
-            self.calls["asr_hits"] += 1
+            self._count("asr_hits")
             return found
-        self.calls["asr"] += 1
+        self._count("asr")
         res: ASRResult = asr.transcribe(pcm)
         desc = asr.describe()
         row = dict(content_hash=key, audio_hash=a_hash, backend=str(desc.get("backend", asr.name)),
@@ -73,8 +80,8 @@ class Cache:
 
     def _put_transcript(self, key: str, row: dict[str, Any]) -> tuple[int, str]:
         if self.db is None:
-            self._mem_t[key] = (len(self._mem_t) + 1, row["text"])
-            return self._mem_t[key]
+            with self._lock:
+                return self._mem_t.setdefault(key, (len(self._mem_t) + 1, row["text"]))
         try:
             with self.db.session() as s:
                 obj = TranscriptRow(**row)
@@ -89,14 +96,17 @@ class Cache:
     # -- verdicts
 
     def judge(self, judge: Judge, task: str, inputs: BaseModel) -> tuple[int, Verdict]:
-        key = judge.cache_key(task, inputs)
+        return self.cached(judge.cache_key(task, inputs), lambda: judge.judge(task, inputs), inputs)
+
+    def cached(self, key: str, decide: Callable[[], Verdict], inputs: BaseModel) -> tuple[int, Verdict]:
+        """(verdict id, verdict) stored under ``key``, or ``decide()`` stored there first (a judge's
+        verdict, or a text reference's decision: both keep their label or null and the raw reply)."""
         found = self._get_verdict(key)
         if found is not None:
-            self.calls["judge_hits"] += 1
+            self._count("judge_hits")
             return found
-        self.calls["judge"] += 1
-        v = judge.judge(task, inputs)
-        return self._put_verdict(key, v, inputs)
+        self._count("judge")
+        return self._put_verdict(key, decide(), inputs)
 
     def _get_verdict(self, key: str) -> tuple[int, Verdict] | None:
         if self.db is None:
@@ -110,8 +120,8 @@ class Cache:
 
     def _put_verdict(self, key: str, v: Verdict, inputs: BaseModel) -> tuple[int, Verdict]:
         if self.db is None:
-            self._mem_v[key] = (len(self._mem_v) + 1, v)
-            return self._mem_v[key]
+            with self._lock:
+                return self._mem_v.setdefault(key, (len(self._mem_v) + 1, v))
         try:
             with self.db.session() as s:
                 obj = VerdictRow(content_hash=key, task=v.task, backend=v.backend, model=v.model[:200],

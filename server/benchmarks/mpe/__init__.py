@@ -4,7 +4,8 @@ Parts: ``suite`` (schema and validator, §2), ``scheduler`` (the pure runtime pr
 ``rules`` (the window rules of §6, the one place they are written), ``outcome`` (the pages'
 outcome from those rules), ``scoring`` / ``entry`` (a scored episode) / ``metrics`` / ``stats`` /
 ``report`` (§6 scoring), ``dataset`` (generators and synthesis), ``oracle`` (the reference behaviour),
-``duty`` (the duty instruction's one text: the built-in preamble and the optional text prompt).
+``duty`` (the duty instruction's one text: the built-in preamble, the optional text prompt and the
+text reference's prompt), ``textref`` (the transcript-conditioned text reference, ``mpe reference``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
+from server.benchmarks.mpe.textref.prompt import STATS_KEY as TEXT_REFERENCE_STATS
 from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
 from server.core.events import Event
 from server.core.schedule import PREAMBLE
@@ -38,6 +40,7 @@ class DuplexMPE(Benchmark):
     # what the model heard anyway: when the preamble and each clip (by index only) played
     public_events = {**MODEL_EVENTS, "preamble.start": frozenset(), "preamble.end": frozenset(),
                      "clip.start": frozenset({"idx"}), "clip.end": frozenset({"idx"})}
+    script_stats = frozenset({TEXT_REFERENCE_STATS})  # a text reference's decisions name and quote the turns
 
     def load_suite(self, path: str | Path) -> Suite:
         return Suite.load(path)
@@ -70,9 +73,14 @@ class DuplexMPE(Benchmark):
     entry_model = EpisodeScore
 
     def score_episode(self, episode, asr, judge, cache) -> EpisodeScore:
+        """A speech model's episode from its recording (``scoring``); a text reference's from its
+        decisions on the script (``textref``: the same entry, so the same metrics)."""
         from server.benchmarks.mpe.scoring import score_episode
+        from server.benchmarks.mpe.textref.entry import text_entry
+        from server.benchmarks.mpe.textref.prompt import text_reference_of
 
-        return score_episode(episode, asr, judge, cache)
+        ref = text_reference_of(episode.doc)
+        return score_episode(episode, asr, judge, cache) if ref is None else text_entry(episode, ref, judge, cache)
 
     def metrics(self, entries):
         from server.benchmarks.mpe.metrics import compute_metrics

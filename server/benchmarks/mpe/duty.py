@@ -1,8 +1,9 @@
 """The duty of §3 step 1 in the paper's own words (Duplex-MPE, App. A3.1): its one text.
 
 The built-in suites speak it as their preamble (:mod:`server.benchmarks.mpe.dataset.build`),
-and a run created with a text prompt sends it to its bridges in ``episode.start`` (§4:
-``instructions``; :attr:`server.core.benchmark.Benchmark.duty_text`). Every speech system
+a run created with a text prompt sends it to its bridges in ``episode.start`` (§4:
+``instructions``; :attr:`server.core.benchmark.Benchmark.duty_text`), and the text reference
+opens its prompt with it (:mod:`server.benchmarks.mpe.textref.prompt`). Every speech system
 gets the same input: no text prompt unless the run asks for one.
 """
 

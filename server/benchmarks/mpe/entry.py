@@ -24,9 +24,10 @@ from server.scoring.loading import SegmentsSource
 
 # Why a verdict is what it is (§6): no speech / no response (nothing to judge), no ASR
 # (duration-only scoring), decided on duration alone, an empty transcript (fails), judged,
-# or a judge reply without a label (fails).
+# or a reply without a label (fails: the judge's, or a text reference's decision). A text
+# reference (``mpe reference``) that chose RESPOND in an N1-N3 window has ``responded`` (fails).
 TReason = Literal["no_response", "no_asr", "duration", "empty_transcript", "judged", "unparseable"]
-SilenceReason = Literal["no_speech", "no_asr", "duration", "empty_transcript", "judged", "unparseable"]
+SilenceReason = Literal["no_speech", "no_asr", "duration", "empty_transcript", "judged", "unparseable", "responded"]
 ClipSpan = tuple[int, str, str, int, int]  # (turn idx, label, speaker, start, end)
 
 
@@ -128,8 +129,29 @@ class TimelineInfo(_Part):
         return data
 
 
+class TextReferenceInfo(_Part):
+    """Who decided an episode of a transcript-conditioned text reference (``mpe reference``): its
+    backend (``rule``: the name-detection rule baseline; ``claude``), model and prompt version."""
+
+    backend: Literal["rule", "claude"]
+    model: str
+    prompt_version: str
+
+    @property
+    def rule_baseline(self) -> bool:
+        return self.backend == "rule"
+
+    def describe(self) -> str:
+        """How reports name it: a text reference, and a rule baseline where it is one."""
+        if self.rule_baseline:
+            return (f"text reference, RULE BASELINE ({self.model}, {self.prompt_version}; not a language model: "
+                    "responds when Aria is named and asked something, answers by repeating an earlier turn)")
+        return f"transcript-conditioned text reference ({self.backend} {self.model}, prompt {self.prompt_version})"
+
+
 class EpisodeScore(ScoreEntry):
-    """One scored Duplex-MPE episode."""
+    """One scored Duplex-MPE episode: of a speech model from its recording, or of a text reference
+    from its decisions on the script (``text_reference``; server.benchmarks.mpe.textref)."""
 
     pair_id: str
     model_revision: str
@@ -143,6 +165,17 @@ class EpisodeScore(ScoreEntry):
     silence_windows: list[SilenceScore]
     n4: list[N4Score]
     timeline: TimelineInfo
+    text_reference: TextReferenceInfo | None = Field(
+        description="the text reference whose decisions on the script made this entry (no audio: T present = "
+                    "RESPOND, an N1-N3 window fails on RESPOND, N4Q window response = RESPOND); null: a speech model")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_text_references(cls, data: Any) -> Any:
+        """Entries stored before text references existed were all scored from speech."""
+        if isinstance(data, dict) and "text_reference" not in data:
+            return {**data, "text_reference": None}
+        return data
 
     @property
     def n_speakers(self) -> int | None:

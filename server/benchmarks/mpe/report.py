@@ -37,6 +37,10 @@ MODEL_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"
 PASS, FAIL, SPEECH = "#2ca02c", "#d62728", "#17becf"
 #: a source's text prompt as the report shows it (§4: audio only unless the run asked for the duty as text)
 TEXT_PROMPT = {True: "duty text", False: "none (audio only)", None: "unknown"}
+#: what every report says of text references (mpe reference) next to speech models
+TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Their fresh-onset rate equals their response "
+                       "presence by construction, no N4 event of theirs is eligible for the yield (a decision has no "
+                       "duration), and they are not in the duration sweep (Table 16).")
 
 
 @dataclass
@@ -91,9 +95,11 @@ def collect_report(db: Database, refs: Iterable[str]) -> ReportData:
         labels = {m: run_names.get(row.run_id) or _bundle_label(m, es, row.id) for m in sorted({e.model for e in es})}
         es = [e.model_copy(update={"model": labels[e.model]}) if shared[e.model] > 1 else e for e in es]
         entries.extend(es)
+        text_refs = {e.model: e.text_reference.describe() for e in es if e.text_reference is not None}
         sources.append({"ref": ref, "run_id": row.run_id, "scoring_id": row.id, "config": row.config,
                         "text_prompt": _text_prompt(db, row.run_id), "labels": labels,
-                        "models": sorted({e.model for e in es}), "n_episodes": len(es)})
+                        "models": sorted({e.model for e in es}), "n_episodes": len(es),
+                        "text_reference": text_refs or None})
     if not entries:
         raise NotScored("nothing to report")
     return report_from_entries(entries, sources)
@@ -146,11 +152,20 @@ def print_report(data: ReportData, console: Console) -> None:
         console.print("[bold]Runs[/bold] (model · clock · suite · run id)")
         for line in lines:
             console.print(f"  {escape(line)}", highlight=False)
+    if any(s.get("text_reference") for s in data.sources):
+        console.print(f"[bold]Text references[/bold]: {escape(TEXT_REFERENCE_NOTE)}", highlight=False)
 
 
 def source_lines(sources: list[dict[str, Any]]) -> list[str]:
-    """One line per labelled model of each source: its label and the scoring its numbers come from."""
-    return [f"{label}   (scoring {s['scoring_id']})" for s in sources for label in (s.get("labels") or {}).values()]
+    """One line per labelled model of each source: its label and the scoring its numbers come from (and,
+    for a text reference, what it is)."""
+    def what(s: dict[str, Any], model: str, label: str) -> str:  # keyed by the name the tables show
+        refs = s.get("text_reference") or {}
+        note = refs.get(model) or refs.get(label)
+        return f": {note}" if note else ""
+
+    return [f"{label}   (scoring {s['scoring_id']}){what(s, model, label)}"
+            for s in sources for model, label in (s.get("labels") or {}).items()]
 
 
 # --- HTML helpers ----------------------------------------------------------------------------------
@@ -367,17 +382,23 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
         c = s.get("config") or {}
         asr, judge = c.get("asr", {}), c.get("judge", {})
         labels = "<br>".join(_e(v) for v in (s.get("labels") or {}).values()) or _e(", ".join(s["models"]))
+        text_refs = s.get("text_reference") or {}
+        models = "<br>".join(_e(m) + (f" <span class='muted small'>({_e(text_refs[m])})</span>" if m in text_refs
+                                      else "") for m in s["models"])
         rows.append([f"{labels}<br><span class='muted small'>{_e(s.get('run_id') or 'bundles')}</span>",
-                     f"<code>{_e(s['scoring_id'])}</code>", _e(", ".join(s["models"])),
-                     str(s["n_episodes"]), _e(f"{asr.get('backend')} {asr.get('model', '')}"),
+                     f"<code>{_e(s['scoring_id'])}</code>", models,
+                     str(s["n_episodes"]),
+                     "not used (text)" if text_refs else _e(f"{asr.get('backend')} {asr.get('model', '')}"),
                      _e(f"{judge.get('backend')} ({judge.get('model', '')}; "
                        + ", ".join(f"{k}: {v}" for k, v in (judge.get('prompt_versions') or {}).items()) + ")"),
                      _e(c.get("detector", "")), _e(TEXT_PROMPT[s.get("text_prompt")])])
     parts.append("<h2>Sources</h2>" + _table(["run (model · clock · suite · id)", "scoring", "models", "episodes", "ASR", "judge", "detector",
                                               "text prompt"], rows,
                                             "small"))
-    if any(asr_disabled(s.get("config") or {}) for s in data.sources):
+    if any(asr_disabled(s.get("config") or {}) and not s.get("text_reference") for s in data.sources):
         parts.append(f"<p><b>Note:</b> {_e(NO_ASR_NOTE)}.</p>")
+    if any(s.get("text_reference") for s in data.sources):
+        parts.append(f"<p><b>Text references:</b> {_e(TEXT_REFERENCE_NOTE)}</p>")
 
     # The paper's tables (the same as in the terminal), the bootstrap bars after Table 3 and
     # the sweep chart before Table 16.

@@ -34,6 +34,23 @@ def _context(turns: list[dict[str, Any]], idx: int) -> list[HumanTurn]:
             for t in turns[max(0, pos - CONTEXT_TURNS + 1): pos + 1]]
 
 
+def episode_fields(doc: dict[str, Any], source: str) -> dict[str, Any]:
+    """The fields of an entry that come from its episode document (§7) alone."""
+    model = doc.get("model") or {}
+    return dict(episode_id=str(doc["episode_id"]), attempt_id=doc.get("attempt_id"), run_id=doc.get("run_id"),
+                scenario_id=str(doc.get("scenario_id", "")), pair_id=str(doc.get("pair_id", "")),
+                condition=str(doc.get("condition", "")),
+                model=str(model.get("name", "") if isinstance(model, dict) else model),
+                model_revision=str(model.get("revision", "") if isinstance(model, dict) else ""),
+                clock=doc.get("clock"), source=source, gold_answer=doc.get("gold_answer"))
+
+
+def answer_input(doc: dict[str, Any], question: str, transcript: str) -> AnswerInput:
+    """What the answer judge is given for T (§6): the request, the gold answer and its keys, the reply."""
+    return AnswerInput(question=question, gold_answer=str(doc.get("gold_answer") or ""),
+                       answer_keys=doc.get("answer_keys"), transcript=transcript)
+
+
 def _spans(spans: Sequence[Span]) -> list[Span]:
     return [(int(s), int(e)) for s, e in spans]
 
@@ -92,9 +109,7 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
     # T (§6): response presence, then the answer's correctness on its transcript.
     t = w.t
     if t.present:
-        jt = scorer.decide("answer", t.response, lambda text: AnswerInput(
-            question=texts.get(t.turn_idx, ""), gold_answer=str(doc.get("gold_answer") or ""),
-            answer_keys=doc.get("answer_keys"), transcript=text))
+        jt = scorer.decide("answer", t.response, lambda text: answer_input(doc, texts.get(t.turn_idx, ""), text))
         correct = None if jt.reason == "no_asr" else jt.verdict == PASSING["answer"]  # §6: empty = incorrect
     else:
         jt, correct = _Judgement("no_response"), None
@@ -128,23 +143,12 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
                   deadline_s=sec(e.deadline), t_E_s=sec(e.t_e), censored=e.censored)
           for e in w.n4]
 
-    model = doc.get("model") or {}
     return EpisodeScore(
-        episode_id=str(doc["episode_id"]),
-        attempt_id=doc.get("attempt_id"),
-        run_id=doc.get("run_id"),
-        scenario_id=str(doc.get("scenario_id", "")),
-        pair_id=str(doc.get("pair_id", "")),
-        condition=str(doc.get("condition", "")),
-        model=str(model.get("name", "") if isinstance(model, dict) else model),
-        model_revision=str(model.get("revision", "") if isinstance(model, dict) else ""),
-        clock=doc.get("clock"),
-        source=ep.source,
+        **episode_fields(doc, ep.source),
         semantic=asr.enabled,
         request_time_s=sec(w.request_time),
         duration_s=sec(len(track)),
         speech_ms=ms(total(w.segments)),
-        gold_answer=doc.get("gold_answer"),
         t=t_score,
         silence_windows=windows,
         n4=n4,
@@ -154,4 +158,5 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
             speech=_spans(w.segments), t_wait=tl.t_wait, preamble=tl.preamble,
             detector="segments.json" if ep.segments_source == "segments.json" else DETECTOR_VERSION,
             segments=ep.segments_source),
+        text_reference=None,
     )

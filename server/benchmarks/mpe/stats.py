@@ -33,7 +33,7 @@ from scipy import stats as sst
 from server.benchmarks.mpe.entry import EpisodeScore, SilenceScore
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics, group, value
 from server.benchmarks.mpe.outcome import t_state
-from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES, SILENCE_LABELS
+from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES, RESPONSE_LABELS, SILENCE_LABELS
 from server.benchmarks.mpe.suite import T_BUCKETS
 from server.scoring.judges import PASSING
 from server.scoring.statistics import (
@@ -49,10 +49,10 @@ from server.scoring.statistics import (
 SWEEP_MS = (0, 100, 200, 300, 500)
 TERTILES = ("early", "middle", "late")
 T_STATES = ("fresh", "already_speaking", "none")  # Table 9: the partition of T (outcome.t_state)
-# Table 10: how each N1-N3 window was decided (SilenceScore.reason, judged split by verdict).
+# Table 10: how each N1-N3 window was decided (SilenceScore.reason, judged split by verdict; responded:
+# a text reference's RESPOND).
 SILENCE_STAGES = ("no_speech", "judged_backchannel", "judged_non_backchannel", "empty_or_unparseable",
-                  "duration", "no_asr")
-RESPONSE_LABELS = ("T", "N1", "N2", "N3", "N4Q")  # Table 19: the utterance types a model may answer
+                  "duration", "no_asr", "responded")
 
 
 def _r(x: float | None, nd: int = 6) -> float | None:
@@ -202,7 +202,7 @@ def silence_stage(w: SilenceScore) -> str:
         return "judged_backchannel" if w.verdict == PASSING["silence"] else "judged_non_backchannel"
     if w.reason in ("empty_transcript", "unparseable"):
         return "empty_or_unparseable"
-    return w.reason  # no_speech, duration, no_asr
+    return w.reason  # no_speech, duration, no_asr, responded
 
 
 def silence_stages(entries: list[EpisodeScore]) -> dict[str, Any]:
@@ -243,9 +243,10 @@ def n4_breakdown(entries: list[EpisodeScore]) -> dict[str, Any]:
 
 
 def silence_sweep(entries: list[EpisodeScore], thresholds_ms: Sequence[int] = SWEEP_MS) -> dict[str, Any]:
-    """Table 16, duration only, no semantic exemption: a window passes with at most ``t`` ms of speech."""
+    """Table 16, duration only, no semantic exemption: a window passes with at most ``t`` ms of speech.
+    Text references have no speech durations and are left out."""
     values: dict[str, Any] = {}
-    for model, conds in group(entries).items():
+    for model, conds in group(e for e in entries if e.text_reference is None).items():
         values[model] = {}
         for cond, eps in conds.items():
             speech = [w.speech_ms for e in eps for w in e.silence_windows]
@@ -298,11 +299,13 @@ def addressee_kind(addressee: str | None) -> str:
 def _decisions(eps: list[EpisodeScore]) -> list[tuple[str, str, bool, bool]]:
     """(label, addressee kind, spoke, responded) of every window a model may respond in: T is
     answered when a response is present; an N1-N3 window is responded to when its speech was
-    not a backchannel (the window failed); an N4Q when there is a window response."""
+    not a backchannel (the window failed); an N4Q when there is a window response. A text
+    reference speaks where it chose RESPOND."""
     rows = []
     for e in eps:
         rows.append(("T", addressee_kind(e.t.addressee), e.t.present, e.t.present))
-        rows += [(w.label, addressee_kind(w.addressee), w.speech_ms > 0, not w.passed) for w in e.silence_windows]
+        rows += [(w.label, addressee_kind(w.addressee), w.speech_ms > 0 or w.reason == "responded", not w.passed)
+                 for w in e.silence_windows]
         rows += [("N4Q", addressee_kind(n.addressee), n.window_response, n.window_response) for n in e.n4]
     return rows
 

@@ -20,7 +20,7 @@ T_STATE_TITLES = {"fresh": "fresh onset", "already_speaking": "already active", 
 STAGE_TITLES = {"no_speech": "no speech", "judged_backchannel": "judged backchannel",
                 "judged_non_backchannel": "judged non-backchannel",
                 "empty_or_unparseable": "empty transcript / unparseable", "duration": "decided on duration",
-                "no_asr": "no ASR"}
+                "no_asr": "no ASR", "responded": "text reference: RESPOND"}
 CATEGORY_TITLES = {"already_speaking": "already speaking", "started_during_q": "started during N4Q",
                    "fresh_onset": "fresh onset", "no_speech": "no speech"}
 OUTCOME_TITLES = {"pass": "pass", "still_voicing": "still voicing", "resumed": "resumed"}
@@ -123,14 +123,16 @@ def t_partition_table(a: dict[str, Any]) -> ReportTable:
 
 
 def silence_stage_table(a: dict[str, Any]) -> ReportTable:
-    rows = [[_c(model), _c(cond), _c(r["n"])] + [share(r["stages"][k], r["n"]) for k in SILENCE_STAGES]
-            + [share(r["passed"], r["n"])]
-            for model, cond, r in _rows(a.get("silence_stages", {}))]
+    found = _rows(a.get("silence_stages", {}))
+    # a text reference's own stage only where one is reported
+    stages = [k for k in SILENCE_STAGES if k != "responded" or any(r["stages"].get(k) for _, _, r in found)]
+    rows = [[_c(model), _c(cond), _c(r["n"])] + [share(r["stages"].get(k, 0), r["n"]) for k in stages]
+            + [share(r["passed"], r["n"])] for model, cond, r in found]
     return ReportTable("table10", "Table 10: N1-N3 silence windows by deciding stage",
                        "No speech passes; judged windows pass only as a backchannel; an empty transcript or a "
-                       "reply without a verdict fails; without ASR any speech fails. Shares of all windows.",
-                       ["model", "condition", "windows"] + [STAGE_TITLES[k] for k in SILENCE_STAGES] + ["passed"],
-                       rows)
+                       "reply without a verdict fails; without ASR any speech fails; a text reference's RESPOND "
+                       "(or unparseable decision) fails. Shares of all windows.",
+                       ["model", "condition", "windows"] + [STAGE_TITLES[k] for k in stages] + ["passed"], rows)
 
 
 def n4_tables(a: dict[str, Any], metrics: dict[str, Any]) -> list[ReportTable]:
@@ -167,7 +169,8 @@ def sweep_table(a: dict[str, Any], metrics: dict[str, Any]) -> ReportTable:
             for model, cond, pts in _rows(sw.get("values", {}))]
     return ReportTable("table16", "Table 16: duration-only silence sweep",
                        "A window passes when the model's speech in it lasts at most the threshold; no semantic "
-                       "exemption. Last column: silence preservation as scored.",
+                       "exemption. Last column: silence preservation as scored. Text references have no speech "
+                       "durations and are not in this table.",
                        ["model", "condition"] + [f"≤ {t} ms" for t in sw.get("thresholds_ms", [])]
                        + ["scored"], rows)
 

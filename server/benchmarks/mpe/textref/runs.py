@@ -1,0 +1,221 @@
+"""Deciding a suite with a text reference and storing it as a run (``mpe reference``), and the
+run-to-run agreement of two such runs (``mpe reference agreement``).
+
+A reference run is a run like any other (:func:`server.engine.leasing.record_decided_run`): model
+name ``text-ref:NAME``, clock ``text``, pinned to its suite's content, finished when created, one
+completed attempt per scenario version whose ``stats["text_reference"]`` holds the decisions
+(:class:`.prompt.TextReference`). ``mpe score`` then builds its entries (:mod:`.entry`) and every
+metric, test and table is the one speech models get.
+
+Only the script is needed: the suite is checked without its audio (a text-only suite will do).
+Decisions are asked ``concurrency`` at a time; each is cached by content hash (backend, model,
+prompt version, history, repeat), so an interrupted command resumes without asking again, and a
+history shared by both conditions (the turns before T) is asked once. ``repeat`` asks everything
+again as a new, independent run (for the run-to-run agreement).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from sqlalchemy import select
+
+from server.benchmarks.mpe.rules import RESPONSE_LABELS
+from server.benchmarks.mpe.stats import addressee_kind
+from server.benchmarks.mpe.suite import CONDITIONS, validate_suite
+from server.benchmarks.mpe.textref.backends import ReferenceBackend
+from server.benchmarks.mpe.textref.prompt import (
+    DECISIONS,
+    STATS_KEY,
+    TextDecision,
+    TextReference,
+    parse_reply,
+    queries,
+    text_reference_of,
+)
+from server.core.benchmark import EpisodeSpec
+from server.db import Attempt, Database, Episode, Run
+from server.engine.clips import load_suite
+from server.engine.leasing import BadRequest, DecidedEpisode, NotFound, record_decided_run
+from server.scoring.statistics import cohens_kappa
+from server.scoring.store import Cache
+
+MODEL_PREFIX = "text-ref:"
+RULE_BASELINE_NAME = MODEL_PREFIX + "rule-baseline"
+BENCHMARK = "duplex-mpe"
+UNPARSEABLE = "UNPARSEABLE"
+# The paper's run-to-run agreement of its text reference (two runs): 97.2 % of 48,542 decisions.
+PUBLISHED_AGREEMENT = {"agreement": 0.972, "decisions": 48_542}
+
+Progress = Callable[[int, int], None]
+
+
+def reference_model_name(name: str | None, backend: ReferenceBackend) -> str:
+    """The run's model name: ``text-ref:NAME`` (the prefix is added when missing). The rule
+    backend's name must say it is a rule baseline (default ``text-ref:rule-baseline``)."""
+    if name is None:
+        return RULE_BASELINE_NAME if backend.name == "rule" else MODEL_PREFIX + backend.model
+    name = name.strip()
+    if not name.startswith(MODEL_PREFIX):
+        name = MODEL_PREFIX + name
+    if len(name) == len(MODEL_PREFIX) or len(name) > 100 or any(c.isspace() for c in name):
+        raise BadRequest(f"model name {name!r}: text-ref:NAME with a NAME of up to {100 - len(MODEL_PREFIX)} "
+                         "characters and no spaces")
+    if backend.name == "rule" and "rule" not in name[len(MODEL_PREFIX):]:
+        raise BadRequest(f"model name {name!r}: the rule backend is a rule baseline and its name must say so "
+                         f"(e.g. {RULE_BASELINE_NAME})")
+    return name
+
+
+def decide_episodes(specs: list[EpisodeSpec], backend: ReferenceBackend, cache: Cache, *, repeat: int = 0,
+                    concurrency: int = 1, progress: Progress | None = None) -> list[TextReference]:
+    """Every decision of every scenario version, in turn order per version. Each distinct query is
+    asked once (``concurrency`` in flight), from the cache when it holds it. A backend error (after
+    the SDK's retries) stops it: what was answered is cached, so the same call resumes."""
+    jobs = [(i, turn, q) for i, spec in enumerate(specs) for turn, q in queries(spec.scenario["turns"], repeat)]
+    distinct = {backend.cache_key(q): q for _, _, q in jobs}
+    answers: dict[str, tuple[int, Any]] = {}
+    if progress:
+        progress(0, len(distinct))
+    with ThreadPoolExecutor(max(1, concurrency)) as pool:
+        futures = {pool.submit(cache.cached, key, lambda q=q: backend.decide(q), q): key for key, q in distinct.items()}
+        try:
+            for f in as_completed(futures):
+                answers[futures[f]] = f.result()
+                if progress:
+                    progress(len(answers), len(distinct))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    per_spec: list[list[TextDecision]] = [[] for _ in specs]
+    for i, turn, q in jobs:
+        reply_id, v = answers[backend.cache_key(q)]
+        per_spec[i].append(TextDecision(turn_idx=int(turn["idx"]), label=str(turn["label"]), decision=v.label,
+                                        answer=parse_reply(v.raw)[1],
+                                        reply_id=reply_id if cache.db is not None else None))
+    info = backend.info()
+    return [TextReference(info=info, repeat=repeat, decisions=ds) for ds in per_spec]
+
+
+@dataclass
+class ReferenceRun:
+    """What ``mpe reference`` made: the run, and what its decisions were."""
+
+    run_id: str
+    model: str
+    episodes: int
+    decisions: int
+    queries: int  # distinct queries (a history both conditions share is one)
+    asked: int  # of them, asked of the backend now
+    cached: int  # of them, found in the cache
+    by_label: dict[str, dict[str, int]] = field(default_factory=dict)  # label -> {n, respond, unparseable}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "model": self.model, "episodes": self.episodes, "decisions": self.decisions,
+                "queries": self.queries, "asked": self.asked, "cached": self.cached, "by_label": self.by_label}
+
+
+def create_reference_run(db: Database, *, suite_path: str, backend: ReferenceBackend, model_name: str | None = None,
+                         conditions: list[str] | None = None, limit: int | None = None, team: str = "local",
+                         repeat: int = 0, concurrency: int = 1, progress: Progress | None = None) -> ReferenceRun:
+    """Decide every evaluated utterance of the suite's scenario versions and store the run."""
+    if limit is not None and limit < 1:
+        raise BadRequest("limit must be at least 1")
+    if repeat < 0:
+        raise BadRequest("repeat must be at least 0")
+    loaded = load_suite(suite_path)
+    if loaded.benchmark.name != BENCHMARK:
+        raise BadRequest(f"the text reference is Duplex-MPE's; {suite_path} is a {loaded.benchmark.name} suite")
+    suite = loaded.suite
+    conditions = conditions or list(CONDITIONS)
+    if any(c not in CONDITIONS for c in conditions):
+        raise BadRequest(f"conditions must be a subset of {', '.join(CONDITIONS)}")
+    problems = validate_suite(suite, check_audio=False)  # the script is all the reference reads
+    if problems:
+        raise BadRequest(f"suite {suite_path} is invalid: " + "; ".join(problems[:5]))
+    name = reference_model_name(model_name, backend)
+    specs = loaded.benchmark.episodes(suite, conditions, limit)
+    if not specs:
+        raise BadRequest("the suite has no scenario versions for these conditions")
+    cache = Cache(db)
+    refs = decide_episodes(specs, backend, cache, repeat=repeat, concurrency=concurrency, progress=progress)
+    info = backend.info()
+    revision = f"{info.backend} {info.model} {info.prompt_version}" + (f" repeat {repeat}" if repeat else "")
+    run_id = record_decided_run(db, team=team, model=name, benchmark=loaded.benchmark.name, suite=suite,
+                                conditions=conditions, limit=limit, revision=revision,
+                                episodes=[DecidedEpisode(spec, {STATS_KEY: ref.model_dump(mode="json")})
+                                          for spec, ref in zip(specs, refs)])
+    by_label: dict[str, dict[str, int]] = {}
+    for lab in RESPONSE_LABELS:
+        ds = [d for ref in refs for d in ref.decisions if d.label == lab]
+        by_label[lab] = {"n": len(ds), "respond": sum(d.decision == DECISIONS[0] for d in ds),
+                         "unparseable": sum(d.decision is None for d in ds)}
+    asked, cached = cache.calls["judge"], cache.calls["judge_hits"]
+    return ReferenceRun(run_id, name, len(specs), sum(len(r.decisions) for r in refs), asked + cached, asked, cached,
+                        by_label)
+
+
+# --- run-to-run agreement ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One utterance's decision in a reference run, with what the manifest says of the utterance."""
+
+    label: str
+    addressee: str | None
+    decision: str | None
+
+
+Key = tuple[str, str, int]  # (scenario id, condition, turn idx)
+
+
+def load_decisions(db: Database, run_id: str) -> dict[Key, Decided]:
+    """Every decision of a reference run by (scenario, condition, turn)."""
+    with db.session() as s:
+        if s.get(Run, run_id) is None:
+            raise NotFound(f"no run {run_id}")
+        rows = s.execute(select(Episode.id, Episode.scenario_id, Episode.condition, Episode.scenario, Attempt.stats)
+                         .join(Attempt, Attempt.id == Episode.completed_attempt_id)
+                         .where(Episode.run_id == run_id).order_by(Episode.ordinal)).all()
+    out: dict[Key, Decided] = {}
+    for eid, scenario_id, condition, scenario, stats in rows:
+        ref = text_reference_of({"episode_id": eid, "stats": stats})
+        if ref is None:
+            raise BadRequest(f"run {run_id} is not a text reference run (mpe reference)")
+        addressees = {int(t["idx"]): t.get("addressee") for t in scenario.get("turns", [])}
+        for d in ref.decisions:
+            out[(scenario_id, condition, d.turn_idx)] = Decided(d.label, addressees.get(d.turn_idx), d.decision)
+    if not out:
+        raise BadRequest(f"run {run_id} has no text reference decisions")
+    return out
+
+
+def _cell(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    n, agree = len(pairs), sum(a == b for a, b in pairs)
+    return {"n": n, "agree": agree, "agreement": round(agree / n, 6) if n else None}
+
+
+def agreement(a: Mapping[Key, Decided], b: Mapping[Key, Decided]) -> dict[str, Any]:
+    """How often two reference runs decide an utterance alike: over the utterances both decided
+    (an unparseable decision is its own value), overall with Cohen's kappa, by condition, by label
+    and by the utterance's addressee (Table 19's groups)."""
+    shared = sorted(set(a) & set(b))
+    rows = [(k, a[k], (a[k].decision or UNPARSEABLE, b[k].decision or UNPARSEABLE)) for k in shared]
+    pairs = [p for _, _, p in rows]
+    kappa = cohens_kappa(pairs, (*DECISIONS, UNPARSEABLE))
+    by_condition = {c: _cell([p for k, _, p in rows if k[1] == c]) for c in sorted({k[1] for k in shared})}
+    by_label = {lab: _cell([p for _, d, p in rows if d.label == lab]) for lab in RESPONSE_LABELS}
+    by_addressee = {lab: {kind: _cell([p for _, d, p in rows if d.label == lab and addressee_kind(d.addressee) == kind])
+                          for kind in sorted({addressee_kind(d.addressee) for _, d, _ in rows if d.label == lab})}
+                    for lab in RESPONSE_LABELS}
+    flips = Counter(f"{x}->{y}" for x, y in pairs if x != y)
+    return {**_cell(pairs), "kappa": None if kappa is None else round(kappa, 6),
+            "only_a": len(set(a) - set(b)), "only_b": len(set(b) - set(a)),
+            "unparseable": {"a": sum(p[0] == UNPARSEABLE for p in pairs), "b": sum(p[1] == UNPARSEABLE for p in pairs)},
+            "changes": dict(sorted(flips.items())), "by_condition": by_condition, "by_label": by_label,
+            "by_addressee": by_addressee, "published": PUBLISHED_AGREEMENT}
