@@ -236,14 +236,6 @@ async def test_realtime_16k_context_frames_before_their_room_frames(settings, db
 # --- MTR-DuplexBench: gt episodes of the built-in suite ---------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def mtr_mini(pytestconfig) -> str:
-    """The built-in ``mtr-mini`` suite, voiced once into pytest's cache (a complete build is reused)."""
-    from server.benchmarks.mtr.dataset.builtin import build_builtin
-
-    return str(build_builtin("mtr-mini", pytestconfig.cache.mkdir("mtr-mini-builtin")))
-
-
 class Quiet(Logged):
     """:class:`Logged`, silent in every slot."""
 

