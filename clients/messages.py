@@ -18,6 +18,9 @@ MAX_TEXT_MESSAGE = 64 * 1024
 MAX_STATS_BYTES = 256 * 1024  # the attempt's stats, every ``stats`` message merged, as compact UTF-8 JSON
 MAX_TEXT_BYTES = 1024 * 1024  # the ``text`` of all its ``text`` messages, UTF-8
 MAX_TEXT_MESSAGES = 20_000  # its ``text`` messages
+#: objects and arrays nested in one text message, the message itself included (docs/protocol.md §4):
+#: what is stored must serialise again, and pydantic's serialiser stops at 255
+MAX_DEPTH = 64
 Clock = Literal["lockstep", "realtime"]
 
 
@@ -211,6 +214,18 @@ def storable(value: Any) -> Any:
     return value
 
 
+def _too_deep(obj: Any) -> bool:
+    """Whether ``obj`` nests objects and arrays more than :data:`MAX_DEPTH` deep (without recursing)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, type[_Msg]],
            clean: bool = False):
     size = len(raw)
@@ -220,10 +235,12 @@ def _parse(raw: str | bytes, adapter: TypeAdapter, known: set[str] | dict[str, t
         raise ProtocolError("text message too large", code="message_too_big")
     try:
         obj = json.loads(raw)
-        if clean:
-            obj = storable(obj)
     except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         raise ProtocolError("text message is not valid JSON", code="bad_json") from None
+    if _too_deep(obj):
+        raise ProtocolError(f"text message nests objects and arrays more than {MAX_DEPTH} deep", code="bad_message")
+    if clean:
+        obj = storable(obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         raise ProtocolError("text message must be a JSON object with a string 'type'", code="bad_message")
     if obj["type"] not in known:

@@ -70,6 +70,11 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+#: the largest id an ``Integer`` primary key holds (PostgreSQL's integer; SQLite's go to 2**63 - 1):
+#: an id from a request beyond it names nothing, and the database would refuse to compare with it
+MAX_INT_ID = 2**31 - 1
+
+
 class Token(Base):
     __tablename__ = "tokens"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

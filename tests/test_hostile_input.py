@@ -22,7 +22,7 @@ import websockets
 from sqlalchemy import select
 
 from clients.errors import CLOSE_CODES, MPEError
-from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, storable
+from clients.messages import MAX_DEPTH, MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, storable
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
 from server.api.audio import parse_range
 from server.api.errors import RangeNotSatisfiable
@@ -324,12 +324,30 @@ async def test_more_text_messages_than_allowed_end_the_attempt(world):
     assert n == MAX_TEXT_MESSAGES  # the ones within the limit are kept
 
 
+@shared_loop
+async def test_stats_nested_too_deeply_end_the_attempt_and_the_page_is_served(world):
+    """Found by tests/test_fuzz.py: stats nested 300 deep (600 bytes) were stored, and the episode's
+    document could no longer be served (pydantic serialises 255 levels at most: a 500 for ever).
+    Now refused: ``bad_message``, the attempt fails, the page is served."""
+    model = model_name()
+    queue(world, model)
+    ws = await raw_bridge(world, model)
+    start, end = await play(ws, ['{"type": "stats", "data": {"a": ' + "[" * 300 + "]" * 300 + "}}"])
+    assert (end["type"], end["code"]) == ("error", "bad_message"), end
+    assert await closed(ws) == CLOSE_CODES["bad_message"]
+    att = await settled(world, start["episode_id"])
+    assert (att.status, att.error_code) == ("failed", "bad_message")
+    async with http(world) as h:
+        assert (await h.get(f"/v1/episodes/{att.episode_id}")).status_code == 200
+
+
 def test_the_limits_are_the_documented_ones():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
     limits = doc[doc.index("## 11. Limits"):doc.index("## 12.")]
-    assert (MAX_TEXT_MESSAGES, MAX_TEXT_BYTES, MAX_STATS_BYTES) == (20_000, 1 << 20, 256 << 10)
+    assert (MAX_TEXT_MESSAGES, MAX_TEXT_BYTES, MAX_STATS_BYTES, MAX_DEPTH) == (20_000, 1 << 20, 256 << 10, 64)
     assert "| `text` messages per attempt | ≤ 20 000, with ≤ 1 MiB of `text` in all (UTF-8) |" in limits
     assert "| `stats` per attempt (all messages merged, compact JSON) | ≤ 256 KiB |" in limits
+    assert "| objects and arrays nested in a text message (the message itself included) | ≤ 64 levels |" in limits
     assert f"| `too_much_data` | {CLOSE_CODES['too_much_data']} |" in doc
 
 

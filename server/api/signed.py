@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from clients.errors import AuthError
 from server.auth import Principal, Scope, principal_of, require, usable
-from server.db import Database, ServerSecret, Token
+from server.db import MAX_INT_ID, Database, ServerSecret, Token
 
 TTL_S = 3600  # the longest a signed URL lives
 CLOCK_SLACK_S = 5  # server processes' clocks may differ this much
@@ -67,11 +67,15 @@ def verify(db: Database, tid: int | str | None, exp: int | str | None, sig: str 
         raise AuthError("missing token: send 'Authorization: Bearer <token>' or use a signed URL") from None
     if not sig:
         raise AuthError("missing token: send 'Authorization: Bearer <token>' or use a signed URL")
+    if not 1 <= tid_i <= MAX_INT_ID:  # no token has that id (and the database cannot look it up)
+        raise AuthError("invalid or expired signed URL")
     t = time.time()
     with db.session() as s:
         row = s.get(Token, tid_i)
     if (not usable(row) or not t <= exp_i <= t + TTL_S + CLOCK_SLACK_S
-            or not hmac.compare_digest(sign(current_secret(db), tid_i, *parts, exp_i), sig)):
+            # as bytes: compare_digest refuses a str with non-ASCII characters, and a forged sig is any text
+            or not hmac.compare_digest(sign(current_secret(db), tid_i, *parts, exp_i).encode(),
+                                       sig.encode("utf-8", "replace"))):
         raise AuthError("invalid or expired signed URL")
     return require(principal_of(row), Scope.read)
 

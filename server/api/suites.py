@@ -3,7 +3,6 @@ suite directories a run may name below the server's suites root."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Annotated, Any
 
@@ -18,7 +17,7 @@ from server.db import Suite as SuiteRow
 from server.engine.clips import load_suite
 from server.engine.disclosure import suite_script_visible
 from server.engine.registry import benchmark_name_of_suite, get_benchmark
-from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, suite_inside
+from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, manifest_lines, parse_json, suite_inside
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
 MAX_DIRS = 200
@@ -75,8 +74,8 @@ def available(p: Caller, state: State) -> list[SuiteDir]:
             continue
         try:
             bench = get_benchmark(benchmark_name_of_suite(d))
-            meta = json.loads(f.read_bytes())
-            n = sum(1 for line in (d / SCENARIOS_FILE).read_text().splitlines() if line.strip())
+            meta = parse_json(f.read_bytes().decode("utf-8"))
+            n = sum(1 for _ in manifest_lines((d / SCENARIOS_FILE).read_text("utf-8")))
             name, version = str(meta["name"]), str(meta["version"])
         except (OSError, ValueError, KeyError, TypeError, MPEError):
             continue

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from sqlalchemy import func, select
 
 from server.api.deps import Admin, Paging, State
 from server.api.errors import NotFound
 from server.api.schemas import ERRORS, PageOf, TokenCreate, TokenCreated, TokenOut
 from server.auth import create_token, hash_token, parse_scopes
-from server.db import Token
+from server.db import MAX_INT_ID, Token
 
 router = APIRouter(prefix="/v1", tags=["tokens"], responses={**ERRORS, 403: ERRORS[401]})
 
@@ -47,7 +47,7 @@ def create(body: TokenCreate, _p: Admin, state: State) -> TokenCreated:
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut, summary="Revoke a token")
-def revoke(token_id: int, _p: Admin, state: State) -> TokenOut:
+def revoke(token_id: Annotated[int, Path(ge=1, le=MAX_INT_ID)], _p: Admin, state: State) -> TokenOut:
     """Revoke a token: its requests and signed URLs fail at once, and its open bridge and listen
     sockets close within a few seconds. Admin only (403); 404 for an unknown token."""
     with state.db.session() as s:

@@ -9,11 +9,11 @@ Duplex-MPE, DESIGN §2) and runs record it. To add a benchmark: a package
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
 from clients.errors import MPEError
 from server.core.benchmark import Benchmark
+from server.engine.suitedir import parse_json
 
 DEFAULT = "duplex-mpe"  # §2: a suite that names no benchmark
 #: benchmark name -> module that defines ``BENCHMARK`` (imported on first use)
@@ -46,7 +46,7 @@ def benchmark_name_of_suite(path: str | Path) -> str:
     path = Path(path)
     root = path.parent if path.name == "suite.json" else path
     try:
-        meta = json.loads((root / "suite.json").read_text("utf-8"))
+        meta = parse_json((root / "suite.json").read_text("utf-8"))
     except (OSError, ValueError):
         return DEFAULT
     name = meta.get("benchmark") if isinstance(meta, dict) else None

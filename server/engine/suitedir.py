@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import soundfile as sf
@@ -51,6 +53,71 @@ def format_validation_error(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and (in a str from JSON) unpaired surrogates
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} is too large")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() takes (4300)
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is too long") from None
+
+
+def _unstorable(value: Any) -> str | None:
+    """What in a parsed JSON document no database text and no UTF-8 document can hold."""
+    if isinstance(value, str):
+        m = _UNSTORABLE.search(value)
+        return None if m is None else "a NUL character" if m.group() == "\x00" else "an unpaired surrogate"
+    if isinstance(value, dict):
+        return next(filter(None, (_unstorable(k) or _unstorable(v) for k, v in value.items())), None)
+    if isinstance(value, list):
+        return next(filter(None, map(_unstorable, value)), None)
+    return None
+
+
+def parse_json(text: str) -> Any:
+    """One JSON document of a suite file, as strict as storing it needs: no ``NaN`` or ``Infinity``,
+    no number too large for a float or an integer of more digits than ``int()`` takes, no string
+    with a NUL or an unpaired surrogate (a database cannot keep them, nor can UTF-8), nesting
+    within the recursion limit. Raises ValueError (:class:`json.JSONDecodeError`, with the position,
+    for bad syntax) saying what is wrong."""
+    try:
+        obj = json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_integer)
+        bad = _unstorable(obj)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if bad is not None:
+        raise ValueError(f"{bad} in a string (suite files hold text only)")
+    return obj
+
+
+def manifest_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of ``scenarios.jsonl`` with their 1-based numbers. A line ends at a
+    newline only: JSON text may hold U+2028, U+0085 and the other separators ``str.splitlines``
+    splits on (the suite writer writes them as they are)."""
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield lineno, line
+
+
+def _json_error(file: Path, e: ValueError, line: int | None = None) -> SuiteError:
+    """The SuiteError of a :func:`parse_json` failure in ``file`` (at ``line`` of scenarios.jsonl)."""
+    if isinstance(e, json.JSONDecodeError):
+        return SuiteError(f"{file}:{line or e.lineno}:{e.colno}: invalid JSON: {e.msg}")
+    return SuiteError(f"{file}{'' if line is None else f':{line}'}: invalid JSON: {e}")
+
+
 def suite_root(path: Path | str) -> Path:
     """The suite directory of ``path`` (the directory itself, or its ``suite.json``)."""
     path = Path(path)
@@ -82,11 +149,11 @@ def read_suite_files(root: Path, meta_model: type[M], line_model: type[L]) -> tu
     meta_bytes = _read(suite_file, f" (is {root} a suite directory?)")
     scen_bytes = _read(scen_file, "")
     try:
-        meta_obj = json.loads(meta_bytes.decode("utf-8"))
+        meta_obj = parse_json(meta_bytes.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise SuiteError(f"{suite_file}: not UTF-8 ({e.reason})") from None
-    except json.JSONDecodeError as e:
-        raise SuiteError(f"{suite_file}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise _json_error(suite_file, e) from None
     try:
         meta = meta_model.model_validate(meta_obj)
     except ValidationError as e:
@@ -97,13 +164,11 @@ def read_suite_files(root: Path, meta_model: type[M], line_model: type[L]) -> tu
         raise SuiteError(f"{scen_file}: not UTF-8 ({e.reason})") from None
     items: list[L] = []
     lines: list[int] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, line in manifest_lines(text):
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise SuiteError(f"{scen_file}:{lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+            obj = parse_json(line)
+        except ValueError as e:
+            raise _json_error(scen_file, e, lineno) from None
         try:
             items.append(line_model.model_validate(obj))
         except ValidationError as e:
@@ -162,7 +227,12 @@ def clip_path(root: Path, rel: str) -> Path:
     if ".." in posix.parts or ".." in win.parts:
         raise SuiteError(f"clip path {rel!r} escapes the suite directory")
     resolved_root = root.resolve()
-    resolved = (resolved_root / posix).resolve()
+    try:
+        resolved = (resolved_root / posix).resolve()
+        resolved.exists()  # raises for a name the filesystem refuses (too long), unlike a missing file
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
+        why = getattr(e, "strerror", None) or "a symlink loop"
+        raise SuiteError(f"clip path {rel!r} is not usable ({why})") from None
     if not resolved.is_relative_to(resolved_root):
         raise SuiteError(f"clip path {rel!r} resolves outside the suite directory")
     return resolved

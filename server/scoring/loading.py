@@ -45,10 +45,13 @@ class LoadedEpisode:
 def live_segments(doc: dict[str, Any]) -> list[tuple[int, int]] | None:
     """The live detector's segments (§5), if the detector that made them is the one scoring
     runs (the attempt records its detector version in its stats)."""
-    stats = doc.get("stats") or {}
-    if stats.get("detector") != DETECTOR_VERSION:
+    stats = doc.get("stats")
+    if not isinstance(stats, dict) or stats.get("detector") != DETECTOR_VERSION:
         return None
-    return [(int(g["start"]), int(g["end"])) for g in doc.get("live_segments") or []]
+    try:
+        return [(int(g["start"]), int(g["end"])) for g in doc.get("live_segments") or []]
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:  # OverflowError: 1e999
+        raise BadBundle(f"bad live_segments ({exc})") from None
 
 
 def _with_segments(doc: dict[str, Any], assistant: np.ndarray, override: list[tuple[int, int]] | None,
@@ -80,19 +83,28 @@ def find_bundles(paths: list[Path]) -> list[Path]:
     return out
 
 
-def load_bundle(path: Path) -> LoadedEpisode:
-    import soundfile as sf
-
+def read_episode_json(path: Path, required: tuple[str, ...] = ("episode_id", "events", "turns")) -> dict[str, Any]:
+    """A bundle's ``episode.json``: a JSON object with the ``required`` fields, else BadBundle."""
     path = Path(path)
     try:
         doc = json.loads((path / "episode.json").read_text("utf-8"))
     except FileNotFoundError:
         raise BadBundle(f"{path}: episode.json missing") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise BadBundle(f"{path}/episode.json: unreadable ({exc})") from None
-    for key in ("episode_id", "events", "turns"):
+    if not isinstance(doc, dict):
+        raise BadBundle(f"{path}/episode.json: not a JSON object")
+    for key in required:
         if key not in doc:
             raise BadBundle(f"{path}/episode.json: field {key!r} missing")
+    return doc
+
+
+def load_bundle(path: Path) -> LoadedEpisode:
+    import soundfile as sf
+
+    path = Path(path)
+    doc = read_episode_json(path)
     wav = path / "assistant.wav"
     try:
         pcm, rate = sf.read(str(wav), dtype="int16", always_2d=False)
@@ -119,7 +131,7 @@ def _parse_segments(path: Path) -> list[tuple[int, int]]:
                 raise ValueError(f"bad segment {g!r}")
             out.append((s, e))
         return out
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
         raise BadBundle(f"{path}: not a list of segments in stream samples ({exc})") from None
 
 

@@ -35,7 +35,7 @@ from server.engine.registry import DEFAULT, get_benchmark
 from server.scoring.asr import make_asr
 from server.scoring.errors import BadBundle, ScoringError
 from server.scoring.judges import make_judge
-from server.scoring.loading import find_bundles, load_bundle, load_db_episode
+from server.scoring.loading import find_bundles, load_bundle, load_db_episode, read_episode_json
 from server.scoring.store import (
     Cache,
     ScoringStatus,
@@ -181,7 +181,7 @@ def run_jobs(db: Database, run_id: str) -> tuple[list[Job], list[str]]:
 def bundle_jobs(paths: list[Path]) -> list[Job]:
     jobs: dict[str, Job] = {}
     for p in find_bundles(paths):
-        doc = load_bundle_header(p)
+        doc = read_episode_json(p, ("episode_id",))
         eid = str(doc["episode_id"])
         if eid in jobs:
             continue  # the same episode given twice
@@ -189,16 +189,6 @@ def bundle_jobs(paths: list[Path]) -> list[Job]:
     if len({j.benchmark for j in jobs.values()}) > 1:
         raise BadBundle("the bundles belong to different benchmarks; score each benchmark's bundles separately")
     return list(jobs.values())
-
-
-def load_bundle_header(p: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads((p / "episode.json").read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BadBundle(f"{p}/episode.json: unreadable ({exc})") from None
-    if not isinstance(doc, dict) or "episode_id" not in doc:
-        raise BadBundle(f"{p}/episode.json: no episode_id")
-    return doc
 
 
 def score_run(db: Database, run_id: str, opts: ScoreOptions = ScoreOptions(),
