@@ -500,17 +500,18 @@ async def test_mid_episode_failure_costs_one_attempt(server, db, mini_suite, tok
 # --- conformance details the protocol document promises --------------------------------------
 
 
-@pytest.mark.parametrize("admin", [False, True])
-async def test_episode_start_fields_and_reference(server, db, mini_suite, admin):
+@pytest.mark.parametrize("admin,asks", [(False, False), (True, False), (True, True)])
+async def test_episode_start_fields_and_reference(server, db, mini_suite, admin, asks):
+    """Only an admin bridge that asks (``hello.wants_reference``) is told what it plays."""
     tok = create_token(db, "local", admin=admin)
     queue_run(db, mini_suite)
-    ws = await open_bridge(server, tok)
+    ws = await open_bridge(server, tok, **({"wants_reference": True} if asks else {}))
     start = await start_episode(ws)
     base = {"type", "episode_id", "clock", "sample_rate", "frame_samples", "max_inflight"}
-    assert set(start) == base | ({"reference"} if admin else set())
+    assert set(start) == base | ({"reference"} if admin and asks else set())
     assert (start["clock"], start["sample_rate"], start["frame_samples"], start["max_inflight"]) == \
         ("lockstep", 24000, 1920, 1)
-    if admin:
+    if admin and asks:
         assert start["reference"] == {"scenario_id": "s-p1", "condition": "explicit"}
     else:
         assert "s-p1" not in json.dumps(start)
