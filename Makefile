@@ -28,8 +28,11 @@ system:
 	  else echo "missing:$$missing (install them as root; the tests that need them are skipped)"; fi; \
 	fi
 
+# The tests: most in two parallel workers, then the realtime ones (they pace episodes on the wall
+# clock) with the machine to themselves; tests/conftest.py REALTIME_FILES says which.
 test: setup system lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not realtime"
+	$(BIN)/pytest -q -m realtime
 
 # Lint and the import contracts (the layers of docs/DESIGN.md's map); both fail on a violation.
 lint: setup

@@ -18,6 +18,21 @@ from tests.builtin_suites import demo_build, mtr_mini, piper_engine  # noqa: F40
 
 PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
+# Test files with realtime episodes: they measure what arrives when on the wall clock, so `make test`
+# runs them on their own, with the machine to themselves, after the others ran in parallel
+# (pytest -n 2 -m "not realtime", then pytest -m realtime).
+REALTIME_FILES = frozenset({
+    "test_bridge_check.py", "test_bridge_freeze_omni.py", "test_bridge_gemini.py", "test_bridge_minicpm.py",
+    "test_bridge_moshi.py", "test_bridge_openai.py", "test_context_frames.py", "test_engine_e2e.py", "test_listen.py",
+    "test_outsider_bridge.py", "test_protocol_errors.py",
+})
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if item.path.name in REALTIME_FILES:
+            item.add_marker(pytest.mark.realtime)
+
 
 @contextmanager
 def database_url(kind: str, tmp: Path):
