@@ -61,6 +61,20 @@ class Scripted(Bridge):
         return self.speech[k * FRAME:(k + 1) * FRAME].astype(np.int16)
 
 
+class Quiet(Bridge):
+    """A well-behaved SDK bridge for model ``x``: answers every room frame with silence."""
+
+    name = "x"
+    clocks = ("lockstep",)
+    blocking = False
+
+    def reset(self, episode) -> None:
+        pass
+
+    def step(self, seq, room):
+        return None
+
+
 @dataclass
 class World:
     settings: Settings

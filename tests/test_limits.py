@@ -22,7 +22,7 @@ import websockets
 from sqlalchemy import select
 
 from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, RetryLater
-from clients.sdk import Bridge, BridgeClient, BridgeOptions
+from clients.sdk import BridgeClient, BridgeOptions
 from server.api.errors import HTTP_STATUS
 from server.auth import Principal, Scope
 from server.core.limits import RateLimiter, Slots, TokenBucket
@@ -30,7 +30,7 @@ from server.db import Episode
 from server.engine.leasing import cancel_run, create_run
 from server.engine.limits import ServerLimits
 from server.settings import Settings
-from tests.api_fixtures import Scripted, bridge, wait_run, world_on
+from tests.api_fixtures import Quiet, Scripted, bridge, wait_run, world_on
 
 KINDS = pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 T = 10.0  # a bound on every wait (each should take well under a second)
@@ -230,20 +230,6 @@ class Clock:
 
     def run(self) -> None:
         self.since = time.monotonic()
-
-
-class Quiet(Bridge):
-    """An SDK bridge for model ``x`` that is always silent."""
-
-    name = "x"
-    clocks = ("lockstep",)
-    blocking = False
-
-    def reset(self, episode) -> None:
-        pass
-
-    def step(self, seq, room):
-        return None
 
 
 async def until(predicate, what: str) -> None:

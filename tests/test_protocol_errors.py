@@ -23,12 +23,13 @@ import websockets
 from sqlalchemy import func, select
 
 from clients.errors import CLOSE_CODES
-from clients.sdk import Bridge, BridgeClient, BridgeOptions
+from clients.sdk import BridgeClient, BridgeOptions
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.core.audio import decode_audio
 from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
 from server.engine.leasing import cancel_run, create_run
+from tests.api_fixtures import Quiet
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 HEADER = struct.Struct("<BBHI")
@@ -46,20 +47,6 @@ def assistant(seq: int, payload: bytes | None = None, *, kind: int = 2, flags: i
     if flags is None:
         flags = 1 if payload is None else 0
     return HEADER.pack(1, kind, flags, seq) + (payload or b"")
-
-
-class Quiet(Bridge):
-    """A well-behaved SDK bridge for model ``x``: answers every room frame with silence."""
-
-    name = "x"
-    clocks = ("lockstep",)
-    blocking = False
-
-    def reset(self, episode) -> None:
-        pass
-
-    def step(self, seq, room):
-        return None
 
 
 # --- fixtures and helpers ----------------------------------------------------------------
