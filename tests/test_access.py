@@ -161,7 +161,8 @@ async def test_scopes_revocation_and_expiry_reach_open_connections(kind, tmp_pat
         run = create_run(w.db, team="alpha", model="nobody", suite_path=str(w.suite), clock="lockstep", limit=1)
         with w.db.session() as s:
             ep_id = s.scalars(select(Episode.id).where(Episode.run_id == run)).first()
-        hello = json.dumps({"type": "hello", "protocol": 1, "model": {"name": "nobody", "revision": ""},
+        # the bridge serves a model no run asks for, so it stays idle and the episode stays queued
+        hello = json.dumps({"type": "hello", "protocol": 1, "model": {"name": "idle", "revision": ""},
                             "sample_rate": 24000, "clocks": ["lockstep"]})
 
         # a read-only token cannot serve episodes
