@@ -25,8 +25,11 @@ class Settings(BaseSettings):
     # New runs (mpe run create, POST /v1/runs, mpe demo) unless they say otherwise.
     max_attempts: int = Field(default=3, ge=1, description="attempts per episode")
     max_inflight: int = Field(default=1, ge=1, le=MAX_INFLIGHT, description="lockstep: room frames in flight")
-    # Recording (§8): chunks are flushed at least this often.
+    # Recording (§8): chunks are flushed at least this often. A database that refuses writes
+    # (restarting, disk full) is ridden out this long before the attempt fails with storage_error;
+    # keep it below lease_s, or another server may take the episode over meanwhile.
     flush_s: float = 1.0
+    storage_patience_s: float = Field(default=10.0, gt=0)
     # Wire protocol
     handshake_timeout_s: float = 10.0
     lockstep_timeout_s: float = 30.0

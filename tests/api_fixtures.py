@@ -26,8 +26,8 @@ FRAME = 1920
 
 
 def make_settings(url: str, tmp: Path, **kw) -> Settings:
-    s = Settings(data_dir=tmp / "data", DATABASE_URL=url, lease_s=3.0, flush_s=0.2, poll_s=0.05,
-                 handshake_timeout_s=2.0, lockstep_timeout_s=5.0, **kw)
+    s = Settings(**{"data_dir": tmp / "data", "DATABASE_URL": url, "lease_s": 3.0, "flush_s": 0.2, "poll_s": 0.05,
+                    "handshake_timeout_s": 2.0, "lockstep_timeout_s": 5.0} | kw)
     s.ensure_dirs()
     return s
 

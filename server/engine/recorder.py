@@ -1,5 +1,6 @@
 """Recording one attempt (DESIGN §8): buffer events, the frame log and both tracks, and write
-them in small units of work while the episode runs, so a crash loses at most a flush interval."""
+them in small units of work while the episode runs, so a crash loses at most a flush interval;
+a database that refuses writes for a while loses nothing (server.engine.storage)."""
 
 from __future__ import annotations
 
@@ -14,20 +15,37 @@ from server.core.audio import encode_flac
 from server.core.events import Event
 from server.core.timebase import Segment
 from server.db import AudioChunk, Database, EventRow, FrameRow, SegmentRow
+from server.engine.storage import UNAVAILABLE, Outage
+
+
+@dataclass
+class Batch:
+    """Rows not yet written: events, the frame log, audio chunks (encoded once), live segments."""
+
+    events: list[dict] = field(default_factory=list)
+    frames: list[dict] = field(default_factory=list)
+    chunks: list[dict] = field(default_factory=list)
+    segments: list[dict] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.events or self.frames or self.chunks or self.segments)
 
 
 @dataclass
 class Recorder:
-    """Buffers everything of one attempt and writes it in small units of work (§8)."""
+    """Buffers everything of one attempt and writes it in small units of work (§8). What the
+    database refuses stays buffered, in order, for the next flush (server.engine.storage)."""
 
     db: Database
     attempt_id: str
+    outage: Outage
     events: list[dict] = field(default_factory=list)
     frames: list[dict] = field(default_factory=list)
     audio: dict[str, list[np.ndarray]] = field(default_factory=lambda: {"room": [], "assistant": []})
     written: dict[str, int] = field(default_factory=lambda: {"room": 0, "assistant": 0})
     chunk_idx: dict[str, int] = field(default_factory=lambda: {"room": 0, "assistant": 0})
     stats: dict[str, Any] = field(default_factory=dict)
+    pending: Batch = field(default_factory=Batch)
 
     def add_events(self, events: Iterable[Event]) -> None:
         self.events.extend({"attempt_id": self.attempt_id, **e.to_json()} for e in events)
@@ -41,38 +59,52 @@ class Recorder:
     def add_audio(self, track: str, pcm: np.ndarray) -> None:
         self.audio[track].append(pcm)
 
-    def _take(self):
-        events, frames = self.events, self.frames
+    def _take(self, segments: Iterable[Segment] | None, detector: str) -> Batch:
+        """Move what was added since the last flush behind what is still pending."""
+        b = self.pending
+        b.events.extend(self.events)
+        b.frames.extend(self.frames)
         self.events, self.frames = [], []
-        chunks = []
         for track, parts in self.audio.items():
             if parts:
                 pcm = np.concatenate(parts)
                 self.audio[track] = []
-                chunks.append({"attempt_id": self.attempt_id, "track": track, "idx": self.chunk_idx[track],
-                               "start_sample": self.written[track], "n_samples": len(pcm), "pcm": pcm})
+                b.chunks.append({"attempt_id": self.attempt_id, "track": track, "idx": self.chunk_idx[track],
+                                 "start_sample": self.written[track], "n_samples": len(pcm), "pcm": pcm})
                 self.chunk_idx[track] += 1
                 self.written[track] += len(pcm)
-        return events, frames, chunks
+        b.segments.extend({"attempt_id": self.attempt_id, "source": "live", "start": g.start, "end": g.end,
+                           "detector": detector} for g in segments or ())
+        return b
 
-    def _write(self, events, frames, chunks, segments: Iterable[Segment] | None = None, detector: str = "") -> None:
-        rows = [{k: v for k, v in c.items() if k != "pcm"} | {"codec": "flac", "data": encode_flac(c["pcm"])}
-                for c in chunks]
+    def _write(self, b: Batch) -> None:
+        for c in b.chunks:  # encoded once, in this thread; a refused batch keeps its FLAC
+            if "pcm" in c:
+                c["codec"], c["data"] = "flac", encode_flac(c.pop("pcm"))
         with self.db.session() as s:
-            if events:
-                s.execute(EventRow.__table__.insert(), events)
-            if frames:
-                s.execute(FrameRow.__table__.insert(), frames)
-            if rows:
-                s.execute(AudioChunk.__table__.insert(), rows)
-            if segments:
-                s.execute(SegmentRow.__table__.insert(), [
-                    {"attempt_id": self.attempt_id, "source": "live", "start": g.start, "end": g.end,
-                     "detector": detector} for g in segments])
+            for table, rows in ((EventRow, b.events), (FrameRow, b.frames), (AudioChunk, b.chunks),
+                                (SegmentRow, b.segments)):
+                if rows:
+                    s.execute(table.__table__.insert(), rows)
 
-    async def flush(self, segments: Iterable[Segment] | None = None, detector: str = "") -> None:
-        events, frames, chunks = self._take()
-        if events or frames or chunks or segments:
-            await asyncio.to_thread(self._write, events, frames, chunks, segments, detector)
+    async def flush(self, segments: Iterable[Segment] | None = None, detector: str = "") -> bool:
+        """Write what is buffered; False when the database refused it (kept for the next flush;
+        StorageFailed once the outage has lasted the attempt's patience)."""
+        b = self._take(segments, detector)
+        if not b:
+            return True
+        try:
+            await asyncio.to_thread(self._write, b)
+        except UNAVAILABLE as exc:
+            self.outage.refuse(exc)
+            return False
+        self.pending = Batch()
+        self.outage.ended()
+        return True
 
-
+    async def close(self, segments: Iterable[Segment] | None = None, detector: str = "") -> None:
+        """The last write of the attempt: tried again until the database takes it or patience is spent."""
+        b = self._take(segments, detector)
+        if b:
+            await self.outage.write(self._write, b)
+            self.pending = Batch()

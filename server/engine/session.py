@@ -27,6 +27,7 @@ from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
 from server.engine.leasing import Lease, finish_attempt, renew_lease
 from server.engine.recorder import Recorder
+from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
 from server.settings import Settings
 
 
@@ -100,7 +101,7 @@ class EpisodeSession:
         self.db, self.conn, self.lease, self.owner, self.settings = db, conn, lease, owner, settings
         self.observer = observer
         self.core = core
-        self.rec = Recorder(db, lease.attempt_id)
+        self.rec = Recorder(db, lease.attempt_id, Outage(settings.storage_patience_s, conn.clock))
         rate = conn.bridge_rate
         self.bridge_frame = frame_samples(rate)
         self.to_bridge = FrameResampler(STREAM_RATE, rate, self.bridge_frame)
@@ -138,7 +139,7 @@ class EpisodeSession:
             else:
                 await self._realtime()
             ok, reason = True, "completed"
-        except AttemptAborted as exc:
+        except (AttemptAborted, StorageFailed) as exc:  # the bridge stays; the episode is retried
             reason, err = "aborted", exc
         except BaseException as exc:
             err = exc
@@ -151,7 +152,8 @@ class EpisodeSession:
             try:
                 await self.flushing
             except Exception as exc:
-                ok, reason, err = False, "aborted" if isinstance(exc, AttemptAborted) else "error", err or exc
+                ok, err = False, err or exc
+                reason = "aborted" if isinstance(exc, (AttemptAborted, StorageFailed)) else "error"
         self.core.finish()
         self.rec.stats["server"] = (self.slots.stats if self.slots is not None else SlotStats()).to_json()
         if self.core.context_frames:  # §5.1: the teacher-forced slots, and how often the bridge spoke in them
@@ -160,18 +162,23 @@ class EpisodeSession:
         self.rec.stats["detector"] = DETECTOR_VERSION  # scoring reuses the live segments of this version (§5)
         end = self.core.scheduler.end_sample
         try:
-            await self.rec.flush(segments=self.core.detector.segments if ok else None, detector=DETECTOR_VERSION)
+            await self.rec.close(segments=self.core.detector.segments if ok else None, detector=DETECTOR_VERSION)
+        except StorageFailed as exc:  # what was refused is lost with the attempt, which is retried
+            ok, reason, err = False, "aborted", err or exc
+            self.rec.outage.ended()  # closing the attempt gets patience of its own
         finally:
             # the bridge's own code when it reported the error (e.g. endpoint_rate_limited)
             code = None if ok else (getattr(err, "remote_code", None) or err.code if isinstance(err, MPEError)
                                     else "disconnected")
             message = None if ok else (str(err) if isinstance(err, MPEError) else type(err).__name__)
+            if self.rec.outage.refused:  # writes the database refused and this attempt wrote again later
+                self.rec.stats["server"]["storage_refused"] = self.rec.outage.refused
             try:
-                await asyncio.to_thread(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
-                                        n_frames=self.room_sent, error_code=code, error_message=message,
-                                        stats=self.rec.stats,
-                                        # only a silent departure (no error of the bridge's own) is "unstarted"
-                                        answered=self.frames_in > 0 or isinstance(err, MPEError))
+                await self.rec.outage.write(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
+                                            n_frames=self.room_sent, error_code=code, error_message=message,
+                                            stats=self.rec.stats,
+                                            # only a silent departure (no error of the bridge's own) is "unstarted"
+                                            answered=self.frames_in > 0 or isinstance(err, MPEError))
             finally:
                 if self.observer is not None:
                     self.observer.end(reason)
@@ -182,8 +189,14 @@ class EpisodeSession:
                 pass
 
     async def _flush_and_renew(self) -> None:
-        await self.rec.flush()
-        if not await asyncio.to_thread(renew_lease, self.db, self.lease, self.owner, self.settings.lease_s):
+        if not await self.rec.flush():  # the database refused it: kept, tried again next time
+            return
+        try:
+            renewed = await asyncio.to_thread(renew_lease, self.db, self.lease, self.owner, self.settings.lease_s)
+        except UNAVAILABLE as exc:
+            self.rec.outage.refuse(exc)
+            return
+        if not renewed:
             raise AttemptAborted("lease lost or run cancelled")
 
     async def _maybe_flush(self) -> None:
