@@ -181,17 +181,25 @@ def run_create(model: str = typer.Option(..., help="model name the bridges annou
                text_prompt: bool = typer.Option(False, "--text-prompt",
                                                 help="also give the bridges the benchmark's duty as a text prompt "
                                                      "(default: audio only, the same input for every model)"),
+               impair: Optional[str] = typer.Option(None, help="realtime: the network the assistant stream goes "
+                                                    "through, e.g. latency=80ms,jitter=20ms,loss=1% (also rto=, "
+                                                    "seed=)"),
                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Queue a run (one episode per scenario version) and print its id."""
+    from server.core.impairment import Impairment
     from server.engine.leasing import create_run
     from server.engine.matching import context_note
     from server.engine.progress import run_progress
 
     if history and conditions:
         raise typer.BadParameter("give --history (MTR-DuplexBench) or --conditions, not both")
+    try:
+        network = None if impair is None else Impairment.parse(impair)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--impair") from None
     settings = load_settings()
     db = _db(settings)
-    run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
+    run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock, impair=network,
                         conditions=_csv(history or conditions), limit=limit,
                         max_attempts=settings.max_attempts if max_attempts is None else max_attempts,
                         max_inflight=settings.max_inflight if max_inflight is None else max_inflight,

@@ -125,6 +125,8 @@ class Run(Base):
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
     # §4: whether episode.start gives the bridge the benchmark's duty as text (default: no text prompt)
     text_prompt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # realtime: the network impairment the server applies to the assistant stream (server.core.impairment)
+    impair: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[RunStatus] = mapped_column(StatusType(RunStatus), default=RunStatus.queued, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
