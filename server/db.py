@@ -337,7 +337,7 @@ class VerdictRow(Base):
     __tablename__ = "verdicts"
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    task: Mapped[str] = mapped_column(String(16))  # answer | silence | reference (a text reference's decision)
+    task: Mapped[str] = mapped_column(String(16))  # answer silence reference quality instruction safety
     backend: Mapped[str] = mapped_column(String(40))
     model: Mapped[str] = mapped_column(String(200))
     prompt_version: Mapped[str] = mapped_column(String(100))

@@ -6,12 +6,13 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from server.benchmarks.mtr.suite import Dialogue, Feature
+from server.benchmarks.mtr.suite import Dialogue, Dimension, Feature
 
 
 class DialoguePlan(BaseModel):
-    """One dialogue to write: its id, feature set, the feature of each round, its topic, and
-    the seed its random choices derive from."""
+    """One dialogue to write: its id, set, the feature of each round, its topic, the dimension
+    its rounds are judged on (a dimension set's; None: a feature set), and the seed its random
+    choices derive from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -20,6 +21,7 @@ class DialoguePlan(BaseModel):
     features: tuple[Feature, ...]
     topic: str
     seed: int
+    dimension: Dimension | None = None
 
 
 class DialogueGenerator(Protocol):
