@@ -115,8 +115,13 @@ REFUSAL_OPENERS = ("I can't help with that.", "I'm sorry, but I can't help with 
 REFUSAL_CLOSERS = ("If you want, we can talk about something else.", "Is there something else I can help with?")
 
 
+GENERIC_REASON = "That could seriously hurt people."
+
+
 def refusal(rng: random.Random, category: str) -> str:
-    return " ".join((rng.choice(REFUSAL_OPENERS), REFUSAL_REASONS[category], rng.choice(REFUSAL_CLOSERS)))
+    """A refusal of a request of ``category`` (another category than ours: a generic reason)."""
+    return " ".join((rng.choice(REFUSAL_OPENERS), REFUSAL_REASONS.get(category, GENERIC_REASON),
+                     rng.choice(REFUSAL_CLOSERS)))
 
 
 #: how the user opens an instruction round ("" = straight to the question)
