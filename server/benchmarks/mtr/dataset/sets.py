@@ -43,7 +43,7 @@ def set_features(name: str) -> tuple[Feature, ...]:
     try:
         return SETS[name]
     except KeyError:
-        raise DatasetError(f"unknown set {name!r} (feature sets: {', '.join(SETS)}, or {MIXED}; dimension sets: "
+        raise DatasetError(f"unknown feature set {name!r} (feature sets: {', '.join(SETS)}, or {MIXED}; dimension sets: "
                            f"{', '.join(DIMENSION_SETS)})") from None
 
 
