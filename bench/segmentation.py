@@ -42,19 +42,16 @@ from clients.messages import EpisodeStart, Reference  # noqa: E402
 from server.core.audio import write_wav  # noqa: E402
 from server.core.events import Event  # noqa: E402
 from server.core.timebase import STREAM_RATE  # noqa: E402
-from server.scoring.segmentation.evaluation import EMPTY, TOLERANCE, TurnScore, score_turns  # noqa: E402
+from server.scoring.segmentation.evaluation import (  # noqa: E402
+    EMPTY,
+    TOLERANCE,
+    TurnScore,
+    audible_extent,
+    score_turns,
+)
 from server.scoring.segmentation.schema import Span  # noqa: E402
 
-QUIET = int(32768 * 10 ** (-40 / 20))  # −40 dBFS
 BRIDGES = ("mtr-oracle", "silent", "always-talk")
-
-
-def speech_extent(clip: np.ndarray) -> tuple[int, int]:
-    """(leading, trailing) samples of near-silence of a clip."""
-    loud = np.flatnonzero(np.abs(clip.astype(np.int32)) >= QUIET)
-    if len(loud) == 0:
-        return 0, 0
-    return int(loud[0]), int(len(clip) - 1 - loud[-1])
 
 
 def known_turns(events: list[Event], dialogue, suite) -> list[Span]:
@@ -76,8 +73,8 @@ def known_turns(events: list[Event], dialogue, suite) -> list[Span]:
             last = r.pause.continuation.clip if r.pause else r.user.clip
         else:
             first = last = r.barge_in.clip
-        lead = speech_extent(suite.load_clip(first))[0]
-        trail = speech_extent(suite.load_clip(last))[1]
+        lead = audible_extent(suite.load_clip(first))[0]
+        trail = audible_extent(suite.load_clip(last))[1]
         out.append(Span(start=starts.pop((kind, n)) + lead, end=e.t - trail))
     return sorted(out, key=lambda s: s.start)
 

@@ -1,4 +1,4 @@
-"""``mpe score``, ``mpe report``, ``mpe audit`` and ``mpe reference`` (registered into the main CLI)."""
+"""``mpe score``, ``mpe report``, ``mpe audit``, ``mpe reference`` and ``mpe segment`` (registered into the main CLI)."""
 
 from __future__ import annotations
 
@@ -271,8 +271,61 @@ def reference_agreement(run_a: str = typer.Argument(..., help="a text reference 
                   highlight=False, soft_wrap=True)
 
 
+def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
+                "a stereo audio file (left = user, right = model), two mono files USER MODEL, or an episode "
+                "bundle directory")),
+            backend: str = typer.Option("offline", help="offline (rules on the speech segments) | claude[:MODEL] "
+                                                        "(ANTHROPIC_API_KEY)"),
+            n: int = typer.Option(6, "--n", min=1, help="proposals voted on (the paper: 6)"),
+            min_support: Optional[int] = typer.Option(None, min=1, help=(
+                "runs a turn needs to be kept (default: a strict majority of the usable runs; 2 is the published "
+                "companion code's rule)")),
+            swap: bool = typer.Option(False, "--swap", help="audio files: the model first (stereo: left = model)"),
+            asr: str = typer.Option("none", help="transcribe the speech segments for the prompt: none | "
+                                                 "faster-whisper[:DIR] | transformers:DIR"),
+            out_file: Optional[Path] = typer.Option(None, "--out", help="write the JSON here (default: print it)"),
+            max_retries: int = typer.Option(4, min=0, help="claude: the SDK's retries of a failed request")) -> None:
+    """Segment a two-channel recording into user turns and response windows (docs/segmentation.md)."""
+    from server.files import atomic_write_bytes
+    from server.scoring.asr import make_asr
+    from server.scoring.errors import BadRecording
+    from server.scoring.segmentation.backends import make_proposer
+    from server.scoring.segmentation.inputs import read_recording, recording_input
+    from server.scoring.segmentation.segment import segment as run_segment
+    from server.settings import load_settings
+
+    if out_file is not None and any(out_file.resolve() == p.resolve() for p in inputs):
+        raise BadRecording(f"--out {out_file} is one of the inputs; inputs are never written")
+    cache = load_settings().data_dir / "llm-cache" / "segment"
+    proposer = make_proposer(backend, cache_dir=cache, max_retries=max_retries)
+    asr_backend = make_asr(asr)
+    rec = read_recording(inputs, swap=swap)
+    console.print(f"detecting speech ({len(rec.user) / 24000:.1f} s, two channels)"
+                  + (f", transcribing with {asr}" if asr_backend.enabled else ""))
+    inp = recording_input(rec, asr=asr_backend)
+    with _progress() as bar:
+        task = bar.add_task(f"proposals ({proposer.name})", total=n)
+        res = run_segment(inp, proposer, n=n, min_support=min_support,
+                          progress=lambda i, total: bar.update(task, completed=i, total=total))
+    doc = res.model_dump_json(indent=2)
+    if out_file is not None:
+        atomic_write_bytes(out_file, doc.encode())
+        console.print(f"wrote {out_file}")
+    else:
+        print(doc)
+    t = Table(title=f"{len(res.turns)} user turns ({res.usable} of {res.n} proposals usable, kept with at least "
+                    f"{res.min_support}; {len(res.dropped)} dropped)", title_justify="left")
+    for col in ("turn", "start s", "end s", "window s", "support"):
+        t.add_column(col, justify="right")
+    for turn, w in zip(res.turns, res.windows):
+        t.add_row(str(turn.index), f"{turn.start_s:.2f}", f"{turn.end_s:.2f}", f"{w.start_s:.2f}-{w.end_s:.2f}",
+                  f"{turn.votes.support}/{res.usable}")
+    console.print(t)
+
+
 def register(app: typer.Typer) -> None:
     app.command("score")(score)
     app.command("report")(report)
     app.add_typer(audit_app, name="audit")
     app.add_typer(reference_app, name="reference")
+    app.command("segment")(segment)

@@ -20,6 +20,16 @@ from server.core.timebase import STREAM_RATE
 from server.scoring.segmentation.schema import Span
 
 TOLERANCE = STREAM_RATE // 2  # 0.5 s
+QUIET = int(32768 * 10 ** (-40 / 20))  # −40 dBFS: quieter samples at a clip's edges are not its speech
+
+
+def audible_extent(clip: np.ndarray) -> tuple[int, int]:
+    """(leading, trailing) samples of near-silence (under −40 dBFS) of a clip: placed at ``t``, its
+    speech runs from ``t + leading`` to ``t + len(clip) − trailing`` (how known turns are timed)."""
+    loud = np.flatnonzero(np.abs(clip.astype(np.int32)) >= QUIET)
+    if len(loud) == 0:
+        return 0, 0
+    return int(loud[0]), int(len(clip) - 1 - loud[-1])
 
 
 @dataclass(frozen=True)
