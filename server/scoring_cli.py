@@ -1,4 +1,5 @@
-"""``mpe score``, ``mpe report``, ``mpe audit``, ``mpe reference`` and ``mpe segment`` (registered into the main CLI)."""
+"""``mpe score``, ``mpe report``, ``mpe audit``, ``mpe reference`` and ``mpe segment`` (registered into the
+main CLI)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ import soxr
 
 from server.benchmarks.mtr.suite import Suite
 from server.core.timebase import STREAM_RATE
-from server.scoring.errors import BackendUnavailable, BadRecording, ScoringError
-from server.scoring.segmentation.backends import make_proposer
+from server.scoring.errors import BadRecording, ScoringError
 from server.scoring.segmentation.claude import ClaudeProposer, parse_turns
 from server.scoring.segmentation.evaluation import audible_extent, score_turns
 from server.scoring.segmentation.inputs import read_recording, recording_input
@@ -306,13 +305,27 @@ def test_claude_backend_unusable_replies_fail_clearly(tmp_path):
 
 
 def mpe_segment(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``mpe segment ARGS`` in its own process."""
     env = dict(os.environ, MPE_DATA_DIR=str(tmp_path / "data"))
     env.pop("DATABASE_URL", None)
     return subprocess.run([sys.executable, "-m", "server.cli", "segment", *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
 
-def test_cli_stereo_and_two_mono_files(recording, tmp_path):
+def mpe_segment_here(monkeypatch, capsys, tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """``mpe segment ARGS`` through the same entry point, in this process: (exit code, stdout, stderr)."""
+    from server.cli import main
+
+    monkeypatch.setenv("MPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(sys, "argv", ["mpe", "segment", *args])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out, err = capsys.readouterr()
+    return exit_.value.code or 0, out, " ".join(err.split())  # the console wraps long lines
+
+
+def test_cli_stereo_and_two_mono_files(recording, tmp_path, monkeypatch, capsys):
     d = recording["dir"]
     before = (d / "stereo.wav").read_bytes()
     p = mpe_segment(tmp_path, str(d / "stereo.wav"))
@@ -322,25 +335,28 @@ def test_cli_stereo_and_two_mono_files(recording, tmp_path):
     assert score_turns(recording["truth"], stereo).f1 == 1.0
     assert doc["n"] == 6 and doc["backend"]["name"] == "offline" and len(doc["windows"]) == 4
     out = tmp_path / "seg.json"
-    p = mpe_segment(tmp_path, str(d / "user16k.wav"), str(d / "model16k.wav"), "--n", "3", "--out", str(out))
-    assert p.returncode == 0, p.stderr
+    code, _, err = mpe_segment_here(monkeypatch, capsys, tmp_path, str(d / "user16k.wav"), str(d / "model16k.wav"),
+                                    "--n", "3", "--out", str(out))
+    assert code == 0, err
     mono = json.loads(out.read_text())
     assert mono["n"] == 3 and mono["min_support"] == 2
     assert score_turns(stereo, [Span(start=t["start"], end=t["end"]) for t in mono["turns"]], S // 10).f1 == 1.0
-    swapped = json.loads(mpe_segment(tmp_path, str(d / "swapped.wav"), "--swap").stdout)
-    assert [(t["start"], t["end"]) for t in swapped["turns"]] == [(t.start, t.end) for t in stereo]
+    code, printed, err = mpe_segment_here(monkeypatch, capsys, tmp_path, str(d / "swapped.wav"), "--swap")
+    assert code == 0, err
+    assert [(t["start"], t["end"]) for t in json.loads(printed)["turns"]] == [(t.start, t.end) for t in stereo]
     assert (d / "stereo.wav").read_bytes() == before
 
 
-def test_cli_bad_input_errors(recording, tmp_path):
+def test_cli_bad_input_errors(recording, tmp_path, monkeypatch, capsys):
     d = recording["dir"]
-    cases = [((str(d / "mono.wav"),), "has 1 channel, expected stereo"),
-             ((str(d / "stereo.wav"), str(d / "user16k.wav")), "has 2 channels, expected a mono file"),
+    p = mpe_segment(tmp_path, str(d / "mono.wav"))  # one real process: exit code and message
+    assert p.returncode == 2 and "has 1 channel, expected stereo" in " ".join(p.stderr.split())
+    assert "Traceback" not in p.stderr
+    cases = [((str(d / "stereo.wav"), str(d / "user16k.wav")), "has 2 channels, expected a mono file"),
              ((str(tmp_path / "missing.wav"),), "no such file"),
-             ((str(d / "stereo.wav"), "--out", str(d / "stereo.wav")), "inputs are never written")]
+             ((str(d / "a.wav"), str(d / "b.wav"), str(d / "c.wav")), "give one or two inputs, got 3"),
+             ((str(d / "stereo.wav"), "--out", str(d / "stereo.wav")), "inputs are never written"),
+             ((str(d / "stereo.wav"), "--backend", "gpt"), "unknown segmentation backend 'gpt'")]
     for args, message in cases:
-        p = mpe_segment(tmp_path, *args)
-        err = " ".join(p.stderr.split())  # the console wraps long lines
-        assert p.returncode == 2 and message in err and "Traceback" not in err, (args, p.stderr)
-    with pytest.raises(BackendUnavailable, match="unknown segmentation backend 'gpt'"):
-        make_proposer("gpt")
+        code, _, err = mpe_segment_here(monkeypatch, capsys, tmp_path, *args)
+        assert code == 2 and message in err, (args, err)

@@ -1,7 +1,7 @@
 """The Claude backend: Claude reads the time-stamped two-channel transcript and proposes user turns.
 
 The published method has GPT-4o segment a Whisper + Silero transcript six times (MTR-DuplexBench,
-arXiv 2511.10262, §3); the companion code of the same authors asks, at the API's default
+arXiv 2511.10262); the companion code of the same authors asks, at the API's default
 temperature, to (1) split the conversation into turns with the user's speech start and end as
 boundaries, not splitting where the model only backchannels or drifts, (2) flag model replies that
 run on into the next turn, and (3) answer in JSON. :data:`SYSTEM_PROMPT` asks for the same, in our

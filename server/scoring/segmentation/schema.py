@@ -25,16 +25,16 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Span(_Frozen):
-    """An interval ``[start, end)`` of stream samples."""
+class _Interval(_Frozen):
+    """An interval ``[start, end)`` of stream samples; the JSON adds it in seconds."""
 
     start: int = Field(ge=0)
     end: int = Field(ge=0)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Span":
+    def _ordered(self):
         if self.end < self.start:
-            raise ValueError(f"span ends before it starts ({self.start} > {self.end})")
+            raise ValueError(f"interval ends before it starts ({self.start} > {self.end})")
         return self
 
     @computed_field
@@ -50,6 +50,10 @@ class Span(_Frozen):
     @property
     def length(self) -> int:
         return self.end - self.start
+
+
+class Span(_Interval):
+    """An interval ``[start, end)`` of stream samples: a speech segment, a turn as voted on."""
 
 
 def span(start: int, end: int) -> Span:
@@ -128,42 +132,18 @@ class Votes(_Frozen):
     continuation_votes: int = 0
 
 
-class Turn(_Frozen):
+class Turn(_Interval):
     """A user turn of the result: the median boundaries of its cluster and the votes behind them."""
 
     index: int
-    start: int
-    end: int
     votes: Votes
 
-    @computed_field
-    @property
-    def start_s(self) -> float:
-        return seconds(self.start)
 
-    @computed_field
-    @property
-    def end_s(self) -> float:
-        return seconds(self.end)
-
-
-class Window(_Frozen):
+class Window(_Interval):
     """The response window of turn k: from its start to the end of turn k + 1 (the last turn's: to the
     end of the recording)."""
 
     turn: int
-    start: int
-    end: int
-
-    @computed_field
-    @property
-    def start_s(self) -> float:
-        return seconds(self.start)
-
-    @computed_field
-    @property
-    def end_s(self) -> float:
-        return seconds(self.end)
 
 
 class Continuation(_Frozen):

@@ -10,7 +10,7 @@ from server.scoring.segmentation.schema import Segmentation, SegmentInput
 from server.scoring.segmentation.voting import IOU_MIN, vote
 from server.scoring.segmentation.windows import continuations, response_windows
 
-DEFAULT_N = 6  # §3 of the paper: the transcript is segmented six times
+DEFAULT_N = 6  # the paper: the transcript is segmented six times
 
 
 def segment(inp: SegmentInput, proposer: Proposer, *, n: int = DEFAULT_N, min_support: int | None = None,
@@ -30,5 +30,6 @@ def segment(inp: SegmentInput, proposer: Proposer, *, n: int = DEFAULT_N, min_su
     result = vote(proposals, iou_min=iou_min, min_support=min_support)
     return Segmentation(source=inp.source, n_samples=inp.n_samples, backend=proposer.info(), n=n,
                         usable=result.usable, min_support=result.min_support, iou_min=iou_min, turns=result.turns,
-                        windows=response_windows(result.turns, inp.n_samples), continuations=continuations(result.turns, inp.model),
+                        windows=response_windows(result.turns, inp.n_samples),
+                        continuations=continuations(result.turns, inp.model),
                         dropped=result.dropped, proposals=proposals, segments=inp)

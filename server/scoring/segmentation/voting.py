@@ -1,7 +1,7 @@
 """Voting over repeated proposals (pure): pool, cluster by IoU, median boundaries, keep by support.
 
-The published method (MTR-DuplexBench, arXiv 2511.10262, §3): the transcript is segmented six
-times, candidate turns that overlap by at least 30 % are merged, and a merged turn takes the
+The published method (MTR-DuplexBench, arXiv 2511.10262, its conversation-quality evaluation): the
+transcript is segmented six times, candidate turns that overlap by at least 30 % are merged, and a merged turn takes the
 median start and end. The paper says nothing more; where it is silent we choose, and say why:
 
 * **Pooling and order.** All candidates of all runs are pooled and visited in time order (start,
@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from server.scoring.segmentation.schema import Candidate, Proposal, Span, Turn, Votes
 
-IOU_MIN = 0.3  # §3 of the paper: candidates overlapping by >= 30 % are merged
+IOU_MIN = 0.3  # the paper: candidates overlapping by >= 30 % are merged
 
 
 def iou(a: Span, b: Span) -> Fraction:

@@ -1,7 +1,7 @@
 """Response windows and continuations of a list of user turns (pure).
 
-* **Window** of turn k (MTR-DuplexBench, arXiv 2511.10262, §3; the published quality script reads it
-  as ``[filtered_turn[k].start, filtered_turn[k+1].end]``): from the start of user turn k to the
+* **Window** of turn k (MTR-DuplexBench, arXiv 2511.10262; the published quality script takes turn K,
+  1-based, as ``[filtered_turn[K-1].start, filtered_turn[K].end]``): from the start of user turn k to the
   end of user turn k + 1. The last turn's window ends with the recording (the script falls back to
   120 s, the length of its clips).
 * **Continuation** of turn k: the model's reply to turn k runs on into turn k + 1 — a model speech
