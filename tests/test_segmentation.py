@@ -360,3 +360,22 @@ def test_cli_bad_input_errors(recording, tmp_path, monkeypatch, capsys):
     for args, message in cases:
         code, _, err = mpe_segment_here(monkeypatch, capsys, tmp_path, *args)
         assert code == 2 and message in err, (args, err)
+
+
+def test_asr_transcripts_reach_the_claude_prompt(recording):
+    """Optional ASR (faster-whisper, the scoring's default backend): each speech segment's words go
+    into the prompt on its line; without them the line says (speech)."""
+    pytest.importorskip("faster_whisper")
+    from server.scoring.asr import FasterWhisperASR
+    from server.scoring.segmentation.claude import transcript_lines
+    from server.scoring.segmentation.inputs import Recording
+
+    n = round(recording["truth"][0].end + 2.5 * S)  # the first turn and the start of its reply
+    rec = Recording(recording["user"][:n], recording["model"][:n], "cut", S)
+    inp = recording_input(rec, asr=FasterWhisperASR())
+    assert inp.utterances[0].channel == "user" and any(u.channel == "model" for u in inp.utterances)
+    assert "stalemate" in inp.utterances[0].text.lower()  # "... tell me what a stalemate is?"
+    lines = transcript_lines(inp)
+    assert lines[0].startswith(f"[{inp.user[0].start / S:.2f}-") and "USER: " in lines[0] and "stalemate" in lines[0]
+    assert "MODEL: " in lines[1] and "(speech)" not in lines[1]
+    assert transcript_lines(inp.model_copy(update={"utterances": []}))[0].endswith("USER: (speech)")
