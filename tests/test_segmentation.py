@@ -371,7 +371,7 @@ def test_asr_transcripts_reach_the_claude_prompt(recording):
     from server.scoring.segmentation.inputs import Recording
 
     n = round(recording["truth"][0].end + 2.5 * S)  # the first turn and the start of its reply
-    rec = Recording(recording["user"][:n], recording["model"][:n], "cut", S)
+    rec = Recording(recording["user"][:n], recording["model"][:n], "cut")
     inp = recording_input(rec, asr=FasterWhisperASR())
     assert inp.utterances[0].channel == "user" and any(u.channel == "model" for u in inp.utterances)
     assert "stalemate" in inp.utterances[0].text.lower()  # "... tell me what a stalemate is?"

@@ -38,7 +38,6 @@ class Recording:
     user: np.ndarray  # int16, 24 kHz
     model: np.ndarray  # int16, 24 kHz, as long as ``user``
     source: str
-    input_rate: int  # the files' sample rate before resampling
     model_segments: list[Span] | None = None  # known from a bundle; None: run the detector
 
 
@@ -89,7 +88,7 @@ def read_recording(paths: Sequence[Path], *, swap: bool = False) -> Recording:
             raise BadBundle(f"{paths[0]}/room.wav: expected 24 kHz, got {rate} Hz")
         user, model = _same_length(room, ep.assistant)
         segs = None if ep.segments is None else [Span(start=s, end=e) for s, e in ep.segments]
-        return Recording(user, model, ep.source, STREAM_RATE, segs)
+        return Recording(user, model, ep.source, segs)
     if len(paths) == 1:
         pcm, rate = _read(paths[0])
         if pcm.shape[1] != 2:
@@ -97,13 +96,13 @@ def read_recording(paths: Sequence[Path], *, swap: bool = False) -> Recording:
                                f"expected stereo ({CHANNEL_HINT})")
         left, right = to_stream_rate(pcm[:, 0], rate), to_stream_rate(pcm[:, 1], rate)
         user, model = (right, left) if swap else (left, right)
-        return Recording(user, model, str(paths[0].resolve()), rate)
+        return Recording(user, model, str(paths[0].resolve()))
     if len(paths) == 2:
-        (u, ru), (m, rm) = _mono(paths[0]), _mono(paths[1])
+        (u, _), (m, _) = _mono(paths[0]), _mono(paths[1])
         if swap:
             u, m = m, u
         user, model = _same_length(u, m)
-        return Recording(user, model, f"{paths[0].resolve()} + {paths[1].resolve()}", ru if ru == rm else 0)
+        return Recording(user, model, f"{paths[0].resolve()} + {paths[1].resolve()}")
     raise BadRecording(f"give one or two inputs, got {len(paths)} ({CHANNEL_HINT})")
 
 
