@@ -51,14 +51,24 @@ def main_table(metrics: dict[str, Any], title: str = "") -> Table:
     return t
 
 
-def rounds_table(metrics: dict[str, Any]) -> Table:
-    """Success (%) per round, per model, history mode and feature: the degradation over rounds."""
-    ks = sorted({int(k.rsplit(".r", 1)[1]) for modes in metrics.values() for q in modes.values() for k in q
-                 if ".r" in k and k.rsplit(".r", 1)[1].isdigit()})
-    t = Table(title="Success % per round")
-    t.add_column("model · history · feature")
+def _rounds(metrics: dict[str, Any], names: tuple[str, ...] | None = None) -> list[int]:
+    """The round numbers of the per-round quantities (``NAME.rNN``), of ``names`` only if given."""
+    return sorted({int(k.rsplit(".r", 1)[1]) for modes in metrics.values() for q in modes.values() for k in q
+                   if ".r" in k and k.rsplit(".r", 1)[1].isdigit() and (names is None or k.split(".")[0] in names)})
+
+
+def _per_round_table(title: str, first: str, ks: list[int]) -> Table:
+    t = Table(title=title)
+    t.add_column(first)
     for k in ks:
         t.add_column(f"R{k}", justify="right")
+    return t
+
+
+def rounds_table(metrics: dict[str, Any]) -> Table:
+    """Success (%) per round, per model, history mode and feature: the degradation over rounds."""
+    ks = _rounds(metrics)
+    t = _per_round_table("Success % per round", "model · history · feature", ks)
     for model, modes in metrics.items():
         for mode, q in modes.items():
             for f in FEATURES:
@@ -120,13 +130,8 @@ def dimensions_table(metrics: dict[str, Any]) -> Table:
 
 def dimension_rounds_table(metrics: dict[str, Any]) -> Table:
     """Each dimension per round (quality as its mean score, the others in %)."""
-    ks = sorted({int(k.rsplit(".r", 1)[1]) for modes in metrics.values() for q in modes.values() for k in q
-                 if k.split(".")[0] in ("quality", "instruction", "correct", "safety") and ".r" in k
-                 and k.rsplit(".r", 1)[1].isdigit()})
-    t = Table(title="Dimensions per round (quality 0–5; the others %)")
-    t.add_column("model · history · dimension")
-    for k in ks:
-        t.add_column(f"R{k}", justify="right")
+    ks = _rounds(metrics, ("quality", "instruction", "correct", "safety"))
+    t = _per_round_table("Dimensions per round (quality 0–5; the others %)", "model · history · dimension", ks)
     for model, modes in metrics.items():
         for mode, q in modes.items():
             for head, name, score in DIMENSION_COLUMNS:
