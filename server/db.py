@@ -35,7 +35,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
-from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
+from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunStatus
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -375,6 +375,26 @@ class EpisodeScoreRow(Base):
     attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ScoringClaim(Base):
+    """One episode's scoring work within a scoring, leased to one scorer at a time (§10): scorers on
+    any machine claim pending work with ``SELECT … FOR UPDATE SKIP LOCKED`` and a lease expiry, and
+    store the entry in the same transaction that marks the claim done (server/scoring/claims.py)."""
+
+    __tablename__ = "scoring_claims"
+    __table_args__ = (Index("ix_scoring_claims_work", "scoring_id", "status", "ordinal"),)
+    scoring_id: Mapped[str] = mapped_column(ForeignKey("scorings.id", ondelete="CASCADE"), primary_key=True)
+    episode_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    ordinal: Mapped[int] = mapped_column(Integer)  # the order scorers take the work in
+    attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    path: Mapped[str | None] = mapped_column(Text, nullable=True)  # a bundle directory; None: from the database
+    status: Mapped[ClaimStatus] = mapped_column(StatusType(ClaimStatus), default=ClaimStatus.pending)
+    owner: Mapped[str | None] = mapped_column(String(100), nullable=True)  # the scorer holding or last holding it
+    lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
+    claims: Mapped[int] = mapped_column(Integer, default=0)  # times claimed: more than one = taken over or retried
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it failed
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
 class MetricValueRow(Base):

@@ -39,12 +39,32 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
           asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | transformers:DIR | none"),
           judge: str = typer.Option("rule", help="rule | rule:fast (speech over the length limits decided on "
                                                  "duration, without ASR: faster) | claude[:MODEL]"),
+          device: Optional[str] = typer.Option(None, help="ASR device: cpu | cuda | cuda:N | auto (default: cpu "
+                                                          "for faster-whisper, a GPU when available for transformers)"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, analyses, episodes)"),
           workers: Optional[int] = typer.Option(None, min=1, help="worker processes (default: one per core)"),
-          fresh: bool = typer.Option(False, help="start a new scoring instead of resuming (caches still apply)")) -> None:
-    """Score a run (or episode bundles): windows, ASR, judges, metrics and analyses (DESIGN §6)."""
+          lease_s: Optional[float] = typer.Option(None, "--lease-s", min=0.5,
+                                                  help="seconds a killed scorer's episode stays claimed before "
+                                                       "another scorer takes it over (renewed every third of it "
+                                                       "while scoring; default: MPE_SCORING_LEASE_S, 120)"),
+          fresh: bool = typer.Option(False, help="start a new scoring instead of resuming (caches still apply)"),
+          status: bool = typer.Option(False, "--status", help="print where the run's scoring with these settings "
+                                                              "stands (pending, claimed, done, failed) and exit")
+          ) -> None:
+    """Score a run (or episode bundles): windows, ASR, judges, metrics and analyses (DESIGN §6).
+
+    Several `mpe score RUN` (on any machines sharing the database) split the run's episodes:
+    each episode is scored once, and one whose scorer died is taken over after --lease-s."""
     from server.scoring.asr import NO_ASR_NOTE, asr_disabled
-    from server.scoring.runner import ScoreOptions, bundle_jobs, run_jobs, score_bundles, score_run, scoring_config
+    from server.scoring.runner import (
+        ScoreOptions,
+        bundle_jobs,
+        run_jobs,
+        score_bundles,
+        score_run,
+        scoring_config,
+        scoring_state,
+    )
 
     dirs = [Path(t) for t in targets if Path(t).is_dir()]
     if dirs and len(dirs) != len(targets):
@@ -52,9 +72,25 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
     if not dirs and len(targets) != 1:
         raise typer.BadParameter("give one run id (or several bundle directories)")
     db = _db()
-    opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh)
+    if status:
+        if dirs:
+            raise typer.BadParameter("--status takes a run id")
+        state = scoring_state(db, targets[0], asr, judge)
+        if state is None:
+            raise typer.BadParameter(f"run {targets[0]} has no scoring with these settings yet")
+        sid, c = state
+        if as_json:
+            print(json.dumps({"scoring_id": sid, "claims": c.to_json()}))
+        else:
+            out.print(f"scoring {sid}: {c.done} done, {c.failed} failed, {c.claimed} claimed, {c.pending} pending "
+                      f"of {c.total} ({c.reclaimed} claimed more than once)", highlight=False)
+        return
+    from server.settings import load_settings
+
+    opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh, device=device,
+                        lease_s=lease_s if lease_s is not None else load_settings().scoring_lease_s)
     label = targets[0] if not dirs else f"{len(dirs)} bundle paths"
-    scoring_config(asr, judge)  # unknown or unusable backends fail here, before any work
+    scoring_config(asr, judge, device=device)  # unknown or unusable backends fail here, before any work
     if dirs:
         bundle_jobs(dirs)
     else:
@@ -87,9 +123,12 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
 
         get_benchmark(res.config.get("benchmark")).print_tables(res.metrics, out, title=f"scoring {res.scoring_id}")
     c = res.calls
+    others = len(res.episodes) - res.skipped - res.scored_here
     console.print(f"scoring [bold]{res.scoring_id}[/bold]: {len(res.episodes)} episodes "
-                  f"({res.skipped} already done) in {res.seconds:.1f} s; ASR calls {c.get('asr', 0)} "
-                  f"(cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} (cached {c.get('judge_hits', 0)})")
+                  f"({res.skipped} already done, {res.scored_here} scored here"
+                  + (f", {others} by other scorers" if others > 0 else "") + f") in {res.seconds:.1f} s; "
+                  f"ASR calls {c.get('asr', 0)} (cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} "
+                  f"(cached {c.get('judge_hits', 0)})")
     if res.failures:
         raise typer.Exit(1)
 
