@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from typer.testing import CliRunner
 
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
@@ -22,6 +23,7 @@ from server.benchmarks.mpe.textref.runs import create_reference_run
 from server.core.states import IllegalTransition, advance
 from server.core.status import CLAIM_TRANSITIONS, ClaimStatus
 from server.db import EpisodeScoreRow, ScoringClaim
+from server.scoring.asr import make_asr, parse_device
 from server.scoring.claims import (
     WorkItem,
     claim_counts,
@@ -33,6 +35,7 @@ from server.scoring.claims import (
     renew,
     seed_claims,
 )
+from server.scoring.errors import BackendUnavailable
 from server.scoring.runner import ScoreOptions, score_run
 from server.scoring.store import open_scoring
 from tests.fake_anthropic import FakeAnthropic
@@ -123,6 +126,23 @@ def test_scorings_made_before_claims_resume_from_their_entries(db):
     assert claim_next(db, sid, "A", 10.0, t=1.0).episode_id == "e1" and claim_next(db, sid, "A", 10.0, t=1.0) is None
 
 
+def test_asr_devices():
+    assert [parse_device(d) for d in (None, "cpu", "cuda", "CUDA:1", "auto")] == [
+        ("cpu", 0), ("cpu", 0), ("cuda", 0), ("cuda", 1), ("auto", 0)]
+    for bad in ("gpu", "cpu:1", "cuda:x", "auto:0"):
+        with pytest.raises(BackendUnavailable, match="unknown ASR device"):
+            parse_device(bad)
+    import ctranslate2
+
+    if ctranslate2.get_cuda_device_count() == 0:  # refused before any work, not at the first transcript
+        with pytest.raises(BackendUnavailable, match="sees 0 CUDA device"):
+            make_asr("faster-whisper", device="cuda")
+        auto = make_asr("faster-whisper", device="auto")
+        assert auto.device == "cpu" and auto.describe() == make_asr("faster-whisper").describe()
+    else:
+        assert make_asr("faster-whisper", device="cuda").device == "cuda"
+
+
 # --- real scorer processes --------------------------------------------------------------------------
 
 N_PAIRS = 8
@@ -191,7 +211,7 @@ def stored_once(db, scoring_id: str, n: int) -> None:
     assert len(ids) == len(set(ids)) == n
 
 
-def test_two_scorer_processes_split_one_run(db, settings, tmp_path):
+def test_two_scorer_processes_split_one_run(db, settings, tmp_path, monkeypatch):
     run_id = reference_run(db, tmp_path)
     n = 2 * N_PAIRS
     a = scorer(settings, run_id)
@@ -205,6 +225,17 @@ def test_two_scorer_processes_split_one_run(db, settings, tmp_path):
     assert sum(c.owner == rows[0].owner for c in rows) == ra["scored_here"]  # A's name is on what A stored
     stored_once(db, ra["scoring_id"], n)
     assert ra["claims"]["done"] == n
+
+    # `mpe score RUN --status`: where that scoring's work stands, without scoring.
+    monkeypatch.setenv("DATABASE_URL", settings.db_url)
+    monkeypatch.setenv("MPE_DATA_DIR", str(settings.data_dir))
+    from server.cli import app
+
+    r = CliRunner().invoke(app, ["score", run_id, "--asr", "none", "--status", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"scoring_id": ra["scoring_id"], "claims": ra["claims"]}
+    r = CliRunner().invoke(app, ["score", run_id, "--asr", "none", "--judge", "rule:fast", "--status"])
+    assert r.exit_code != 0 and "no scoring with these settings" in r.output
 
     # The same results as one scorer alone (a fresh scoring, in this process).
     alone = score_run(db, run_id, ScoreOptions(asr="none", workers=1, fresh=True))
