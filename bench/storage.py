@@ -60,7 +60,7 @@ def _row_bytes(conn, dialect: str, table: str) -> dict[tuple[str, str], int]:
     part = "'audio:' || x.track" if table == "audio_chunks" else f"'{PARTS[table]}'"
     rows = conn.execute(sa.text(
         f"SELECT e.run_id, {part} AS part, sum({size}) AS n FROM {table} x JOIN attempts a ON a.id = x.attempt_id "
-        f"JOIN episodes e ON e.id = a.episode_id GROUP BY e.run_id, {part}")).all()
+        f"JOIN episodes e ON e.id = a.episode_id GROUP BY 1, 2")).all()
     return {(r.run_id, r.part): int(r.n) for r in rows}
 
 
@@ -140,7 +140,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mpe-bench-storage-") as tmp:
         data_dir = args.data_dir or Path(tmp) / "data"
         for kind in [k.strip() for k in args.dbs.split(",") if k.strip()]:
-            rows += asyncio.run(record(kind, Path(tmp), data_dir, models, args.pg_url, console))
+            got = asyncio.run(record(kind, Path(tmp), data_dir, models, args.pg_url, console))
+            rows += got
+            console.print(json.dumps(got))  # kept even if a later database fails
     parts = sorted({p for r in rows for p in r["disk_per_100s"]})
     table = Table(title="Database bytes per 100 s of stream, on disk with indexes (MB); per episode in the last column")
     for col in ("db", "model", "episodes", "stream s / episode", *parts, "all / 100 s", "all / episode"):
