@@ -49,9 +49,18 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                                                        "while scoring; default: MPE_SCORING_LEASE_S, 120)"),
           fresh: bool = typer.Option(False, help="start a new scoring instead of resuming (caches still apply)"),
           status: bool = typer.Option(False, "--status", help="print where the run's scoring with these settings "
-                                                              "stands (pending, claimed, done, failed) and exit")
+                                                              "stands (pending, claimed, done, failed) and exit"),
+          suite: Optional[Path] = typer.Option(None, "--suite", exists=True, file_okay=False, help=(
+              "score a folder of recordings made elsewhere, named as MTR-DuplexBench publishes them "
+              "(dialogue_<N>_round_<R>_<scenario>.wav, stereo, left = user), against this suite (docs/mtr.md)")),
+          swap: bool = typer.Option(False, "--swap", help="--suite: the recordings' left channel is the model"),
+          index_base: int = typer.Option(1, "--index-base", min=0, max=1, help=(
+              "--suite: N in the names is the dialogue's 1-based (or 0-based) position in scenarios.jsonl")),
+          model: Optional[str] = typer.Option(None, "--model", help=(
+              "--suite: the model's name in the reports (default: the folder's name), shown with '(imported)'"))
           ) -> None:
-    """Score a run (or episode bundles): windows, ASR, judges, metrics and analyses (DESIGN §6).
+    """Score a run (or episode bundles, or recordings with --suite): windows, ASR, judges, metrics and analyses
+    (DESIGN §6).
 
     Several `mpe score RUN` (on any machines sharing the database) split the run's episodes:
     each episode is scored once, and one whose scorer died is taken over after --lease-s."""
@@ -71,6 +80,8 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
         raise typer.BadParameter("give either one run id or only bundle directories")
     if not dirs and len(targets) != 1:
         raise typer.BadParameter("give one run id (or several bundle directories)")
+    if suite is not None and len(dirs) != 1:
+        raise typer.BadParameter("--suite scores one folder of recordings")
     db = _db()
     if status:
         if dirs:
@@ -90,8 +101,12 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
     opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh, device=device,
                         lease_s=lease_s if lease_s is not None else load_settings().scoring_lease_s)
     label = targets[0] if not dirs else f"{len(dirs)} bundle paths"
+    if suite is not None:
+        label = f"recordings in {dirs[0]}"
     scoring_config(asr, judge, device=device)  # unknown or unusable backends fail here, before any work
-    if dirs:
+    if suite is not None:
+        from server.benchmarks.mtr.imported import score_recordings
+    elif dirs:
         bundle_jobs(dirs)
     else:
         run_jobs(db, targets[0])
@@ -102,7 +117,11 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
             def progress(i: int, n: int) -> None:
                 bar.update(task, completed=i, total=n)
 
-            res = score_bundles(db, dirs, opts, progress) if dirs else score_run(db, targets[0], opts, progress)
+            if suite is not None:
+                res = score_recordings(db, dirs[0], suite, opts, data_dir=load_settings().data_dir, swap=swap,
+                                       index_base=index_base, model=model, progress=progress)
+            else:
+                res = score_bundles(db, dirs, opts, progress) if dirs else score_run(db, targets[0], opts, progress)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: finished episodes are saved; run the same command again to resume")
         raise typer.Exit(130)
