@@ -62,7 +62,7 @@ def recorded(mtr_mini, tmp_path_factory):
     (base / "silent").mkdir()
     oracle, o_tracks = _play(mtr_mini, MTROracle(base, mtr_mini), ORACLE_ROUNDS, base / "oracle")
     silent, s_tracks = _play(mtr_mini, Silent(), SILENT_ROUNDS, base / "silent")
-    return {"suite": mtr_mini, "base": base, "oracle": oracle, "silent": silent, "tracks": {**o_tracks, **s_tracks}}
+    return {"suite": mtr_mini, "base": base, "oracle": oracle, "silent": silent, "tracks": {"oracle": o_tracks, "silent": s_tracks}}
 
 
 def _live_scores(db, episodes, label: str):
@@ -90,6 +90,11 @@ def test_recordings_score_as_the_live_episodes_and_the_folder_is_untouched(recor
         assert r.exit_code == 0, r.output
         assert _fingerprint(folder) == before  # nothing written, nothing touched
         got[name] = json.loads(r.stdout)
+    bad = recorded["base"] / "mono"
+    _write(bad, "dialogue_1_round_1_smooth.wav", recorded["tracks"]["oracle"]["dialogue_1_round_1_smooth.wav"][0])
+    r = CliRunner().invoke(app, ["score", str(bad), "--suite", recorded["suite"], "--asr", "none"])
+    assert isinstance(r.exception, BadRecording)
+    assert f"{bad}/dialogue_1_round_1_smooth.wav: has 1 channel, expected stereo" in str(r.exception)
 
     for name, rounds in (("oracle", ORACLE_ROUNDS), ("silent", SILENT_ROUNDS)):
         label = f"{name} (imported)"
@@ -110,11 +115,88 @@ def test_recordings_score_as_the_live_episodes_and_the_folder_is_untouched(recor
     assert [(r["ok"], r["failure"], r["responded"]) for r in silent_rounds] == [(False, "no_response", False)] * 2
 
     # scored again: the same scoring, nothing to do; and `mpe report` labels them as imported
-    r = CliRunner().invoke(app, ["score", str(recorded["base"] / "oracle"), "--suite", recorded["suite"],
-                                 "--model", "oracle", "--asr", "none", "--json", "--workers", "1"])
+    r = CliRunner().invoke(app, ["score", str(recorded["base"] / "silent"), "--suite", recorded["suite"],
+                                 "--model", "silent", "--asr", "none", "--json", "--workers", "1"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["scoring_id"] == got["oracle"]["scoring_id"]
+    assert json.loads(r.stdout)["scoring_id"] == got["silent"]["scoring_id"]
     r = CliRunner().invoke(app, ["report", got["oracle"]["scoring_id"], got["silent"]["scoring_id"], "--json"])
     assert r.exit_code == 0, r.output
     assert sorted(json.loads(r.stdout)["metrics"]) == ["oracle (imported)", "silent (imported)"]
 
+
+
+def _write(folder: Path, name: str, pcm: np.ndarray, rate: int = 24000) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    sf.write(folder / name, pcm, rate, subtype="PCM_16")
+    return folder / name
+
+
+def test_names_that_do_not_match_the_suite_are_refused_each_by_name(recorded, tmp_path):
+    suite = Suite.load(recorded["suite"])
+    room, model = recorded["tracks"]["oracle"]["dialogue_1_round_1_smooth.wav"]
+    st = _stereo(room, model)[:2400]
+    for name in ("take1.wav", "dialogue_9_round_1_smooth.wav", "dialogue_1_round_7_smooth.wav",
+                 "dialogue_1_round_2_smooth.wav", "dialogue_safety_1_round_1_smooth.wav",
+                 "dialogue_2_round_1_backchanneling.wav", "dialogue_2_round_1_backchannel.wav"):
+        _write(tmp_path, name, st)
+    (tmp_path / "notes.txt").write_text("not a recording")  # other files are left alone
+    with pytest.raises(BadRecording) as e:
+        match_files(suite, recording_files(tmp_path))
+    lines = str(e.value).splitlines()[1:]
+    assert [ln.split(": ", 1)[0].rsplit("/", 1)[1] for ln in lines] == [
+        "dialogue_1_round_2_smooth.wav", "dialogue_1_round_7_smooth.wav", "dialogue_2_round_1_backchanneling.wav",
+        "dialogue_9_round_1_smooth.wav", "dialogue_safety_1_round_1_smooth.wav", "take1.wav"]
+    text = "\n".join(lines)
+    assert "is interruption, the name says 'smooth'" in text
+    assert "has no round 7 (rounds 1-4)" in text and "the suite has dialogues 1-2" in text
+    assert "again (also dialogue_2_round_1_backchannel.wav)" in text and "has no task" in text
+    assert "not a published recording name" in text
+    # 0-based names: dialogue_0 is the first dialogue
+    ok = match_files(suite, [_write(tmp_path / "zero", "dialogue_0_round_1_smooth-turntaking.wav", st)], index_base=0)
+    assert [(m.dialogue.dialogue_id, m.round) for m in ok] == [(suite.dialogues[0].dialogue_id, 1)]
+    assert parse_name(Path("dialogue_instruction_following_3_round_10_interruption.wav")).dimension == "instruction"
+
+
+def live_barge_in(ep) -> float:
+    return next(e["t"] for e in ep.doc["events"] if e["type"] == "barge_in.start") / 24000
+
+
+def test_bad_recordings_are_refused_naming_the_file(recorded, tmp_path):
+    suite = Suite.load(recorded["suite"])
+    name = "dialogue_1_round_2_interruption.wav"
+    room, model = recorded["tracks"]["oracle"][name]
+    st = _stereo(room, model)
+
+    def replay_one(folder: str, pcm: np.ndarray, rate: int = 24000, **kw):
+        path = _write(tmp_path / folder, name, pcm, rate)
+        (m,) = match_files(suite, [path])
+        return path, replay(recorded["suite"], m, **kw)
+
+    cases = {"mono": (room, "has 1 channel, expected stereo"),
+             "short": (st[: len(st) // 2], "cut short, or not this round"),
+             "long": (np.pad(st, ((0, 24000 * 10), (0, 0))), "at most 5.0 s more is accepted"),
+             "swapped": (st[:, ::-1], "the left channel does not hold the user's turn 1 of round 2")}
+    for folder, (pcm, message) in cases.items():
+        with pytest.raises(BadRecording, match=message) as e:
+            replay_one(folder, pcm)
+        assert str(tmp_path / folder / name) in str(e.value)
+    live = next(e for e in recorded["oracle"] if e.doc["round"] == 2 and e.doc["pair_id"] == suite.dialogues[0].dialogue_id)
+    _, r = replay_one("swapped-ok", st[:, ::-1].copy(), swap=True)
+    assert r.events == live.doc["events"] and np.array_equal(r.track, live.assistant) and r.moved == []
+    # another rate is resampled: the same verdict
+    from scipy.signal import resample_poly
+
+    st16 = np.stack([np.round(resample_poly(st[:, c].astype(float), 2, 3)).astype(np.int16) for c in (0, 1)], axis=1)
+    _, r = replay_one("16k", st16, 16000)
+    assert r.rate == 16000 and r.moved == []
+    from server.benchmarks.mtr.rules import judge_episode
+    from server.core.detector import detect_segments
+    from server.core.events import Event
+
+    (verdict,) = judge_episode([Event.from_json(x) for x in r.events], [(g.start, g.end) for g in detect_segments(r.track)])
+    assert (verdict.feature, verdict.ok) == ("interruption", True)
+    # a system that did not barge in where ours would have (the silent run's room: no onset, no barge-in)
+    # under the oracle's reply: reported, not hidden
+    silent_room = recorded["tracks"]["silent"][name][0][: len(st)]
+    path, r = replay_one("moved", _stereo(silent_room, model))
+    assert r.moved == [f"round 2 barge-in at {live_barge_in(live):.2f} s"]

@@ -147,8 +147,8 @@ def match_files(suite: Suite, files: Sequence[Path], *, index_base: int = 1) -> 
             continue
         scenario = SCENARIO_ALIASES.get(n.scenario.lower(), n.scenario.lower())
         if scenario != spec.feature:
-            bad.append(f"{path}: round {n.round} of dialogue {n.index} ({d.dialogue_id}) is a {spec.feature} "
-                       f"round, the name says {n.scenario!r}")
+            bad.append(f"{path}: round {n.round} of dialogue {n.index} ({d.dialogue_id}) is {spec.feature}, "
+                       f"the name says {n.scenario!r}")
             continue
         have = spec.task.dimension if spec.task is not None else None
         if n.dimension is not None and have != n.dimension:
@@ -204,6 +204,13 @@ def replay(suite_path: str | Path, m: Matched, *, swap: bool = False) -> Replaye
     core.finish()
     played = np.concatenate(track)
     expected, got = len(played), len(rec.user)
+    mixed = np.concatenate(room)
+    (live,) = live_rounds(Event.from_json(e) for e in events)
+    for i, u in enumerate(live.user):
+        if u[1] <= got and not _holds(rec.user, mixed, u):
+            raise BadRecording(f"{path}: the left channel does not hold the user's turn {i + 1} of round {m.round} "
+                               f"at {u[0] / STREAM_RATE:.2f}-{u[1] / STREAM_RATE:.2f} s: not this round's "
+                               "recording, or the channels are the other way (--swap)")
     if got < expected - SHORT_SLACK:
         raise BadRecording(f"{path}: {got / STREAM_RATE:.2f} s, but round {m.round} with this model channel runs "
                            f"to {expected / STREAM_RATE:.2f} s (a file may end at most "
@@ -212,13 +219,6 @@ def replay(suite_path: str | Path, m: Matched, *, swap: bool = False) -> Replaye
         raise BadRecording(f"{path}: {got / STREAM_RATE:.2f} s, but round {m.round} with this model channel ends "
                            f"at {expected / STREAM_RATE:.2f} s (at most {LONG_SLACK / STREAM_RATE:.1f} s more is "
                            "accepted): not a one-round recording of this suite's round")
-    mixed = np.concatenate(room)
-    (live,) = live_rounds(Event.from_json(e) for e in events)
-    for i, u in enumerate(live.user):
-        if not _holds(rec.user, mixed, u):
-            raise BadRecording(f"{path}: the left channel does not hold the user's turn {i + 1} of round {m.round} "
-                               f"at {u[0] / STREAM_RATE:.2f}-{u[1] / STREAM_RATE:.2f} s: not this round's "
-                               "recording, or the channels are the other way (--swap)")
     parts = [("barge-in", live.barge_in), ("background voice", live.background)]
     parts += [(f"backchannel {i + 1}", b) for i, b in enumerate(live.backchannels)]
     moved = [f"round {m.round} {what} at {s[0] / STREAM_RATE:.2f} s" for what, s in parts
