@@ -10,7 +10,7 @@ model. The published protocol gives each file one live round with ground-truth h
 **Matching.** ``N`` is the dialogue's position in the suite's ``scenarios.jsonl`` (1-based by
 default; ``index_base=0`` for 0-based names); ``R`` must be one of its rounds; ``<scenario>``
 must name that round's feature (``smooth``, ``interruption``, ``pause``, ``background``,
-``backchannel``, or a published spelling in :data:`SCENARIO_ALIASES`); an
+``backchannel``, or a published spelling in :data:`~.suite.FEATURE_ALIASES`); an
 ``instruction_following`` file must be a round with an instruction task, a ``safety`` file one
 with a safety task. Any ``.wav`` that does not match, or two files for one (dialogue, round),
 is refused, naming the file.
@@ -39,7 +39,7 @@ import numpy as np
 
 from server.benchmarks.mtr.rules import live_rounds
 from server.benchmarks.mtr.scheduler import CONFIRM_SILENCE_S, ROUND_GAP_S
-from server.benchmarks.mtr.suite import Dialogue, Suite, scenario_of
+from server.benchmarks.mtr.suite import Dialogue, Suite, feature_of, scenario_of
 from server.core.events import Event
 from server.core.spans import Span
 from server.core.timebase import STREAM_RATE, samples
@@ -55,10 +55,6 @@ NAME_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = (
 )
 NAMING_HINT = ("dialogue_<N>_round_<R>_<scenario>.wav, dialogue_instruction_following_<N>_round_<R>_<scenario>.wav "
                "or dialogue_safety_<N>_round_<R>_<scenario>.wav")
-#: published spellings of a round's feature (the feature scripts' labels, notes §2)
-SCENARIO_ALIASES = {"smooth-turntaking": "smooth", "smooth_turntaking": "smooth", "smooth-turn-taking": "smooth",
-                    "pause-handling": "pause", "pause_handling": "pause", "background-speech": "background",
-                    "background_speech": "background", "backchanneling": "backchannel"}
 #: a file may end this much before the replayed episode does (silence is assumed after its end):
 #: the scheduler's confirmed silence after the reply and the round gap
 SHORT_SLACK = samples(CONFIRM_SILENCE_S + ROUND_GAP_S)
@@ -145,8 +141,7 @@ def match_files(suite: Suite, files: Sequence[Path], *, index_base: int = 1) -> 
             bad.append(f"{path}: dialogue {n.index} ({d.dialogue_id}) has no round {n.round} "
                        f"(rounds 1-{len(d.rounds)})")
             continue
-        scenario = SCENARIO_ALIASES.get(n.scenario.lower(), n.scenario.lower())
-        if scenario != spec.feature:
+        if feature_of(n.scenario) != spec.feature:
             bad.append(f"{path}: round {n.round} of dialogue {n.index} ({d.dialogue_id}) is {spec.feature}, "
                        f"the name says {n.scenario!r}")
             continue

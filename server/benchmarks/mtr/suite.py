@@ -50,6 +50,11 @@ DIMENSIONS: tuple[Dimension, ...] = ("quality", "instruction", "safety")
 #: how a task's request reaches the model: the round's user turn, or a barge-in over its speech
 Delivery = Literal["normal", "interruption"]
 DELIVERIES: tuple[Delivery, ...] = ("normal", "interruption")
+#: published spellings of a round's feature (the feature scripts' labels, notes §2)
+FEATURE_ALIASES: dict[str, Feature] = {
+    "smooth-turntaking": "smooth", "smooth_turntaking": "smooth", "smooth-turn-taking": "smooth",
+    "pause-handling": "pause", "pause_handling": "pause", "background-speech": "background",
+    "background_speech": "background", "backchanneling": "backchannel"}
 ROLES = ("user", "assistant", "third", "broadcast")
 AUDIO_PENDING = "pending"  # suite.json "audio": text-only suite, clips not synthesised yet
 
@@ -366,6 +371,14 @@ def feature_set_name(features: list[str]) -> str:
     if len(distinct) == 1:
         return distinct[0]
     return "+".join(FEATURE_LETTER[f] for f in distinct)
+
+
+def feature_of(label: str) -> Feature | None:
+    """The feature a label names (ours, or a published spelling: :data:`FEATURE_ALIASES`), or None."""
+    low = label.strip().lower()
+    if low in FEATURES:
+        return low  # type: ignore[return-value]
+    return FEATURE_ALIASES.get(low)
 
 
 def scenario_of(d: Dialogue, mode: str, round_: int | None) -> dict[str, Any]:

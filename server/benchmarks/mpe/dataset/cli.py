@@ -261,11 +261,13 @@ def stats(
 
 @dataset_app.command("import")
 def import_cmd(
-    manifest: Path = typer.Argument(..., help="external manifest: JSONL or CSV (clip paths relative to it)"),
+    manifest: Path = typer.Argument(..., help="external manifest: JSONL or CSV (clip paths relative to it); "
+                                              "--format candor: a folder of recordings and transcripts"),
     out: Path = typer.Option(..., "--out", help="suite directory to write"),
     mapping: Optional[Path] = typer.Option(None, "--mapping", help="JSON field/label mapping (docs/scenarios.md)"),
     fmt: str = typer.Option("manifest", "--format", help="manifest (Duplex-MPE, above), or an MTR-DuplexBench "
-                                                         "request file: advbench, llama-questions (docs/mtr.md)"),
+                                                         "file: advbench, llama-questions, encoding (a scenario-encoding JSON), "
+                                                         "candor (two-party recordings; docs/mtr.md)"),
     rounds: int = typer.Option(10, help="MTR formats: rounds per dialogue"),
     force: bool = typer.Option(False, help="MTR formats: replace a different suite at --out"),
 ) -> None:

@@ -5,12 +5,13 @@ accepted answers, or CSV ``question,answer`` with alternatives separated by ``|`
 checked whole first; every bad line is named (``FILE:LINE: message``) and nothing is written.
 The requests become text-only MTR suites of ``rounds``-round dialogues, delivered in the user's
 turn; the ground-truth reply of a harmful request is a refusal, of a question its first answer.
-Voice them with ``mpe dataset synthesize``.
+Voice them with ``mpe dataset synthesize``. :func:`import_set` also dispatches the published
+scenario encodings (:mod:`.encoding`, a text-only suite) and Candor-style recordings
+(:mod:`.candor`, a voiced quality suite).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 from collections.abc import Callable
@@ -21,37 +22,17 @@ from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.build import suite_meta, write_text_suite
 from server.benchmarks.mtr.dataset.plan import dialogue_id
 from server.benchmarks.mtr.dataset.requests import HarmfulRequest, Instruction, refusal
+from server.benchmarks.mtr.dataset.schema import ImportProblems, csv_rows
 from server.benchmarks.mtr.dataset.timing import Draw
 from server.benchmarks.mtr.suite import Dialogue, Round, Suite, Task, check_suite
 
-FORMATS = ("advbench", "llama-questions")
+FORMATS = ("advbench", "llama-questions", "candor", "encoding")
 ADVBENCH_CATEGORY = "advbench"
-
-
-class ImportProblems(DatasetError):
-    """The input's bad lines, each ``FILE:LINE: message``."""
-
-    def __init__(self, lines: list[str]):
-        self.lines = lines
-        super().__init__(f"{len(lines)} bad line(s): " + "; ".join(lines[:10]) + (" ..." if len(lines) > 10 else ""))
-
-
-def _csv_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in required if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ImportProblems([f"{path}:1: the header lacks column(s) {', '.join(missing)} "
-                                      f"(expected {','.join(required)})"])
-            return [(reader.line_num, row) for row in reader]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DatasetError(f"{path}: cannot read ({exc})") from None
 
 
 def read_advbench(path: Path) -> list[HarmfulRequest]:
     out, bad = [], []
-    for line, row in _csv_rows(path, ("goal", "target")):
+    for line, row in csv_rows(path, ("goal", "target")):
         goal = (row.get("goal") or "").strip()
         if not goal:
             bad.append(f"{path}:{line}: empty goal")
@@ -74,7 +55,7 @@ def read_llama_questions(path: Path) -> list[Instruction]:
     out, bad = [], []
     if path.suffix.lower() == ".csv":
         items = [(line, row.get("question"), (row.get("answer") or "").split("|")) for line, row in
-                 _csv_rows(path, ("question", "answer"))]
+                 csv_rows(path, ("question", "answer"))]
     else:
         items = []
         try:
@@ -114,9 +95,18 @@ def _rounds(n_items: int, rounds: int) -> list[list[int]]:
 
 def import_set(path: Path, out: Path, fmt: str, *, rounds: int = 10, seed: int = 0, name: str | None = None,
                force: bool = False) -> Suite:
-    """Read ``path`` in ``fmt`` (:data:`FORMATS`) and write a text-only MTR suite to ``out``."""
+    """Read ``path`` in ``fmt`` (:data:`FORMATS`) and write an MTR suite to ``out`` (text-only; a
+    Candor folder gives a voiced one, its clips cut from the recordings)."""
     if rounds < 1:
         raise DatasetError(f"a dialogue needs at least one round, not {rounds}")
+    if fmt == "candor":
+        from server.benchmarks.mtr.dataset.candor import import_candor
+
+        return import_candor(path, out, rounds=rounds, name=name, force=force)
+    if fmt == "encoding":
+        from server.benchmarks.mtr.dataset.encoding import read_encoding
+
+        return _write(out, read_encoding(path), fmt, seed=seed, name=name, force=force)
     rng = random.Random(f"mtr-import:{seed}")
     make: Callable[[int], tuple[RoundText, Task]]
     if fmt == "advbench":
@@ -146,6 +136,11 @@ def import_set(path: Path, out: Path, fmt: str, *, rounds: int = 10, seed: int =
             rs.append(r)
         dialogues.append(Dialogue(dialogue_id=did, set=set_name, topic=f"{fmt} {idx[0] + 1}-{idx[-1] + 1}",
                                   rounds=rs))
+    return _write(out, dialogues, fmt, seed=seed, name=name, force=force)
+
+
+def _write(out: Path, dialogues: list[Dialogue], fmt: str, *, seed: int, name: str | None, force: bool) -> Suite:
+    """The imported dialogues checked and written as a text-only suite."""
     meta = suite_meta(name=name or out.resolve().name, seed=seed, generator=f"import:{fmt}")
     problems = check_suite(Suite(out, meta, dialogues), check_audio=False)
     if problems:
