@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 
 from server.benchmarks.mtr.rules import live_rounds
 from server.benchmarks.mtr.scheduler import CONFIRM_SILENCE_S, ROUND_GAP_S
@@ -179,8 +180,6 @@ def replay(suite_path: str | Path, m: Matched, *, swap: bool = False) -> Replaye
     the file) when it is mono, unreadable, too short or too long, or does not hold the round."""
     path = m.name.path
     rec = read_recording([path], swap=swap)  # stereo only; any rate, resampled to 24 kHz
-    import soundfile as sf
-
     rate = int(sf.info(str(path)).samplerate)
     scenario = scenario_of(m.dialogue, "gt", m.round)
     core = open_episode(str(suite_path), scenario, suite_hash=None, audio_hash=None)
