@@ -26,6 +26,7 @@ def load_all() -> None:
         freeze_omni_sio,
         gemini_live,
         minicpm_ws,
+        moshi_lm,
         moshi_ws,
         openai_realtime,
         reference,  # noqa: F401
