@@ -182,6 +182,7 @@ class MoshiLM(InProcessBridge):
         self._last_forced = None  # codes of the previous step's context frame
         self._overwrite = None  # acoustic codes the audio hook writes over the sampled ones
         self._text, self._text_frames = "", 0
+        self.last_codes: np.ndarray | None = None
 
     def force(self, seq: int, pcm: np.ndarray) -> None:
         t0 = time.perf_counter()
@@ -211,7 +212,9 @@ class MoshiLM(InProcessBridge):
             self._last_forced = forced
             tok = self.lm_gen.step(codes, depformer_replace_tokens=replace)
             if tok is None:
+                self.last_codes = None
                 return None
+            self.last_codes = tok[0, 1:1 + self.dep_q, 0].cpu().numpy()  # the audio codes decoded in this slot
             self._take_text(seq, int(tok[0, 0, 0]))
             pcm = self.mimi.decode(tok[:, 1:1 + self.dep_q])
         return float_to_pcm16(pcm[0, 0].float().cpu().numpy())

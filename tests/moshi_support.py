@@ -47,7 +47,7 @@ def write_tiny_moshi(directory: Path, seed: int = 0) -> Path:
     lm = loaders.get_moshi_lm(None, lm_kwargs=lm_cfg, device="cpu", dtype=torch.float32)
     for module in mimi.modules():  # random codebooks, marked initialised (a fresh quantizer's are empty)
         if hasattr(module, "embedding_sum") and hasattr(module, "_initialized"):
-            module.embedding_sum.data.normal_()
+            module.embedding_sum.data.normal_(0.0, 0.05)  # near the latents: codes follow the input
             module.cluster_usage.data.fill_(1.0)
             module._initialized.data.fill_(1.0)
     save_file({k: v.contiguous() for k, v in mimi.state_dict().items()}, str(directory / "mimi.safetensors"))
