@@ -309,6 +309,10 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
                opt: list[str] = typer.Option([], help="bridge option key=value, a keyword argument of the bridge's "
                                                       "constructor (repeatable)"),
                endpoint: Optional[str] = typer.Option(None, help="endpoint bridges: URL of the model's own server"),
+               checkpoint: Optional[str] = typer.Option(None, help="in-process bridges: a checkpoint directory or a "
+                                                         "hub id in the local hub cache (never downloaded)"),
+               device: Optional[str] = typer.Option(None, help="in-process bridges: cpu, cuda, cuda:1, …"),
+               dtype: Optional[str] = typer.Option(None, help="in-process bridges: float32, bfloat16 or float16"),
                max_episodes: Optional[int] = typer.Option(None, help="exit after this many episodes"),
                exit_when_idle: Optional[float] = typer.Option(None, "--exit-when-idle", metavar="SECONDS",
                                                               help="exit after this many seconds without an "
@@ -324,8 +328,10 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
     if bad:
         raise typer.BadParameter(f"--opt expects key=value, got {bad[0]!r}")
     options = dict(o.split("=", 1) for o in opt)
-    if endpoint:
-        options["endpoint"] = endpoint
+    for key, value in (("endpoint", endpoint), ("checkpoint", checkpoint), ("device", device), ("dtype", dtype)):
+        if value:
+            options[key] = value
+    # an in-process bridge loads its model here: a missing checkpoint is main()'s one line, exit status 2
     b = create_bridge_from(cls, **options) if cls else create_bridge(name, **options)
     logging.getLogger("mpe").setLevel(logging.INFO)  # the SDK's one-line records: connection, status, episodes
     asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=read_token(token, token_file),
