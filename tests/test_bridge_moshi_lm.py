@@ -141,8 +141,6 @@ async def test_lockstep_episodes_through_the_server(settings, db, mini_suite, tm
     """Two real episodes in lockstep (one with assistant-context frames) served by one bridge: every slot
     answered, the recorded live answers are exactly what a fresh bridge state gives for the recorded room
     (the second episode does not depend on the first), and the stats carry the compute figures."""
-    if settings.db_url.startswith("postgresql"):
-        pytest.skip("a model test: one database is enough")
     register(monkeypatch)
     suite = context_suite(mini_suite, tmp_path / "ctx")
     token = create_token(db, "local")
