@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import time
@@ -34,6 +35,7 @@ from clients.errors import MPEError
 from server.settings import Settings, default_server_id
 
 log = logging.getLogger("mpe.workers")
+STARTED_LOG = re.compile(r"worker (\d+) started \(pid (\d+), server id (\S+)\)")  # the line _start logs
 STOP_GRACE_S = 30.0  # a worker still running this long after SIGTERM is killed
 START_TIMEOUT_S = 120.0  # the first start of every worker must be serving by then
 
@@ -83,9 +85,10 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
 
 
-def _reuseport_socket(host: str, port: int) -> socket.socket:
+def _reuseport_socket(host: str, port: int, *, reuseaddr: bool = True) -> socket.socket:
     sock = socket.socket(_family(host), socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuseaddr:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
@@ -108,7 +111,9 @@ def reserve_port(host: str, port: int) -> socket.socket:
             raise WorkersUnsupported(f"cannot bind {host}:{port}: {exc.strerror}") from None
         finally:
             probe.close()
-    return _reuseport_socket(host, port)
+    # Without SO_REUSEADDR: two sockets that both set it may share a port while neither listens, so
+    # another supervisor's probe would not see this one.
+    return _reuseport_socket(host, port, reuseaddr=False)
 
 
 def _worker_main(settings: Settings, index: int, host: str, port: int, ready: Connection) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,14 +28,20 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, BridgeRow, Database, Episode
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from server.workers import RestartBackoff, WorkersUnsupported, check_workers, worker_server_id
+from server.workers import (
+    STARTED_LOG,
+    RestartBackoff,
+    WorkersUnsupported,
+    check_workers,
+    reserve_port,
+    worker_server_id,
+)
 from tests.api_fixtures import FRAME, make_settings, wait_run
 from tests.conftest import database_url
 from tests.faults.test_faults_kill import completed
 from tests.test_engine_e2e import _free_port, _start_server, check_attempt_recording
 
 HOLD_SEQ = 25  # gated bridges stop answering at this room frame until the test lets them go
-STARTED = re.compile(r"worker (\d+) started \(pid (\d+), server id (\S+)\)")
 
 
 # --- pure parts ----------------------------------------------------------------------------------
@@ -55,6 +61,24 @@ def test_more_than_one_worker_needs_postgresql(tmp_path):
         check_workers(sqlite, 2)
     check_workers(make_settings("postgresql+psycopg://u@h/db", tmp_path), 4)
     assert worker_server_id("host-1-abc", 2) == "host-1-abc-w2"
+
+
+def test_the_port_is_held_for_the_workers_and_refused_when_taken():
+    held = reserve_port("127.0.0.1", 0)  # port 0: a free one, for every worker to bind
+    port = held.getsockname()[1]
+    try:
+        with pytest.raises(ConnectionRefusedError):  # bound, never listening: it takes no connection
+            socket.create_connection(("127.0.0.1", port), timeout=2)
+        with pytest.raises(WorkersUnsupported, match="cannot bind"):  # another supervisor cannot join it
+            reserve_port("127.0.0.1", port)
+    finally:
+        held.close()
+    other = socket.create_server(("127.0.0.1", 0))
+    try:
+        with pytest.raises(WorkersUnsupported, match="cannot bind"):
+            reserve_port("127.0.0.1", other.getsockname()[1])
+    finally:
+        other.close()
 
 
 def test_serve_workers_on_sqlite_is_refused_with_a_clear_message(tmp_path):
@@ -97,7 +121,7 @@ class Workers:
 
     def started(self) -> list[tuple[int, int, str]]:
         """(worker, pid, server id) of every start so far, in order."""
-        return [(int(i), int(pid), sid) for i, pid, sid in STARTED.findall(self.text())]
+        return [(int(i), int(pid), sid) for i, pid, sid in STARTED_LOG.findall(self.text())]
 
     def server_ids(self) -> set[str]:
         return {sid for _, _, sid in self.started()}
