@@ -12,7 +12,8 @@ Throughput = stream seconds (room frames of the completed attempts × 80 ms) per
 (first attempt start to last attempt end, from the ``attempts`` table). The cases alternate
 (1 worker, 2 workers, 1, 2, …) within one run of this script, so both see the same machine; the
 ratio of their means is the figure. CPU per part over each case (from ``/proc``; 100 % = one
-core): the workers, the bridge process, PostgreSQL (all its processes, other sessions' too) and
+core): the workers (also per stream second: what a worker costs, whatever share of the cores it
+gets), the bridge process, PostgreSQL (all its processes, other sessions' too) and
 everything else on the machine, because a shared machine's cores limit what a second worker can add.
 
 Usage::
@@ -205,7 +206,8 @@ async def case(args, workdir: Path, suite, workers: int, round_: int) -> dict[st
     return {"workers": workers, "round": round_, "episodes": len(done), "failed_attempts": len(rows) - len(done),
             "stream_s": round(stream_s, 1), "wall_s": round(span, 2), "stream_s_per_wall_s": round(stream_s / span, 1),
             "episodes_per_worker": sorted(per_worker.values(), reverse=True),
-            "cpu_servers_pct": round(100 * servers / wall, 1), "cpu_bridges_pct": round(100 * bridge_cpu / wall, 1),
+            "cpu_servers_pct": round(100 * servers / wall, 1),
+            "server_cpu_ms_per_stream_s": round(1000 * servers / stream_s, 2), "cpu_bridges_pct": round(100 * bridge_cpu / wall, 1),
             "cpu_postgres_pct": round(100 * pg / wall, 1),
             "cpu_others_pct": None if others is None else round(100 * others / wall, 1),
             "loadavg_1min_at_end": round(load, 2)}
@@ -216,12 +218,13 @@ def report(results: dict[str, Any]) -> str:
     lines = [f"code {m['code']}; {m['cpus']} CPUs ({m['processor']}), load average at start "
              f"{m['loadavg_at_start']}", "",
              "| workers | round | episodes (per worker) | stream s | wall s | **stream-s / wall-s** | "
-             "servers CPU | bridges CPU | PostgreSQL CPU | others CPU | load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "servers CPU | server CPU-ms per stream-s | bridges CPU | PostgreSQL CPU | others CPU | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["cases"]:
         others = "–" if r["cpu_others_pct"] is None else f"{r['cpu_others_pct']:.0f} %"
         lines.append(f"| {r['workers']} | {r['round']} | {r['episodes']} ({' + '.join(map(str, r['episodes_per_worker']))})"
                      f" | {r['stream_s']:.0f} | {r['wall_s']:.2f} | **{r['stream_s_per_wall_s']:.0f}** | "
-                     f"{r['cpu_servers_pct']:.0f} % | {r['cpu_bridges_pct']:.0f} % | {r['cpu_postgres_pct']:.0f} % | "
+                     f"{r['cpu_servers_pct']:.0f} % | {r['server_cpu_ms_per_stream_s']:.1f} | {r['cpu_bridges_pct']:.0f} % | {r['cpu_postgres_pct']:.0f} % | "
                      f"{others} | "
                      f"{r['loadavg_1min_at_end']} |")
     base = results["mean"].get(1)

@@ -232,6 +232,7 @@ class Supervisor:
                 w.restart_at = t + w.backoff.delay(t - w.started_at)
                 log.warning("worker %d (pid %d) %s; starting it again in %.1f s", w.index, w.proc.pid, how,
                             w.restart_at - t)
+                w.ready.close()
                 w.proc, w.ready = None, None
             for w in self.workers:
                 if w.proc is None and w.restart_at is not None and t >= w.restart_at and not self.signals:
