@@ -326,3 +326,44 @@ async def test_a_worker_killed_mid_run_is_restarted_and_loses_nothing(pg, mini_s
     for e in eps:  # each episode once; a lost one retried to completion
         assert [a.status for a in atts if a.episode_id == e.id].count(AttemptStatus.completed) == 1
         check_attempt_recording(db, e.completed_attempt_id)
+
+
+def test_the_database_tail_ends_with_the_attempts_last_rows(pg, mini_suite):
+    """The race a tail on another worker meets: the attempt's last events are committed, then the
+    attempt ends, both between two statements of one read. A read that sees the attempt ended
+    must also hold those events (PostgreSQL read committed: each statement sees what was committed
+    before it), or the listener's stream would end without them."""
+    from sqlalchemy import event
+
+    from server.api.listen import Stream
+    from server.db import EventRow
+    from server.engine.leasing import finish_attempt, lease_episode
+
+    settings, db = pg
+    create_run(db, team="local", model="m", suite_path=str(mini_suite), clock="lockstep")
+    lease = lease_episode(db, team="local", admin=False, model="m", clocks=["lockstep"], owner="w-other",
+                          bridge_id="b1", bridge_rate=24000, model_revision="", lease_s=30)
+    writer = Database(settings.db_url, migrate=False)  # the worker running the attempt
+    fired = []
+
+    def meanwhile(*_):  # after the read's first statement: the running worker's last flush, then its end
+        if fired:
+            return
+        fired.append(True)
+        with writer.session() as s:
+            s.add(EventRow(attempt_id=lease.attempt_id, t=1920, type="episode.end", data={}))
+        finish_attempt(writer, lease, ok=True, end_sample=1920, n_frames=1)
+
+    event.listen(db.engine, "after_cursor_execute", meanwhile)
+    try:
+        reads = [Stream._read(db, lease.attempt_id, 0, {"room": 0, "assistant": 0}) for _ in range(2)]
+    finally:
+        event.remove(db.engine, "after_cursor_execute", meanwhile)
+        writer.dispose()
+    assert fired
+    heard = [[row.type for row in events] for events, _, _, _ in reads]
+    status = [st for _, _, st, _ in reads]
+    assert status[-1] == AttemptStatus.completed and "episode.end" in heard[0] + heard[1]
+    for types, st in zip(heard, status):
+        if st == AttemptStatus.completed:  # read as ended: its last events are in the same read
+            assert "episode.end" in types, (heard, status)
