@@ -26,6 +26,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -50,6 +51,9 @@ def check_workers(settings: Settings, workers: int) -> None:
     """Refuse a number of workers the database cannot serve (SQLite: one; see the module)."""
     if workers < 1:
         raise WorkersUnsupported("--workers must be at least 1")
+    if workers > 1 and not sys.platform.startswith("linux"):
+        raise WorkersUnsupported(f"--workers {workers} needs Linux, whose SO_REUSEPORT spreads connections over "
+                                 "the processes sharing a port; run one server process per port elsewhere")
     if workers > 1 and not settings.db_url.startswith("postgresql"):
         raise WorkersUnsupported(
             f"--workers {workers} needs PostgreSQL (DATABASE_URL=postgresql+psycopg://…): SQLite lets one "

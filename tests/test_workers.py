@@ -54,12 +54,17 @@ def test_restart_backoff_doubles_while_a_worker_keeps_dying_and_resets_once_it_r
     assert b.delay(0.1) == 1.0
 
 
-def test_more_than_one_worker_needs_postgresql(tmp_path):
+def test_more_than_one_worker_needs_postgresql_and_linux(tmp_path, monkeypatch):
     sqlite = make_settings(f"sqlite:///{tmp_path / 'mpe.db'}", tmp_path)
     check_workers(sqlite, 1)
     with pytest.raises(WorkersUnsupported, match="needs PostgreSQL"):
         check_workers(sqlite, 2)
-    check_workers(make_settings("postgresql+psycopg://u@h/db", tmp_path), 4)
+    pg = make_settings("postgresql+psycopg://u@h/db", tmp_path)
+    check_workers(pg, 4)
+    monkeypatch.setattr(sys, "platform", "darwin")  # SO_REUSEPORT does not spread connections there
+    with pytest.raises(WorkersUnsupported, match="needs Linux"):
+        check_workers(pg, 2)
+    check_workers(pg, 1)
     assert worker_server_id("host-1-abc", 2) == "host-1-abc-w2"
 
 
