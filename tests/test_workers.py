@@ -187,6 +187,14 @@ def _running(db, run_id: str) -> list[Episode]:
         return list(s.scalars(select(Episode).where(Episode.run_id == run_id, Episode.status == EpisodeStatus.running)))
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an exited one not yet reaped is a zombie: gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 async def _until(what, timeout: float = 60):
     t0 = time.monotonic()
     while not (got := await asyncio.to_thread(what)):
@@ -290,7 +298,7 @@ async def test_two_workers_share_one_run_listeners_and_rest_work_on_either(pg, m
     assert "clip.start" in events and events[-1] == "episode.end", events  # the tail's last rows too
 
 
-async def test_a_worker_killed_mid_run_is_restarted_and_loses_nothing(pg, mini_suite, tmp_path):
+async def test_a_worker_killed_mid_run_is_restarted_and_loses_nothing_and_none_outlives_its_supervisor(pg, mini_suite, tmp_path):
     settings, db = pg
     tok = create_token(db, "local")
     workers = Workers(settings, tmp_path)
@@ -314,8 +322,17 @@ async def test_a_worker_killed_mid_run_is_restarted_and_loses_nothing(pg, mini_s
     finally:
         gate.set()
         await _stop(clients)
-        code = workers.stop()
-    assert code == 0, workers.text()
+        # the supervisor killed too: its workers (the last start of each) stop by themselves
+        last = {i: pid for i, pid, _ in workers.started()}
+        workers.proc.kill()
+        workers.proc.wait()
+        try:
+            await _until(lambda: not any(_alive(pid) for pid in last.values()), timeout=30)
+        finally:
+            for pid in last.values():
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    assert "the supervisor is gone; stopping" in workers.text()
     assert f"worker {victim_id[-1]} (pid {victim}) was killed by signal 9" in workers.text()
     assert restarted != victim
     assert p.status == "finished" and p.completed == p.total == 4 and p.failed == 0
