@@ -101,11 +101,17 @@ def test_serve_workers_on_sqlite_is_refused_with_a_clear_message(tmp_path):
 
 @pytest.fixture
 def pg(tmp_path):
+    """Settings on a fresh, empty PostgreSQL schema, and a way to open it (migrating it, or not)."""
     with database_url("postgres", tmp_path) as url:
-        settings = make_settings(url, tmp_path)
-        db = Database(url)
-        yield settings, db
-        db.dispose()
+        opened: list[Database] = []
+
+        def open_db(migrate: bool = True) -> Database:
+            opened.append(Database(url, migrate=migrate))
+            return opened[-1]
+
+        yield make_settings(url, tmp_path), open_db
+        for d in opened:
+            d.dispose()
 
 
 class Workers:
@@ -230,9 +236,10 @@ async def _hear(ws) -> tuple[list[tuple[int, int]], list[dict]]:
 
 
 async def test_two_workers_share_one_run_listeners_and_rest_work_on_either(pg, mini_suite, tmp_path):
-    settings, db = pg
+    settings, open_db = pg
+    workers = Workers(settings, tmp_path)  # on the empty schema: the supervisor migrates it, once
+    db = open_db(migrate=False)
     tok, admin = create_token(db, "local"), create_token(db, "ops", admin=True)
-    workers = Workers(settings, tmp_path)
     ids = workers.server_ids()
     assert len(ids) == 2
     server = f"ws://127.0.0.1:{workers.port}"
@@ -299,7 +306,8 @@ async def test_two_workers_share_one_run_listeners_and_rest_work_on_either(pg, m
 
 
 async def test_a_worker_killed_mid_run_is_restarted_and_loses_nothing_and_none_outlives_its_supervisor(pg, mini_suite, tmp_path):
-    settings, db = pg
+    settings, open_db = pg
+    db = open_db()
     tok = create_token(db, "local")
     workers = Workers(settings, tmp_path)
     server = f"ws://127.0.0.1:{workers.port}"
@@ -361,11 +369,12 @@ def test_the_database_tail_ends_with_the_attempts_last_rows(pg, mini_suite):
     from server.db import EventRow
     from server.engine.leasing import finish_attempt, lease_episode
 
-    settings, db = pg
+    _, open_db = pg
+    db = open_db()
     create_run(db, team="local", model="m", suite_path=str(mini_suite), clock="lockstep")
     lease = lease_episode(db, team="local", admin=False, model="m", clocks=["lockstep"], owner="w-other",
                           bridge_id="b1", bridge_rate=24000, model_revision="", lease_s=30)
-    writer = Database(settings.db_url, migrate=False)  # the worker running the attempt
+    writer = open_db(migrate=False)  # the worker running the attempt
     fired = []
 
     def meanwhile(*_):  # after the read's first statement: the running worker's last flush, then its end
@@ -381,7 +390,6 @@ def test_the_database_tail_ends_with_the_attempts_last_rows(pg, mini_suite):
         reads = [Stream._read(db, lease.attempt_id, 0, {"room": 0, "assistant": 0}) for _ in range(2)]
     finally:
         event.remove(db.engine, "after_cursor_execute", meanwhile)
-        writer.dispose()
     assert fired
     heard = [[row.type for row in events] for events, _, _, _ in reads]
     status = [st for _, _, st, _ in reads]
