@@ -10,6 +10,8 @@ $(VENV)/.installed: pyproject.toml
 	# torch is pinned to the CPU build first so nothing pulls a CUDA build (silero-vad needs torch).
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[all]'
+	# moshi pins an older torch: installed without its pins, next to the CPU torch (pyproject [moshi])
+	$(BIN)/pip install -q --no-deps moshi==0.2.13
 	touch $@
 
 setup: $(VENV)/.installed

@@ -98,3 +98,39 @@ class RemoteError(MPEError):
     def __init__(self, message: str = "", *, code: str | None = None, remote_code: str | None = None):
         super().__init__(message, code=code)
         self.remote_code = remote_code
+
+
+class ModelError(RemoteError):
+    """A model that runs inside the bridge process failed (loading it or stepping it). Raised from a
+    bridge's ``reset``/``step`` it ends the attempt with its ``code`` (docs/protocol.md §9, "Codes
+    stored with an attempt"); ``fatal``: retrying on this host cannot help, the bridge stops."""
+
+    code = "model_error"
+    fatal = False
+
+
+class ModelOutOfMemory(ModelError):
+    """The accelerator (or the host) ran out of memory."""
+
+    code = "model_oom"
+
+
+class ModelMissingWeights(ModelError):
+    """The checkpoint's files are not on this host (never downloaded silently)."""
+
+    code = "model_missing_weights"
+    fatal = True
+
+
+class ModelBadCheckpoint(ModelError):
+    """The checkpoint is not one this bridge can load (another architecture, a broken file)."""
+
+    code = "model_bad_checkpoint"
+    fatal = True
+
+
+class ModelMissingPackage(ModelError):
+    """A package the model needs is not installed (an optional extra of duplex-mpe)."""
+
+    code = "model_missing_package"
+    fatal = True

@@ -25,7 +25,9 @@ def load_all() -> None:
     from model_bridges import (  # noqa: F401
         freeze_omni_sio,
         gemini_live,
+        minicpm_duplex,
         minicpm_ws,
+        moshi_lm,
         moshi_ws,
         openai_realtime,
         reference,  # noqa: F401

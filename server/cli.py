@@ -187,17 +187,25 @@ def run_create(model: str = typer.Option(..., help="model name the bridges annou
                text_prompt: bool = typer.Option(False, "--text-prompt",
                                                 help="also give the bridges the benchmark's duty as a text prompt "
                                                      "(default: audio only, the same input for every model)"),
+               impair: Optional[str] = typer.Option(None, help="realtime: the network the assistant stream goes "
+                                                    "through, e.g. latency=80ms,jitter=20ms,loss=1% (also rto=, "
+                                                    "seed=)"),
                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Queue a run (one episode per scenario version) and print its id."""
+    from server.core.impairment import Impairment
     from server.engine.leasing import create_run
     from server.engine.matching import context_note
     from server.engine.progress import run_progress
 
     if history and conditions:
         raise typer.BadParameter("give --history (MTR-DuplexBench) or --conditions, not both")
+    try:
+        network = None if impair is None else Impairment.parse(impair)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--impair") from None
     settings = load_settings()
     db = _db(settings)
-    run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
+    run_id = create_run(db, team=team, model=model, suite_path=str(suite), clock=clock, impair=network,
                         conditions=_csv(history or conditions), limit=limit,
                         max_attempts=settings.max_attempts if max_attempts is None else max_attempts,
                         max_inflight=settings.max_inflight if max_inflight is None else max_inflight,
@@ -307,6 +315,10 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
                opt: list[str] = typer.Option([], help="bridge option key=value, a keyword argument of the bridge's "
                                                       "constructor (repeatable)"),
                endpoint: Optional[str] = typer.Option(None, help="endpoint bridges: URL of the model's own server"),
+               checkpoint: Optional[str] = typer.Option(None, help="in-process bridges: a checkpoint directory or a "
+                                                         "hub id in the local hub cache (never downloaded)"),
+               device: Optional[str] = typer.Option(None, help="in-process bridges: cpu, cuda, cuda:1, …"),
+               dtype: Optional[str] = typer.Option(None, help="in-process bridges: float32, bfloat16 or float16"),
                max_episodes: Optional[int] = typer.Option(None, help="exit after this many episodes"),
                exit_when_idle: Optional[float] = typer.Option(None, "--exit-when-idle", metavar="SECONDS",
                                                               help="exit after this many seconds without an "
@@ -322,8 +334,10 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
     if bad:
         raise typer.BadParameter(f"--opt expects key=value, got {bad[0]!r}")
     options = dict(o.split("=", 1) for o in opt)
-    if endpoint:
-        options["endpoint"] = endpoint
+    for key, value in (("endpoint", endpoint), ("checkpoint", checkpoint), ("device", device), ("dtype", dtype)):
+        if value:
+            options[key] = value
+    # an in-process bridge loads its model here: a missing checkpoint is main()'s one line, exit status 2
     b = create_bridge_from(cls, **options) if cls else create_bridge(name, **options)
     logging.getLogger("mpe").setLevel(logging.INFO)  # the SDK's one-line records: connection, status, episodes
     asyncio.run(serve_bridge(b, BridgeOptions(server=server, token=read_token(token, token_file),

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
-from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
+from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunStatus
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -125,6 +125,8 @@ class Run(Base):
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
     # §4: whether episode.start gives the bridge the benchmark's duty as text (default: no text prompt)
     text_prompt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # realtime: the network impairment the server applies to the assistant stream (server.core.impairment)
+    impair: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[RunStatus] = mapped_column(StatusType(RunStatus), default=RunStatus.queued, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -335,7 +337,7 @@ class VerdictRow(Base):
     __tablename__ = "verdicts"
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    task: Mapped[str] = mapped_column(String(16))  # answer | silence | reference (a text reference's decision)
+    task: Mapped[str] = mapped_column(String(16))  # answer silence reference quality instruction safety
     backend: Mapped[str] = mapped_column(String(40))
     model: Mapped[str] = mapped_column(String(200))
     prompt_version: Mapped[str] = mapped_column(String(100))
@@ -373,6 +375,26 @@ class EpisodeScoreRow(Base):
     attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ScoringClaim(Base):
+    """One episode's scoring work within a scoring, leased to one scorer at a time (§10): scorers on
+    any machine claim pending work with ``SELECT … FOR UPDATE SKIP LOCKED`` and a lease expiry, and
+    store the entry in the same transaction that marks the claim done (server/scoring/claims.py)."""
+
+    __tablename__ = "scoring_claims"
+    __table_args__ = (Index("ix_scoring_claims_work", "scoring_id", "status", "ordinal"),)
+    scoring_id: Mapped[str] = mapped_column(ForeignKey("scorings.id", ondelete="CASCADE"), primary_key=True)
+    episode_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    ordinal: Mapped[int] = mapped_column(Integer)  # the order scorers take the work in
+    attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    path: Mapped[str | None] = mapped_column(Text, nullable=True)  # a bundle directory; None: from the database
+    status: Mapped[ClaimStatus] = mapped_column(StatusType(ClaimStatus), default=ClaimStatus.pending)
+    owner: Mapped[str | None] = mapped_column(String(100), nullable=True)  # the scorer holding or last holding it
+    lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
+    claims: Mapped[int] = mapped_column(Integer, default=0)  # times claimed: more than one = taken over or retried
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it failed
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
 class MetricValueRow(Base):

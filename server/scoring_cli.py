@@ -1,4 +1,5 @@
-"""``mpe score``, ``mpe report``, ``mpe audit`` and ``mpe reference`` (registered into the main CLI)."""
+"""``mpe score``, ``mpe report``, ``mpe audit``, ``mpe reference`` and ``mpe segment`` (registered into the
+main CLI)."""
 
 from __future__ import annotations
 
@@ -38,23 +39,74 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
           asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | transformers:DIR | none"),
           judge: str = typer.Option("rule", help="rule | rule:fast (speech over the length limits decided on "
                                                  "duration, without ASR: faster) | claude[:MODEL]"),
+          device: Optional[str] = typer.Option(None, help="ASR device: cpu | cuda | cuda:N | auto (default: cpu "
+                                                          "for faster-whisper, a GPU when available for transformers)"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, analyses, episodes)"),
           workers: Optional[int] = typer.Option(None, min=1, help="worker processes (default: one per core)"),
-          fresh: bool = typer.Option(False, help="start a new scoring instead of resuming (caches still apply)")) -> None:
-    """Score a run (or episode bundles): windows, ASR, judges, metrics and analyses (DESIGN §6)."""
+          lease_s: Optional[float] = typer.Option(None, "--lease-s", min=0.5,
+                                                  help="seconds a killed scorer's episode stays claimed before "
+                                                       "another scorer takes it over (renewed every third of it "
+                                                       "while scoring; default: MPE_SCORING_LEASE_S, 120)"),
+          fresh: bool = typer.Option(False, help="start a new scoring instead of resuming (caches still apply)"),
+          status: bool = typer.Option(False, "--status", help="print where the run's scoring with these settings "
+                                                              "stands (pending, claimed, done, failed) and exit"),
+          suite: Optional[Path] = typer.Option(None, "--suite", exists=True, file_okay=False, help=(
+              "score a folder of recordings made elsewhere, named as MTR-DuplexBench publishes them "
+              "(dialogue_<N>_round_<R>_<scenario>.wav, stereo, left = user), against this suite (docs/mtr.md)")),
+          swap: bool = typer.Option(False, "--swap", help="--suite: the recordings' left channel is the model"),
+          index_base: int = typer.Option(1, "--index-base", min=0, max=1, help=(
+              "--suite: N in the names is the dialogue's 1-based (or 0-based) position in scenarios.jsonl")),
+          model: Optional[str] = typer.Option(None, "--model", help=(
+              "--suite: the model's name in the reports (default: the folder's name), shown with '(imported)'"))
+          ) -> None:
+    """Score a run (or episode bundles, or recordings with --suite): windows, ASR, judges, metrics and analyses
+    (DESIGN §6).
+
+    Several `mpe score RUN` (on any machines sharing the database) split the run's episodes:
+    each episode is scored once, and one whose scorer died is taken over after --lease-s."""
     from server.scoring.asr import NO_ASR_NOTE, asr_disabled
-    from server.scoring.runner import ScoreOptions, bundle_jobs, run_jobs, score_bundles, score_run, scoring_config
+    from server.scoring.runner import (
+        ScoreOptions,
+        bundle_jobs,
+        run_jobs,
+        score_bundles,
+        score_run,
+        scoring_config,
+        scoring_state,
+    )
 
     dirs = [Path(t) for t in targets if Path(t).is_dir()]
     if dirs and len(dirs) != len(targets):
         raise typer.BadParameter("give either one run id or only bundle directories")
     if not dirs and len(targets) != 1:
         raise typer.BadParameter("give one run id (or several bundle directories)")
+    if suite is not None and len(dirs) != 1:
+        raise typer.BadParameter("--suite scores one folder of recordings")
     db = _db()
-    opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh)
+    if status:
+        if dirs:
+            raise typer.BadParameter("--status takes a run id")
+        state = scoring_state(db, targets[0], asr, judge)
+        if state is None:
+            raise typer.BadParameter(f"run {targets[0]} has no scoring with these settings yet")
+        sid, c = state
+        if as_json:
+            print(json.dumps({"scoring_id": sid, "claims": c.to_json()}))
+        else:
+            out.print(f"scoring {sid}: {c.done} done, {c.failed} failed, {c.claimed} claimed, {c.pending} pending "
+                      f"of {c.total} ({c.reclaimed} claimed more than once)", highlight=False)
+        return
+    from server.settings import load_settings
+
+    opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh, device=device,
+                        lease_s=lease_s if lease_s is not None else load_settings().scoring_lease_s)
     label = targets[0] if not dirs else f"{len(dirs)} bundle paths"
-    scoring_config(asr, judge)  # unknown or unusable backends fail here, before any work
-    if dirs:
+    if suite is not None:
+        label = f"recordings in {dirs[0]}"
+    scoring_config(asr, judge, device=device)  # unknown or unusable backends fail here, before any work
+    if suite is not None:
+        from server.benchmarks.mtr.imported import score_recordings
+    elif dirs:
         bundle_jobs(dirs)
     else:
         run_jobs(db, targets[0])
@@ -65,7 +117,11 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
             def progress(i: int, n: int) -> None:
                 bar.update(task, completed=i, total=n)
 
-            res = score_bundles(db, dirs, opts, progress) if dirs else score_run(db, targets[0], opts, progress)
+            if suite is not None:
+                res = score_recordings(db, dirs[0], suite, opts, data_dir=load_settings().data_dir, swap=swap,
+                                       index_base=index_base, model=model, progress=progress)
+            else:
+                res = score_bundles(db, dirs, opts, progress) if dirs else score_run(db, targets[0], opts, progress)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: finished episodes are saved; run the same command again to resume")
         raise typer.Exit(130)
@@ -86,9 +142,12 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
 
         get_benchmark(res.config.get("benchmark")).print_tables(res.metrics, out, title=f"scoring {res.scoring_id}")
     c = res.calls
+    others = len(res.episodes) - res.skipped - res.scored_here
     console.print(f"scoring [bold]{res.scoring_id}[/bold]: {len(res.episodes)} episodes "
-                  f"({res.skipped} already done) in {res.seconds:.1f} s; ASR calls {c.get('asr', 0)} "
-                  f"(cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} (cached {c.get('judge_hits', 0)})")
+                  f"({res.skipped} already done, {res.scored_here} scored here"
+                  + (f", {others} by other scorers" if others > 0 else "") + f") in {res.seconds:.1f} s; "
+                  f"ASR calls {c.get('asr', 0)} (cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} "
+                  f"(cached {c.get('judge_hits', 0)})")
     if res.failures:
         raise typer.Exit(1)
 
@@ -271,8 +330,61 @@ def reference_agreement(run_a: str = typer.Argument(..., help="a text reference 
                   highlight=False, soft_wrap=True)
 
 
+def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
+                "a stereo audio file (left = user, right = model), two mono files USER MODEL, or an episode "
+                "bundle directory")),
+            backend: str = typer.Option("offline", help="offline (rules on the speech segments) | claude[:MODEL] "
+                                                        "(ANTHROPIC_API_KEY)"),
+            n: int = typer.Option(6, "--n", min=1, help="proposals voted on (the paper: 6)"),
+            min_support: Optional[int] = typer.Option(None, min=1, help=(
+                "runs a turn needs to be kept (default: a strict majority of the usable runs; 2 is the published "
+                "companion code's rule)")),
+            swap: bool = typer.Option(False, "--swap", help="audio files: the model first (stereo: left = model)"),
+            asr: str = typer.Option("none", help="transcribe the speech segments for the prompt: none | "
+                                                 "faster-whisper[:DIR] | transformers:DIR"),
+            out_file: Optional[Path] = typer.Option(None, "--out", help="write the JSON here (default: print it)"),
+            max_retries: int = typer.Option(4, min=0, help="claude: the SDK's retries of a failed request")) -> None:
+    """Segment a two-channel recording into user turns and response windows (docs/segmentation.md)."""
+    from server.files import atomic_write_bytes
+    from server.scoring.asr import make_asr
+    from server.scoring.errors import BadRecording
+    from server.scoring.segmentation.backends import make_proposer
+    from server.scoring.segmentation.inputs import read_recording, recording_input
+    from server.scoring.segmentation.segment import segment as run_segment
+    from server.settings import load_settings
+
+    if out_file is not None and any(out_file.resolve() == p.resolve() for p in inputs):
+        raise BadRecording(f"--out {out_file} is one of the inputs; inputs are never written")
+    cache = load_settings().data_dir / "llm-cache" / "segment"
+    proposer = make_proposer(backend, cache_dir=cache, max_retries=max_retries)
+    asr_backend = make_asr(asr)
+    rec = read_recording(inputs, swap=swap)
+    console.print(f"detecting speech ({len(rec.user) / 24000:.1f} s, two channels)"
+                  + (f", transcribing with {asr}" if asr_backend.enabled else ""))
+    inp = recording_input(rec, asr=asr_backend)
+    with _progress() as bar:
+        task = bar.add_task(f"proposals ({proposer.name})", total=n)
+        res = run_segment(inp, proposer, n=n, min_support=min_support,
+                          progress=lambda i, total: bar.update(task, completed=i, total=total))
+    doc = res.model_dump_json(indent=2)
+    if out_file is not None:
+        atomic_write_bytes(out_file, doc.encode())
+        console.print(f"wrote {out_file}")
+    else:
+        print(doc)
+    t = Table(title=f"{len(res.turns)} user turns ({res.usable} of {res.n} proposals usable, kept with at least "
+                    f"{res.min_support}; {len(res.dropped)} dropped)", title_justify="left")
+    for col in ("turn", "start s", "end s", "window s", "support"):
+        t.add_column(col, justify="right")
+    for turn, w in zip(res.turns, res.windows):
+        t.add_row(str(turn.index), f"{turn.start_s:.2f}", f"{turn.end_s:.2f}", f"{w.start_s:.2f}-{w.end_s:.2f}",
+                  f"{turn.votes.support}/{res.usable}")
+    console.print(t)
+
+
 def register(app: typer.Typer) -> None:
     app.command("score")(score)
     app.command("report")(report)
     app.add_typer(audit_app, name="audit")
     app.add_typer(reference_app, name="reference")
+    app.command("segment")(segment)

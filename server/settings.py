@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     # Leasing (§10): a dead server or bridge costs only a retry once its lease expires.
     lease_s: float = 20.0
     poll_s: float = 0.5
+    # Scoring (§10): a killed scorer's episode is taken over this long after its last lease renewal.
+    scoring_lease_s: float = Field(default=120.0, gt=0, description="lease of one episode's scoring work")
     # New runs (mpe run create, POST /v1/runs, mpe demo) unless they say otherwise.
     max_attempts: int = Field(default=3, ge=1, description="attempts per episode")
     max_inflight: int = Field(default=1, ge=1, le=MAX_INFLIGHT, description="lockstep: room frames in flight")

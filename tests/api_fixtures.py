@@ -75,6 +75,24 @@ class Quiet(Bridge):
         return None
 
 
+class Slow(Bridge):
+    """A quiet bridge for model ``slow`` that takes ``delay_s`` per frame (so that an episode lasts)."""
+
+    name = "slow"
+    blocking = False
+
+    def __init__(self, delay_s: float = 0.004):
+        super().__init__()
+        self.delay_s = delay_s
+
+    def reset(self, episode) -> None:
+        pass
+
+    def step(self, seq, room):
+        time.sleep(self.delay_s)
+        return None
+
+
 @dataclass
 class World:
     settings: Settings

@@ -88,3 +88,14 @@ def mtr_mini(pytestconfig, tmp_path_factory) -> str:
     cache = getattr(pytestconfig, "cache", None)
     data_dir = Path(cache.mkdir("mtr-mini-builtin")) if cache is not None else tmp_path_factory.mktemp("mtr-mini")
     return str(build_builtin("mtr-mini", data_dir))
+
+
+@pytest.fixture(scope="session")
+def mtr_dims_mini(pytestconfig, tmp_path_factory) -> str:
+    """The built-in ``mtr-dims-mini`` suite (one short dialogue per dimension set), voiced once
+    (into pytest's cache when it has one)."""
+    from server.benchmarks.mtr.dataset.builtin import build_builtin
+
+    cache = getattr(pytestconfig, "cache", None)
+    data_dir = Path(cache.mkdir("mtr-dims-mini-builtin")) if cache is not None else tmp_path_factory.mktemp("dims")
+    return str(build_builtin("mtr-dims-mini", data_dir))

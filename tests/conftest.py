@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.settings import Settings
 from tests.audio_fixtures import speech_cache_dir, synthesize
-from tests.builtin_suites import demo_build, mtr_mini, piper_engine  # noqa: F401 (session fixtures)
+from tests.builtin_suites import demo_build, mtr_dims_mini, mtr_mini, piper_engine  # noqa: F401 (session fixtures)
 
 PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -23,7 +23,7 @@ PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.
 # (pytest -n 2 -m "not realtime", then pytest -m realtime).
 REALTIME_FILES = frozenset({
     "test_bridge_check.py", "test_bridge_freeze_omni.py", "test_bridge_gemini.py", "test_bridge_minicpm.py",
-    "test_bridge_moshi.py", "test_bridge_openai.py", "test_context_frames.py", "test_engine_e2e.py", "test_listen.py",
+    "test_bridge_moshi.py", "test_bridge_openai.py", "test_context_frames.py", "test_engine_e2e.py", "test_impairment.py", "test_listen.py",
     "test_outsider_bridge.py", "test_protocol_errors.py",
 })
 

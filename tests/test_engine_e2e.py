@@ -28,7 +28,7 @@ from server.db import Attempt, AudioChunk, Episode, EventRow, FrameRow, SegmentR
 from server.engine.export import episode_document, export_run, load_track
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import wait_run
+from tests.api_fixtures import Slow, wait_run
 
 FRAME = 1920
 
@@ -306,17 +306,6 @@ def _start_server(settings, port, *args: str, stderr=subprocess.PIPE) -> subproc
 
 
 async def test_server_killed_mid_run_resumes(db, settings, mini_suite):
-    class Slow(Bridge):
-        name = "slow"
-        blocking = False
-
-        def reset(self, episode):
-            pass
-
-        def step(self, seq, room):
-            time.sleep(0.004)
-            return None
-
     tok = create_token(db, "local")
     run = create_run(db, team="local", model="slow", suite_path=str(mini_suite), clock="lockstep")
     port = _free_port()

@@ -72,7 +72,7 @@ def run_out(run: Run, suite: SuiteRow, progress: Progress, state: Any, scored: b
                   team=run.team, model=run.model_name, benchmark=run.benchmark,
                   suite=SuiteRef(id=suite.id, name=suite.name, version=suite.version), clock=run.clock,
                   conditions=list(run.conditions), limit=run.limit_n, max_attempts=run.max_attempts,
-                  max_inflight=run.max_inflight, text_prompt=run.text_prompt, status=run.status,
+                  max_inflight=run.max_inflight, text_prompt=run.text_prompt, impair=run.impair, status=run.status,
                   created_at=run.created_at,
                   finished_at=run.finished_at, error=run.error, progress=progress, live_episodes=live, scored=scored)
 
@@ -107,7 +107,7 @@ def create(body: RunCreate, p: Caller, state: State) -> RunOut:
                             conditions=list(body.conditions) if body.conditions else None, limit=body.limit,
                             max_attempts=_or(body.max_attempts, state.settings.max_attempts),
                             max_inflight=_or(body.max_inflight, state.settings.max_inflight),
-                            text_prompt=body.text_prompt, max_queued=state.settings.queue_limit())
+                            text_prompt=body.text_prompt, max_queued=state.settings.queue_limit(), impair=body.impair)
     except SuiteError as exc:
         raise BadRequest(_clean(f"{shown} cannot be loaded: {exc}", path, shown)) from None
     except BadRequest as exc:

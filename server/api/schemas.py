@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validat
 
 from server.auth import Scope
 from server.core.benchmark import Outcome  # each benchmark's outcome adds its own fields
+from server.core.impairment import Impairment
 from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
 from server.settings import MAX_INFLIGHT
 
@@ -87,6 +88,9 @@ class RunCreate(BaseModel):
     text_prompt: bool = Field(default=False, description="give the bridges the benchmark's duty as a text prompt "
                                                          "(episode.start instructions); default: audio only, no "
                                                          "text prompt")
+    impair: Impairment | None = Field(default=None, description="realtime only: the network the assistant stream "
+                                                                "goes through (latency, jitter, loss; "
+                                                                "docs/protocol.md \"Network impairment\")")
 
     @model_validator(mode="after")
     def _one_suite(self) -> "RunCreate":
@@ -133,6 +137,7 @@ class RunOut(BaseModel):
     max_inflight: int
     text_prompt: bool = Field(default=False, description="whether the bridges were given the benchmark's duty as a "
                                                          "text prompt")
+    impair: Impairment | None = Field(default=None, description="the network impairment of the assistant stream")
     status: RunStatus
     created_at: datetime
     finished_at: datetime | None

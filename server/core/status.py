@@ -1,4 +1,4 @@
-"""Statuses of runs, episodes and attempts, and which may follow which (DESIGN §10).
+"""Statuses of runs, episodes, attempts and scoring claims, and which may follow which (DESIGN §10).
 
 The tables below are the one place these lifecycles are written down: the leasing code
 changes a status only through :func:`server.core.states.advance`, or, for a bulk UPDATE,
@@ -45,6 +45,17 @@ class AttemptStatus(StrEnum):
     abandoned = "abandoned"  # §10: its lease expired (dead server or bridge) and the episode was leased again
 
 
+class ClaimStatus(StrEnum):
+    """Lifecycle of one episode's scoring work within a scoring (§10, docs/scoring.md "Several
+    scorers"): pending, claimed by one scorer until its lease expires, then done or failed; see
+    :data:`CLAIM_TRANSITIONS`."""
+
+    pending = "pending"  # to score: no scorer holds it
+    claimed = "claimed"  # a scorer holds it until ``lease_expires``
+    done = "done"  # its entry is stored (in the same transaction as this status)
+    failed = "failed"  # scoring raised; the next ``mpe score`` of the same scoring tries it again
+
+
 RUN_TRANSITIONS: Mapping[RunStatus, frozenset[RunStatus]] = {
     RunStatus.queued: frozenset({RunStatus.running, RunStatus.cancelled}),
     RunStatus.running: frozenset({RunStatus.finished, RunStatus.failed, RunStatus.cancelled}),
@@ -64,6 +75,18 @@ EPISODE_TRANSITIONS: Mapping[EpisodeStatus, frozenset[EpisodeStatus]] = {
 ATTEMPT_TRANSITIONS: Mapping[AttemptStatus, frozenset[AttemptStatus]] = {
     AttemptStatus.running: frozenset({AttemptStatus.completed, AttemptStatus.failed, AttemptStatus.unstarted,
                                       AttemptStatus.abandoned}),
+}
+
+CLAIM_TRANSITIONS: Mapping[ClaimStatus, frozenset[ClaimStatus]] = {
+    ClaimStatus.pending: frozenset({ClaimStatus.claimed}),
+    ClaimStatus.claimed: frozenset({
+        ClaimStatus.claimed,  # §10: an expired lease is taken over by the next scorer
+        ClaimStatus.done,
+        ClaimStatus.failed,
+        ClaimStatus.pending,  # given back by an interrupted scorer
+    }),
+    ClaimStatus.failed: frozenset({ClaimStatus.pending}),  # a new ``mpe score`` tries failed episodes again
+    ClaimStatus.done: frozenset({ClaimStatus.pending}),  # the episode's completed attempt changed: score it anew
 }
 
 # Runs that bridges may still be given episodes of: those that can still move on.

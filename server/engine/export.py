@@ -142,7 +142,7 @@ def episode_document(db: Database, episode_id: str, attempt_id: str | None = Non
         "clock": run.clock,
         "suite": {"name": suite.name, "version": suite.version, "content_hash": suite.content_hash},
         "settings": {"sample_rate": STREAM_RATE, "frame_samples": 1920, "bridge_rate": att.bridge_rate if att else None,
-                     "max_inflight": run.max_inflight, "text_prompt": run.text_prompt},
+                     "max_inflight": run.max_inflight, "text_prompt": run.text_prompt, "impair": run.impair},
         "gold_answer": sc.get("gold_answer"),
         "answer_keys": sc.get("answer_keys"),
         "attributes": sc.get("attributes", {}),

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from clients.errors import MPEError, RetryLater
 from server.core.benchmark import EpisodeSpec
+from server.core.impairment import Impairment
 from server.core.states import advance, sources
 from server.core.status import (
     ACTIVE_RUN,
@@ -72,6 +73,7 @@ class Lease:
     suite_hash: str  # the suite and the episode's audio as the run was created (§8: runs are pinned)
     audio_hash: str | None
     instructions: str | None = None  # §4: the benchmark's duty text, only for runs with a text prompt
+    impair: Impairment | None = None  # realtime: the network the assistant stream goes through
 
 
 def register_suite(db: Database, suite, team: str, benchmark: str) -> str:
@@ -111,12 +113,14 @@ def create_run(
     max_inflight: int = _DEFAULT["max_inflight"].default,
     text_prompt: bool = False,
     max_queued: int | None = None,
+    impair: Impairment | None = None,
 ) -> str:
     """Queue the suite's episodes (one per scenario version for Duplex-MPE; ``limit`` as the
     benchmark defines it: pairs for Duplex-MPE, so both conditions stay paired). With
     ``text_prompt`` every ``episode.start`` of the run carries the benchmark's duty text (§4).
     With ``max_queued`` the team may have at most that many episodes queued, this run's included
-    (RetryLater ``too_many_queued`` otherwise; docs/api.md "Limits")."""
+    (RetryLater ``too_many_queued`` otherwise; docs/api.md "Limits"). ``impair``: a realtime run's
+    assistant stream goes through that network (server.core.impairment)."""
     if clock not in CLOCKS:
         raise BadRequest(f"clock must be one of {', '.join(CLOCKS)}")
     if limit is not None and limit < 1:
@@ -125,6 +129,10 @@ def create_run(
         raise BadRequest("max_attempts must be at least 1")
     if not 1 <= max_inflight <= MAX_INFLIGHT:
         raise BadRequest(f"max_inflight must be between 1 and {MAX_INFLIGHT}")
+    impair = impair if impair is not None and impair.active else None
+    if impair is not None and clock != "realtime":
+        raise BadRequest("impair applies to realtime runs only (in lockstep the clock waits for the bridge, "
+                         "so a delay changes nothing)")
     loaded = load_suite(suite_path)
     bench, suite = loaded.benchmark, loaded.suite
     conditions = conditions or list(bench.conditions)
@@ -145,7 +153,7 @@ def create_run(
             _check_queue(s, team, len(chosen), max_queued)
         run = _add_run(s, team=team, model=model, benchmark=bench.name, suite_id=suite_id, conditions=conditions,
                        clock=clock, limit=limit, max_attempts=max_attempts, max_inflight=max_inflight,
-                       text_prompt=text_prompt)
+                       text_prompt=text_prompt, impair=None if impair is None else impair.model_dump())
         for i, (spec, audio_hash) in enumerate(zip(chosen, audio)):
             _add_episode(s, run.id, i, spec, audio_hash)
     return run.id
@@ -319,7 +327,7 @@ def lease_episode(
                     model_revision=model_revision,
                     clock=run.clock,
                     bridge_rate=bridge_rate,
-                    settings={"max_inflight": run.max_inflight},
+                    settings={"max_inflight": run.max_inflight} | ({"impair": run.impair} if run.impair else {}),
                 )
             )
             if run.status == RunStatus.queued:  # its first lease starts the run (read under the run's lock)
@@ -328,7 +336,8 @@ def lease_episode(
                                                .where(SuiteRow.id == run.suite_id)).one()
             instructions = get_benchmark(run.benchmark).duty_text if run.text_prompt else None
             return Lease(ep.id, attempt_id, number, run.id, run.clock, run.max_inflight, ep.scenario, suite_path,
-                         suite_hash, ep.audio_hash, instructions)
+                         suite_hash, ep.audio_hash, instructions,
+                         Impairment.model_validate(run.impair) if run.impair else None)
     return None
 
 

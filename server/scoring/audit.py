@@ -7,6 +7,12 @@ a review directory: ``sheet.csv`` (one row per item, ``human_label`` left empty)
 sheet with players). ``mpe audit import SHEET`` reads the filled sheet and reports, per
 judge and task, how often the judge agrees with the people (share, Cohen's kappa,
 confusion counts).
+
+The tasks are every benchmark's: Duplex-MPE's ``answer`` and ``silence`` (an unparseable
+verdict counts as the failing label, §6) and MTR-DuplexBench's ``quality`` (0–5 in half
+points; also the share within one point and the mean absolute difference), ``instruction``
+and ``safety`` (an unparseable verdict is left out of the rates, so its rows are left out of
+the agreement and counted as ``excluded``).
 """
 
 from __future__ import annotations
@@ -35,10 +41,18 @@ AUDIT_SEED = 20260902
 FIELDS = ["item_id", "run_id", "scoring_id", "episode_id", "model", "condition", "task", "turn_idx", "clip",
           "transcript", "gold_answer", "judge", "judge_model", "prompt_version", "judge_label", "judge_effective",
           "human_label", "notes"]
-EFFECTIVE = {"answer": "INCORRECT", "silence": "SUBSTANTIVE_INTRUSION"}  # §6: unparseable counts as fail
-LABELS = {"answer": ANSWER_LABELS, "silence": SILENCE_LABELS}
+UNPARSEABLE = "UNPARSEABLE"
+#: §6: unparseable counts as fail; the MTR dimensions leave it out (notes §6-§7)
+EFFECTIVE = {"answer": "INCORRECT", "silence": "SUBSTANTIVE_INTRUSION", "quality": UNPARSEABLE,
+             "instruction": UNPARSEABLE, "safety": UNPARSEABLE}
+QUALITY_LABELS = tuple(f"{i / 2:g}" for i in range(11))  # the MTR quality scores, 0-5 in half points
+LABELS = {"answer": ANSWER_LABELS, "silence": SILENCE_LABELS, "quality": QUALITY_LABELS,
+          "instruction": ("ATTEMPTED", "NOT_ATTEMPTED"), "safety": ("SAFE", "HARMFUL")}
 SYNONYMS = {"INTRUSION": "SUBSTANTIVE_INTRUSION", "SUBSTANTIVE": "SUBSTANTIVE_INTRUSION", "BC": "BACKCHANNEL",
             "RIGHT": "CORRECT", "WRONG": "INCORRECT"}
+#: per task: the published 1/0 scores and plain words people write
+TASK_SYNONYMS = {"instruction": {"1": "ATTEMPTED", "0": "NOT_ATTEMPTED", "YES": "ATTEMPTED", "NO": "NOT_ATTEMPTED"},
+                 "safety": {"1": "HARMFUL", "0": "SAFE", "UNSAFE": "HARMFUL", "YES": "HARMFUL", "NO": "SAFE"}}
 
 
 def _label(item: JudgedItem) -> str:
@@ -108,20 +122,27 @@ def _sheet_html(rows: list[dict[str, Any]]) -> str:
     trs = "".join(
         f"<tr><td>{e(r['item_id'])}</td><td>{e(r['model'])}</td><td>{e(r['condition'])}</td><td>{e(r['task'])}</td>"
         f"<td><audio controls preload='none' src='{e(r['clip'])}'></audio></td><td>{e(r['transcript'])}</td>"
-        f"<td>{e(r['gold_answer']) if r['task'] == 'answer' else ''}</td><td>{e(r['judge_label'])}</td></tr>"
+        f"<td>{e(r['gold_answer']) if r['task'] in ('answer', 'quality') else ''}</td><td>{e(r['judge_label'])}</td></tr>"
         for r in rows)
     return ("<!doctype html><meta charset='utf-8'><title>Judge audit</title><style>body{font:14px system-ui;margin:20px}"
             "td,th{border:1px solid #ddd;padding:4px;vertical-align:top}table{border-collapse:collapse}</style>"
             "<h1>Judge audit</h1><p>Listen, then write your label into the <code>human_label</code> column of "
-            "sheet.csv: CORRECT / INCORRECT for answers, BACKCHANNEL / SUBSTANTIVE_INTRUSION for silence windows. "
+            "sheet.csv: CORRECT / INCORRECT for answers, BACKCHANNEL / SUBSTANTIVE_INTRUSION for silence windows, "
+            "a score 0-5 in half points for quality, ATTEMPTED / NOT_ATTEMPTED for instruction, SAFE / HARMFUL "
+            "for safety. "
             "Then run <code>mpe audit import sheet.csv</code>.</p><table><tr><th>item</th><th>model</th>"
             "<th>condition</th><th>task</th><th>audio</th><th>transcript</th><th>gold answer</th><th>judge</th></tr>"
             + trs + "</table>")
 
 
-def _norm_label(x: str) -> str:
+def _norm_label(x: str, task: str = "") -> str:
     k = x.strip().upper().replace("-", "_").replace(" ", "_")
-    return SYNONYMS.get(k, k)
+    if task == "quality":
+        try:
+            return f"{float(k):g}"
+        except ValueError:
+            return k
+    return TASK_SYNONYMS.get(task, {}).get(k) or SYNONYMS.get(k, k)
 
 
 def import_sheet(path: Path) -> dict[str, Any]:
@@ -138,7 +159,7 @@ def import_sheet(path: Path) -> dict[str, Any]:
         raise ScoringError(f"{path}: not an audit sheet (columns {sorted(missing)} missing)")
     bad = []
     groups: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-    unlabeled = 0
+    unlabeled = excluded = 0
     for i, r in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
         task = r["task"].strip()
         if task not in LABELS:
@@ -147,9 +168,12 @@ def import_sheet(path: Path) -> dict[str, Any]:
         if not r["human_label"].strip():
             unlabeled += 1
             continue
-        human = _norm_label(r["human_label"])
+        human = _norm_label(r["human_label"], task)
         if human not in LABELS[task]:
             bad.append(f"line {i}: label {r['human_label']!r} is not one of {'/'.join(LABELS[task])}")
+            continue
+        if r["judge_effective"].strip() == UNPARSEABLE:
+            excluded += 1
             continue
         judge = f"{r.get('judge', '')}:{r.get('judge_model', '')}:{r.get('prompt_version', '')}"
         groups[(judge, task)].append((r["judge_effective"].strip(), human))
@@ -163,7 +187,12 @@ def import_sheet(path: Path) -> dict[str, Any]:
         confusion = {f"judge={a}|human={b}": sum(p == (a, b) for p in pairs) for a in labels for b in labels}
         po = agree / n
         kappa = cohens_kappa(pairs, labels)
-        results.append({"judge": judge, "task": task, "n": n, "agree": agree, "agreement": round(po, 4),
-                        "kappa": None if kappa is None else round(kappa, 4), "confusion": confusion})
+        result = {"judge": judge, "task": task, "n": n, "agree": agree, "agreement": round(po, 4),
+                  "kappa": None if kappa is None else round(kappa, 4), "confusion": confusion}
+        if task == "quality":
+            diffs = [abs(float(a) - float(b)) for a, b in pairs]
+            result.update(within_1=round(sum(d <= 1 for d in diffs) / n, 4),
+                          mean_abs_diff=round(sum(diffs) / n, 4))
+        results.append(result)
     return {"sheet": str(path), "labeled": sum(len(p) for p in groups.values()), "unlabeled": unlabeled,
-            "results": results}
+            "excluded": excluded, "results": results}

@@ -39,3 +39,9 @@ class NotScored(ScoringError):
     """Nothing has been scored for what was asked."""
 
     code = "not_scored"
+
+
+class BadRecording(ScoringError):
+    """A recording to segment cannot be read as the two channels it must have (``mpe segment``)."""
+
+    code = "bad_recording"

@@ -65,7 +65,9 @@ class SilenceInput(BaseModel):
 
 
 class Verdict(BaseModel):
-    task: Literal["answer", "silence", "reference"]  # reference: a text reference's decision (mpe reference)
+    # reference: a text reference's decision (mpe reference); quality / instruction / safety: the MTR
+    # dimension judges (server.benchmarks.mtr.judges)
+    task: Literal["answer", "silence", "reference", "quality", "instruction", "safety"]
     label: str | None  # None: missing / unparseable
     raw: str = ""  # the backend's raw reply (or the rule's explanation)
     backend: str
@@ -460,12 +462,15 @@ class ClaudeMessages:
         self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=max_retries,
                                            timeout=timeout_s)
 
-    def ask(self, model: str, system: str, user: str, max_tokens: int = 300) -> tuple[str, str]:
-        """One user message: (the reply's text, the model that answered)."""
+    def ask(self, model: str, system: str, user: str, max_tokens: int = 300,
+            temperature: float | None = None) -> tuple[str, str]:
+        """One user message: (the reply's text, the model that answered). ``temperature`` None: the
+        API's default (the SDK's ``create`` no longer names the field; it goes in the request body)."""
         a = self._anthropic
+        extra = {} if temperature is None else {"extra_body": {"temperature": temperature}}
         try:
             msg = self._client.messages.create(model=model, max_tokens=max_tokens, system=system,
-                                               messages=[{"role": "user", "content": user}])
+                                               messages=[{"role": "user", "content": user}], **extra)
         except a.APIStatusError as exc:
             raise JudgeError(f"{self.what}: HTTP {exc.status_code} from the Messages API") from None
         except a.APIError as exc:
@@ -482,14 +487,14 @@ class ClaudeJudge(Judge):
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 2, timeout_s: float = 60.0):
         self.model = model or os.environ.get("MPE_JUDGE_MODEL") or DEFAULT_CLAUDE_MODEL
-        self._api = ClaudeMessages("Claude judge", api_key=api_key, base_url=base_url, max_retries=max_retries,
-                                   timeout_s=timeout_s)
+        self.api = ClaudeMessages("Claude judge", api_key=api_key, base_url=base_url, max_retries=max_retries,
+                                  timeout_s=timeout_s)  # the MTR dimension judges ask through it too
 
     def prompt_version(self, task: str) -> str:
         return CLAUDE_VERSIONS[task]
 
     def _ask(self, task: str, system: str, user: str, labels: tuple[str, ...]) -> Verdict:
-        reply, model = self._api.ask(self.model, system, user)
+        reply, model = self.api.ask(self.model, system, user)
         return Verdict(task=task, label=parse_label(reply, labels), raw=reply, backend=self.name, model=model,
                        prompt_version=self.prompt_version(task))
 

@@ -8,8 +8,16 @@ does the episodes still missing. Transcripts and verdicts are cached across scor
 content hash, so even a fresh scoring (``--fresh``) makes no new ASR or judge calls for
 audio and inputs seen before.
 
+The work is leased through the database (server/scoring/claims.py): every scorer, a worker
+process of this ``mpe score`` or another ``mpe score`` of the same run on any machine, claims
+the scoring's episodes one at a time with a lease it renews while it works, and stores each
+entry in the transaction that marks its claim done. Scorers of one run therefore split its
+episodes with none scored twice, and the episodes of a scorer that dies are taken over once
+their lease expires. A scorer that runs out of work waits for the claims others still hold, so
+every scorer ends with the scoring finished (or a claim failed).
+
 Workers are separate processes (``spawn``), each with its own database engine and its own
-ASR/judge instance loaded once; the parent only hands out episode ids and gathers counts.
+ASR/judge instance loaded once; the parent only watches the claims for progress.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -30,23 +40,31 @@ from clients.errors import MPEError
 from server.core.benchmark import Benchmark, ScoreEntry
 from server.core.detector import DETECTOR_VERSION
 from server.core.status import ACTIVE_RUN
-from server.db import Database, Episode, Run
+from server.db import Database, Episode, Run, new_id
 from server.engine.registry import DEFAULT, get_benchmark
 from server.scoring.asr import make_asr
+from server.scoring.claims import (
+    Claim,
+    ClaimCounts,
+    WorkItem,
+    claim_counts,
+    claim_failures,
+    claim_next,
+    complete,
+    fail,
+    release,
+    renew,
+    seed_claims,
+)
 from server.scoring.errors import BadBundle, ScoringError
 from server.scoring.judges import make_judge
 from server.scoring.loading import find_bundles, load_bundle, load_db_episode, read_episode_json
-from server.scoring.store import (
-    Cache,
-    ScoringStatus,
-    done_episodes,
-    finish_scoring,
-    load_entries,
-    open_scoring,
-    save_episode,
-)
+from server.scoring.store import Cache, ScoringStatus, finish_scoring, load_entries, open_scoring
+from server.settings import Settings
 
 Progress = Callable[[int, int], None]
+#: how long a scorer holds an episode without renewing its lease (renewed every third of it)
+LEASE_S: float = Settings.model_fields["scoring_lease_s"].default
 
 
 @dataclass
@@ -55,6 +73,8 @@ class ScoreOptions:
     judge: str = "rule"
     workers: int | None = None  # default: one per available core
     fresh: bool = False  # start a new scoring instead of resuming (caches still apply)
+    lease_s: float = LEASE_S  # a killed scorer's episodes are taken over this long after its last renewal
+    device: str | None = None  # ASR device: cpu | cuda | cuda:N | auto (None: the backend's default)
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,24 @@ class JobResult:
     episode_id: str
     error: str | None = None
     calls: dict[str, int] = field(default_factory=dict)
+    entry: ScoreEntry | None = None
+
+
+@dataclass
+class WorkReport:
+    """What one scorer did in one scoring: episodes it stored, failed, or lost (its lease was taken
+    over before it could store them), and its ASR/judge calls."""
+
+    scored: int = 0
+    failed: int = 0
+    lost: int = 0
+    calls: dict[str, int] = field(default_factory=lambda: {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0})
+
+    def add(self, other: "WorkReport") -> None:
+        self.scored, self.failed, self.lost = self.scored + other.scored, self.failed + other.failed, \
+            self.lost + other.lost
+        for k, v in other.calls.items():
+            self.calls[k] = self.calls.get(k, 0) + v
 
 
 @dataclass
@@ -85,6 +123,8 @@ class ScoringResult:
     failures: list[dict[str, str]] = field(default_factory=list)
     skipped: int = 0  # episodes found already scored (resumed)
     calls: dict[str, int] = field(default_factory=dict)
+    scored_here: int = 0  # episodes this process's workers stored (the rest: other scorers, or before)
+    claims: ClaimCounts = field(default_factory=ClaimCounts)
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
@@ -93,7 +133,8 @@ class ScoringResult:
         return {"scoring_id": self.scoring_id, "run_id": self.run_id, "config": self.config,
                 "metrics": self.metrics, "analyses": self.analyses,
                 "episodes": [e.model_dump(mode="json") for e in self.episodes],
-                "failures": self.failures, "warnings": self.warnings}
+                "failures": self.failures, "warnings": self.warnings, "claims": self.claims.to_json(),
+                "scored_here": self.scored_here}
 
 
 def available_cores() -> int:
@@ -103,10 +144,12 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def scoring_config(asr_spec: str, judge_spec: str, bench: Benchmark | None = None) -> tuple[dict[str, Any], str]:
-    """Build both backends (cheap: models load on first use) and describe the settings."""
+def scoring_config(asr_spec: str, judge_spec: str, bench: Benchmark | None = None,
+                   device: str | None = None) -> tuple[dict[str, Any], str]:
+    """Build both backends (cheap: models load on first use) and describe the settings (the ASR
+    device is not part of them: scorers on CPUs and GPUs share a scoring)."""
     bench = bench or get_benchmark(None)
-    asr, judge = make_asr(asr_spec), make_judge(judge_spec)
+    asr, judge = make_asr(asr_spec, device=device), make_judge(judge_spec)
     config = {"scoring_version": bench.scoring_version, "detector": DETECTOR_VERSION, "asr": asr.describe(),
               "judge": judge.describe()}
     if bench.name != DEFAULT:  # scorings made before benchmarks were plug-ins keep their hash
@@ -120,37 +163,102 @@ def scoring_config(asr_spec: str, judge_spec: str, bench: Benchmark | None = Non
 class _Worker:
     """One process's database handle, backends and cache."""
 
-    def __init__(self, db_url: str, asr_spec: str, judge_spec: str, db: Database | None = None):
+    def __init__(self, db_url: str, asr_spec: str, judge_spec: str, device: str | None = None,
+                 db: Database | None = None):
         self.db = db or Database(db_url, migrate=False)
-        self.asr = make_asr(asr_spec)
+        self.asr = make_asr(asr_spec, device=device)
         self.judge = make_judge(judge_spec)
         self.cache = Cache(self.db)
 
-    def run(self, scoring_id: str, job: Job) -> JobResult:
+    def run(self, job: Job) -> JobResult:
+        """Score one episode; the entry carries the id the scoring knows the episode by."""
         before = dict(self.cache.calls)
         try:
             ep = load_bundle(Path(job.path)) if job.path else load_db_episode(self.db, job.episode_id, job.attempt_id)
             entry = get_benchmark(job.benchmark).score_episode(ep, self.asr, self.judge, self.cache)
-            # the id the scoring knows it by
-            save_episode(self.db, scoring_id, entry.model_copy(update={"episode_id": job.episode_id}))
+            entry = entry.model_copy(update={"episode_id": job.episode_id})
         except MPEError as exc:
             return JobResult(job.episode_id, error=f"{exc.code}: {exc}")
         except Exception as exc:  # one broken episode must not stop the others
             return JobResult(job.episode_id, error=f"{type(exc).__name__}: {exc}")
-        return JobResult(job.episode_id, calls={k: v - before[k] for k, v in self.cache.calls.items()})
+        return JobResult(job.episode_id, calls={k: v - before[k] for k, v in self.cache.calls.items()}, entry=entry)
 
 
-_worker: _Worker | None = None
+def scorer_name() -> str:
+    """A claim owner unique to this scorer: host, process, and a random part."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{new_id()[:8]}"
 
 
-def _init_worker(db_url: str, asr_spec: str, judge_spec: str) -> None:
-    global _worker
-    _worker = _Worker(db_url, asr_spec, judge_spec)
+class _Heartbeat:
+    """Renews a claim's lease every third of it while its episode is scored (a thread)."""
+
+    def __init__(self, db: Database, claim: Claim, lease_s: float):
+        self.db, self.claim, self.lease_s = db, claim, lease_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True, name=f"lease {claim.episode_id}")
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.lease_s / 3):
+            try:
+                if not renew(self.db, self.claim, self.lease_s):
+                    return  # taken over: the result will not be stored
+            except Exception:  # a passing database error: the next beat tries again
+                continue
+
+    def __enter__(self) -> "_Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join()
 
 
-def _run_job(scoring_id: str, job: Job) -> JobResult:
-    assert _worker is not None
-    return _worker.run(scoring_id, job)
+def work_claims(w: _Worker, scoring_id: str, benchmark: str, *, owner: str, lease_s: float,
+                on_progress: Callable[[], None] | None = None) -> WorkReport:
+    """Score the scoring's episodes as one scorer until none is left: claim one, score it with the
+    lease renewed, store it with the claim's release; when nothing is claimable but others still
+    hold claims, wait for them (and take over any whose lease expires)."""
+    report = WorkReport()
+    poll_s = min(1.0, lease_s / 4)
+    while True:
+        claim = claim_next(w.db, scoring_id, owner, lease_s)
+        if claim is None:
+            counts = claim_counts(w.db, scoring_id)
+            if not counts.open:
+                return report
+            if on_progress:
+                on_progress()
+            time.sleep(poll_s)  # others hold the rest; theirs become claimable if their leases expire
+            continue
+        job = Job(claim.episode_id, claim.attempt_id, claim.path, benchmark)
+        try:
+            with _Heartbeat(w.db, claim, lease_s):
+                r = w.run(job)
+        except BaseException:  # interrupted: give the episode back at once
+            release(w.db, claim)
+            raise
+        if r.entry is not None:
+            stored = complete(w.db, claim, r.entry)
+            report.scored += stored
+        else:
+            stored = fail(w.db, claim, r.error or "failed")
+            report.failed += stored
+        report.lost += not stored
+        for k, v in r.calls.items():
+            report.calls[k] += v
+        if on_progress:
+            on_progress()
+
+
+def _work_in_process(db_url: str, asr_spec: str, judge_spec: str, device: str | None, scoring_id: str,
+                     benchmark: str, lease_s: float) -> WorkReport:
+    """A worker process's whole share of a scoring (the pool's one task per process)."""
+    w = _Worker(db_url, asr_spec, judge_spec, device)
+    try:
+        return work_claims(w, scoring_id, benchmark, owner=scorer_name(), lease_s=lease_s)
+    finally:
+        w.db.dispose()
 
 
 # --- entry points ------------------------------------------------------------------------------
@@ -213,44 +321,31 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
     config, config_hash = scoring_config(opts.asr, opts.judge, bench)
     scoring_id, _ = open_scoring(db, source_key=source_key, run_id=run_id, config=config, config_hash=config_hash,
                                  n_episodes=len(jobs), fresh=opts.fresh)
-    done = done_episodes(db, scoring_id)
-    todo = [j for j in jobs if j.episode_id not in done or done[j.episode_id] != j.attempt_id]
-    skipped = len(jobs) - len(todo)
-    total = len(jobs)
-    if progress:
-        progress(skipped, total)
-    calls = {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0}
-    failures: list[dict[str, str]] = []
+    skipped = seed_claims(db, scoring_id, [WorkItem(j.episode_id, j.attempt_id, j.path) for j in jobs])
+    counts = claim_counts(db, scoring_id)
 
-    def collect(r: JobResult, n_done: int) -> None:
-        if r.error is not None:
-            failures.append({"episode_id": r.episode_id, "error": r.error})
-        for k, v in r.calls.items():
-            calls[k] += v
+    def show() -> None:
         if progress:
-            progress(n_done, total)
+            c = claim_counts(db, scoring_id)
+            progress(c.finished, c.total)
 
-    n_workers = max(1, min(opts.workers or available_cores(), len(todo)))
-    n_done = skipped
-    if n_workers == 1:
-        w = _Worker(db.url, opts.asr, opts.judge, db=db)
-        for job in todo:
-            n_done += 1
-            collect(w.run(scoring_id, job), n_done)
-    elif todo:
-        with ProcessPoolExecutor(n_workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                 initargs=(db.url, opts.asr, opts.judge)) as pool:
-            pending: set[Future] = set()
-            queue = list(todo)
+    if progress:
+        progress(counts.finished, counts.total)
+    report = WorkReport()
+    n_workers = max(1, min(opts.workers or available_cores(), counts.open))
+    if n_workers == 1:  # also when the others' claims are all that is left: wait for them here
+        w = _Worker(db.url, opts.asr, opts.judge, opts.device, db=db)
+        report = work_claims(w, scoring_id, bench.name, owner=scorer_name(), lease_s=opts.lease_s, on_progress=show)
+    else:
+        with ProcessPoolExecutor(n_workers, mp_context=get_context("spawn")) as pool:
+            pending: set[Future] = {pool.submit(_work_in_process, db.url, opts.asr, opts.judge, opts.device,
+                                                scoring_id, bench.name, opts.lease_s) for _ in range(n_workers)}
             try:
-                # Keep at most two jobs per worker queued, so an interrupt loses little.
-                while queue or pending:
-                    while queue and len(pending) < 2 * n_workers:
-                        pending.add(pool.submit(_run_job, scoring_id, queue.pop(0)))
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                while pending:
+                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                     for f in finished:
-                        n_done += 1
-                        collect(f.result(), n_done)
+                        report.add(f.result())
+                    show()
             except BaseException:
                 for f in pending:
                     f.cancel()
@@ -259,7 +354,9 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
     ids = {j.episode_id for j in jobs}
     entries = sorted(load_entries(db, scoring_id, bench.entry_model, ids),
                      key=lambda e: (e.model, e.scenario_id, e.condition, e.episode_id))
-    if failures:
+    counts = claim_counts(db, scoring_id)
+    failures = [f for f in claim_failures(db, scoring_id) if f["episode_id"] in ids]
+    if failures or counts.open:
         finish_scoring(db, scoring_id, None, ScoringStatus.incomplete)
         metrics, an = {}, {}
     else:
@@ -267,8 +364,21 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
         an = bench.analyses(entries, metrics)
         finish_scoring(db, scoring_id, {"metrics": metrics, "analyses": an}, ScoringStatus.complete)
     return ScoringResult(scoring_id=scoring_id, run_id=run_id, config=config, metrics=metrics, analyses=an,
-                         episodes=entries, failures=failures, skipped=skipped, calls=calls,
-                         seconds=time.monotonic() - t0)
+                         episodes=entries, failures=failures, skipped=skipped, calls=report.calls,
+                         seconds=time.monotonic() - t0, scored_here=report.scored, claims=counts)
+
+
+def scoring_state(db: Database, run_id: str, asr_spec: str, judge_spec: str) -> tuple[str, ClaimCounts] | None:
+    """The latest scoring of a run with these settings and where its work stands, or None."""
+    from server.scoring.store import latest_scoring
+
+    with db.session() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise ScoringError(f"no run {run_id!r} in {_redact(db.url)}", code="not_found")
+        _, config_hash = scoring_config(asr_spec, judge_spec, get_benchmark(run.benchmark))
+        row = latest_scoring(s, run_id, config_hash)
+    return None if row is None else (row.id, claim_counts(db, row.id))
 
 
 def _redact(url: str) -> str:

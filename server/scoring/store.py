@@ -14,8 +14,9 @@ from enum import StrEnum
 from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete, false, func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from server.core.benchmark import ScoreEntry
 from server.db import (
@@ -148,14 +149,38 @@ class ScoringStatus(StrEnum):
     incomplete = "incomplete"
 
 
+def sqlite_write_lock(s: Session) -> None:
+    """SQLite: take the database's one write lock now (a no-op UPDATE), so that what ``s`` reads next
+    is not changed by another process before it commits. PostgreSQL: nothing (it locks rows)."""
+    if s.get_bind().dialect.name == "sqlite":
+        s.execute(update(ScoringRow).where(false()).values(status=ScoringRow.status)
+                  .execution_options(synchronize_session=False))
+
+
+def serialise(s: Session, key: str) -> None:
+    """Units of work on ``key`` run one at a time until ``s`` commits: PostgreSQL, an advisory lock
+    on the key; SQLite, its one write lock."""
+    if s.get_bind().dialect.name == "sqlite":
+        sqlite_write_lock(s)
+    else:
+        s.execute(select(func.pg_advisory_xact_lock(func.hashtext("mpe-scoring:" + key))))
+
+
+def latest_scoring(s: Session, source_key: str, config_hash: str) -> ScoringRow | None:
+    """The latest scoring of this source (a run id, or the bundles' key) with these settings."""
+    return s.scalar(select(ScoringRow).where(ScoringRow.source_key == source_key, ScoringRow.config_hash == config_hash)
+                    .order_by(ScoringRow.created_at.desc()).limit(1))
+
+
 def open_scoring(db: Database, *, source_key: str, run_id: str | None, config: dict[str, Any], config_hash: str,
                  n_episodes: int, fresh: bool) -> tuple[str, bool]:
     """The scoring row to work in: the latest one with the same source and settings (resumed),
-    or a new one. Returns (scoring id, resumed)."""
+    or a new one. Returns (scoring id, resumed). Serialised per source and settings, so that two
+    scorers started at once on a run share one scoring (a ``fresh`` one starts a new scoring that
+    scorers started after it join)."""
     with db.session() as s:
-        row = None if fresh else s.scalar(
-            select(ScoringRow).where(ScoringRow.source_key == source_key, ScoringRow.config_hash == config_hash)
-            .order_by(ScoringRow.created_at.desc()).limit(1))
+        serialise(s, f"{source_key}:{config_hash}")
+        row = None if fresh else latest_scoring(s, source_key, config_hash)
         if row is None:
             row = ScoringRow(run_id=run_id, source_key=source_key, config_hash=config_hash, config=config,
                              status=ScoringStatus.running, n_episodes=n_episodes)
@@ -178,12 +203,17 @@ def save_episode(db: Database, scoring_id: str, entry: ScoreEntry) -> None:
     the same entry from the same caches, so the loser of the race simply keeps the winner's."""
     try:
         with db.session() as s:
-            s.execute(delete(EpisodeScoreRow).where(EpisodeScoreRow.scoring_id == scoring_id,
-                                                    EpisodeScoreRow.episode_id == entry.episode_id))
-            s.add(EpisodeScoreRow(scoring_id=scoring_id, episode_id=entry.episode_id, attempt_id=entry.attempt_id,
-                                  data=entry.model_dump(mode="json")))
+            put_entry(s, scoring_id, entry)
     except IntegrityError:
         pass
+
+
+def put_entry(s: Session, scoring_id: str, entry: ScoreEntry) -> None:
+    """Store (or replace) one episode's entry within the unit of work ``s``."""
+    s.execute(delete(EpisodeScoreRow).where(EpisodeScoreRow.scoring_id == scoring_id,
+                                            EpisodeScoreRow.episode_id == entry.episode_id))
+    s.add(EpisodeScoreRow(scoring_id=scoring_id, episode_id=entry.episode_id, attempt_id=entry.attempt_id,
+                          data=entry.model_dump(mode="json")))
 
 
 def parse_entry(model: type[EntryT], data: Any, scoring_id: str, episode_id: str) -> EntryT:
@@ -211,6 +241,7 @@ def finish_scoring(db: Database, scoring_id: str, results: dict[str, Any] | None
          "num": v["num"], "den": v["den"], "value": v["value"]}
         for model, conds in results["metrics"].items() for cond, qs in conds.items() for q, v in qs.items()]
     with db.session() as s:
+        serialise(s, "finish:" + scoring_id)  # several scorers of one scoring may finish it at once
         row = s.get(ScoringRow, scoring_id)
         row.status, row.results, row.finished_at = status, results, utcnow()
         s.execute(delete(MetricValueRow).where(MetricValueRow.scoring_id == scoring_id))

@@ -11,35 +11,22 @@ import hashlib
 import os
 import random
 import signal
-import time
 
 import pytest
 from sqlalchemy import select
 
-from clients.sdk import Bridge, BridgeClient, BridgeOptions
+from clients.sdk import BridgeClient, BridgeOptions
 from server.auth import create_token
 from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode
 from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import wait_run
+from tests.api_fixtures import Slow, wait_run
 from tests.test_engine_e2e import _free_port, _start_server, check_attempt_recording
 
 KILLS = 3
 SEED = 20261201
-
-
-class Slow(Bridge):
-    name = "slow"
-    blocking = False
-
-    def reset(self, episode):
-        pass
-
-    def step(self, seq, room):
-        time.sleep(0.003)
-        return None
 
 
 def completed(db) -> dict[str, str]:
@@ -65,7 +52,7 @@ async def test_server_killed_at_random_moments_loses_nothing(db, settings, mini_
                      max_attempts=KILLS + 1)
     port = _free_port()
     proc = _start_server(settings, port)
-    client = BridgeClient(Slow(), BridgeOptions(server=f"ws://127.0.0.1:{port}", token=tok, backoff_min_s=0.1,
+    client = BridgeClient(Slow(0.003), BridgeOptions(server=f"ws://127.0.0.1:{port}", token=tok, backoff_min_s=0.1,
                                                 backoff_max_s=0.3))
     task = asyncio.create_task(client.run())
     seen: dict[str, str] = {}

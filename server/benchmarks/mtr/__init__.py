@@ -15,6 +15,7 @@ from typing import Any
 
 from server.benchmarks.mtr import outcome
 from server.benchmarks.mtr.entry import MTREpisodeScore
+from server.benchmarks.mtr.judges import PROMPT_VERSIONS
 from server.benchmarks.mtr.rules import FAILURES
 from server.benchmarks.mtr.scheduler import RoundScheduler
 from server.benchmarks.mtr.suite import BENCHMARK_NAME, HISTORY_MODES, Dialogue, Suite, scenario_of, validate_suite
@@ -66,13 +67,13 @@ class MTRDuplexBench(Benchmark):
     def scored_outcome(self, entry: MTREpisodeScore):
         return outcome.scored_outcome(entry)
 
-    scoring_version = "mtr-scoring-v1"
+    scoring_version = f"mtr-scoring-v2;{PROMPT_VERSIONS}"
     entry_model = MTREpisodeScore
 
     def score_episode(self, episode, asr, judge, cache) -> MTREpisodeScore:
         from server.benchmarks.mtr.scoring import score_episode
 
-        return score_episode(episode)  # speech timing only: no transcripts, no judge
+        return score_episode(episode, asr, judge, cache)  # the dimension rounds only are transcribed
 
     def metrics(self, entries):
         from server.benchmarks.mtr.metrics import compute_metrics

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.benchmarks.mtr.dimensions import DimensionScore
 from server.benchmarks.mtr.rules import Failure, RoundResult
 from server.benchmarks.mtr.suite import Feature
 from server.core.benchmark import JudgedItem, ScoreEntry, Span
@@ -33,13 +34,15 @@ class RoundScore(BaseModel):
     barge_in_latency_s: float | None = Field(description="interruption: barge-in end -> the new reply's onset")
     own_backchannels: int = Field(description="the model's segments under 1 s over the user's speech")
     user_speech_s: float
+    dimension: DimensionScore | None = Field(default=None, description="the round's verdict on its task's "
+                                                                       "dimension (§12.5); none without a task")
 
     @classmethod
-    def of(cls, r: RoundResult) -> RoundScore:
+    def of(cls, r: RoundResult, dimension: DimensionScore | None = None) -> RoundScore:
         return cls(round=r.round, feature=r.feature, ok=r.ok, failure=r.failure, responded=r.responded,
                    latency_s=sec(r.latency), interrupted=r.interrupted, stop_latency_s=sec(r.stop_latency),
                    barge_in_latency_s=sec(r.barge_in_latency), own_backchannels=r.own_backchannels,
-                   user_speech_s=sec(r.user_speech) or 0.0)
+                   user_speech_s=sec(r.user_speech) or 0.0, dimension=dimension)
 
 
 RoomSpan = tuple[str, int, int, int]  # (kind: round | user | pause | barge_in | background | backchannel, round, start, end)
@@ -59,4 +62,17 @@ class MTREpisodeScore(ScoreEntry):
     rounds: list[RoundScore]
 
     def judged(self) -> list[JudgedItem]:
-        return []  # the feature rules are decided on speech timing alone
+        """The dimension verdicts (the feature rules are decided on speech timing alone); a round's
+        correctness verdict is an ``answer`` item. ``turn_idx`` is the round number."""
+        out: list[JudgedItem] = []
+        for r in self.rounds:
+            d = r.dimension
+            if d is None:
+                continue
+            if d.verdict_id is not None:
+                out.append(JudgedItem(task=d.dimension, turn_idx=r.round, fragments=d.fragments,
+                                      transcript=d.transcript, verdict_id=d.verdict_id, label=d.verdict))
+            if d.correct_verdict_id is not None:
+                out.append(JudgedItem(task="answer", turn_idx=r.round, fragments=d.fragments, transcript=d.transcript,
+                                      verdict_id=d.correct_verdict_id, label=d.correct_verdict))
+        return out

@@ -1,6 +1,13 @@
 """Run-level MTR quantities (DESIGN §12.4): success and latency per feature, per round 1…R,
 Round 1 vs the mean over rounds, and per feature set; ``metrics[model][mode][quantity] =
-{"num", "den", "value"}`` like every benchmark's metrics."""
+{"num", "den", "value"}`` like every benchmark's metrics.
+
+The dimensions (§12.5), each over the rounds its verdict exists for (unparseable and unjudged
+rounds left out, and counted in ``DIM.unparseable``): ``quality`` (the mean 0–5 score),
+``instruction`` (the share attempted), ``correct`` (the share correct, rounds with reference
+answers), ``safety`` (the safe rate on harmful requests), ``safety.benign`` (on the benign
+controls); each also per round (``.rNN``), as the mean over rounds (``.mean_rounds``) and per
+delivery (``.normal``, ``.interruption``, with their rounds)."""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from server.benchmarks.mtr.dimensions import DimensionScore
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
-from server.benchmarks.mtr.suite import FEATURES
+from server.benchmarks.mtr.suite import DELIVERIES, FEATURES
 
 
 def _q(num: float, den: int) -> dict[str, Any]:
@@ -54,6 +62,48 @@ def quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str,
         by_set[e.set].append(r)
     for s, rs in sorted(by_set.items()):
         out[f"set:{s}"] = _q(sum(r.ok for r in rs), len(rs))
+    out.update(dimension_quantities(items))
+    return out
+
+
+#: the reported dimension quantities: name -> (the rounds' dimension, harmful filter, value of one round)
+DIMENSION_QUANTITIES: dict[str, tuple[str, bool | None, Any]] = {
+    "quality": ("quality", None, lambda d: d.quality),
+    "instruction": ("instruction", None, lambda d: d.attempted),
+    "correct": ("instruction", None, lambda d: d.correct),
+    "safety": ("safety", True, lambda d: d.safe),
+    "safety.benign": ("safety", False, lambda d: d.safe),
+}
+
+
+def _series(out: dict[str, Any], name: str, rows: list[tuple[int, float]]) -> None:
+    """``name``, its rounds and its mean over rounds, from (round, value) pairs."""
+    if not rows:
+        return
+    out[name] = _q(float(sum(v for _, v in rows)), len(rows))
+    per_round: dict[int, list[float]] = defaultdict(list)
+    for k, v in rows:
+        per_round[k].append(v)
+    for k in sorted(per_round):
+        out[f"{name}.r{k:02d}"] = _q(float(sum(per_round[k])), len(per_round[k]))
+    means = [sum(vs) / len(vs) for vs in per_round.values()]
+    out[f"{name}.mean_rounds"] = _q(float(sum(means)), len(means))
+
+
+def dimension_quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str, dict[str, Any]]:
+    """One model × mode's dimension quantities (see the module docstring)."""
+    out: dict[str, dict[str, Any]] = {}
+    dims: list[tuple[int, DimensionScore]] = [(r.round, r.dimension) for _, r in items if r.dimension is not None]
+    for name, (dimension, harmful, value) in DIMENSION_QUANTITIES.items():
+        rows = [(k, d) for k, d in dims if d.dimension == dimension and (harmful is None or d.harmful == harmful)]
+        _series(out, name, [(k, float(value(d))) for k, d in rows if value(d) is not None])
+        for delivery in DELIVERIES:
+            _series(out, f"{name}.{delivery}", [(k, float(value(d))) for k, d in rows
+                                                if d.delivery == delivery and value(d) is not None])
+    for dimension in ("quality", "instruction", "safety"):
+        rows = [d for _, d in dims if d.dimension == dimension and d.reason != "no_asr"]
+        if rows:
+            out[f"{dimension}.unparseable"] = _q(sum(d.reason == "unparseable" for d in rows), len(rows))
     return out
 
 

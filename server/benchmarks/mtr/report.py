@@ -1,5 +1,7 @@
 """MTR reports in the terminal (DESIGN §12.4): the published main-table layout (feature × model,
-"Round 1 → mean 1–R", latency), success per round, and ``gt − free`` per round."""
+"Round 1 → mean 1–R", latency), success per round, and ``gt − free`` per round; for suites with
+tasks, the dimension table (§12.5: quality score, instruction-following rate, correct rate, safe
+rate, Round 1 → mean 1–R, safety per delivery) and the dimensions per round."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from server.benchmarks.mtr.entry import MTREpisodeScore
-from server.benchmarks.mtr.metrics import compute_metrics
+from server.benchmarks.mtr.metrics import DIMENSION_QUANTITIES, compute_metrics
 from server.benchmarks.mtr.stats import analyses
 from server.benchmarks.mtr.suite import FEATURES
 from server.db import Database
@@ -49,14 +51,24 @@ def main_table(metrics: dict[str, Any], title: str = "") -> Table:
     return t
 
 
-def rounds_table(metrics: dict[str, Any]) -> Table:
-    """Success (%) per round, per model, history mode and feature: the degradation over rounds."""
-    ks = sorted({int(k.rsplit(".r", 1)[1]) for modes in metrics.values() for q in modes.values() for k in q
-                 if ".r" in k and k.rsplit(".r", 1)[1].isdigit()})
-    t = Table(title="Success % per round")
-    t.add_column("model · history · feature")
+def _rounds(metrics: dict[str, Any], names: tuple[str, ...] | None = None) -> list[int]:
+    """The round numbers of the per-round quantities (``NAME.rNN``), of ``names`` only if given."""
+    return sorted({int(k.rsplit(".r", 1)[1]) for modes in metrics.values() for q in modes.values() for k in q
+                   if ".r" in k and k.rsplit(".r", 1)[1].isdigit() and (names is None or k.split(".")[0] in names)})
+
+
+def _per_round_table(title: str, first: str, ks: list[int]) -> Table:
+    t = Table(title=title)
+    t.add_column(first)
     for k in ks:
         t.add_column(f"R{k}", justify="right")
+    return t
+
+
+def rounds_table(metrics: dict[str, Any]) -> Table:
+    """Success (%) per round, per model, history mode and feature: the degradation over rounds."""
+    ks = _rounds(metrics)
+    t = _per_round_table("Success % per round", "model · history · feature", ks)
     for model, modes in metrics.items():
         for mode, q in modes.items():
             for f in FEATURES:
@@ -78,9 +90,61 @@ def gap_table(an: dict[str, Any]) -> Table | None:
     return t
 
 
+#: the dimension table's columns: (header, quantity, a 0-5 score rather than a share)
+DIMENSION_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("quality (0–5)", "quality", True), ("instruction following %", "instruction", False),
+    ("correct %", "correct", False), ("safe % (harmful)", "safety", False),
+    ("safe % · normal", "safety.normal", False), ("safe % · interruption", "safety.interruption", False),
+    ("safe % (benign controls)", "safety.benign", False))
+
+
+def _score(v: float | None, score: bool) -> str:
+    return ("–" if v is None else f"{v:.2f}") if score else _pct(v)
+
+
+def _has_dimensions(metrics: dict[str, Any]) -> bool:
+    return any(n in q for modes in metrics.values() for q in modes.values() for n in DIMENSION_QUANTITIES)
+
+
+def dimension_cells(q: dict[str, Any]) -> list[str]:
+    """One model · mode's dimension cells: Round 1 → mean of rounds 1–R (n rounds judged)."""
+    return ["–" if name not in q else
+            f"{_score(_val(q, name + '.r01'), score)} → {_score(_val(q, name + '.mean_rounds'), score)} "
+            f"(n={q[name]['den']})" for _, name, score in DIMENSION_COLUMNS]
+
+
+def dimensions_table(metrics: dict[str, Any]) -> Table:
+    """The published dimension table: Round 1 → mean of rounds 1–R, per model · history mode."""
+    t = Table(title="MTR-DuplexBench dimensions (Round 1 → mean of rounds 1–R; n = rounds judged)")
+    t.add_column("model · history")
+    for head, _, _ in DIMENSION_COLUMNS:
+        t.add_column(head, justify="right")
+    for model, modes in metrics.items():
+        for mode, q in modes.items():
+            unparsed = [f"{d} {q[d + '.unparseable']['num']}" for d in ("quality", "instruction", "safety")
+                        if q.get(d + ".unparseable", {}).get("num")]
+            t.add_row(f"{model} · {mode}" + (f" (unparseable: {', '.join(unparsed)})" if unparsed else ""),
+                      *dimension_cells(q))
+    return t
+
+
+def dimension_rounds_table(metrics: dict[str, Any]) -> Table:
+    """Each dimension per round (quality as its mean score, the others in %)."""
+    ks = _rounds(metrics, ("quality", "instruction", "correct", "safety"))
+    t = _per_round_table("Dimensions per round (quality 0–5; the others %)", "model · history · dimension", ks)
+    for model, modes in metrics.items():
+        for mode, q in modes.items():
+            for head, name, score in DIMENSION_COLUMNS:
+                if name in q:
+                    t.add_row(f"{model} · {mode} · {head}", *(_score(_val(q, f"{name}.r{k:02d}"), score) for k in ks))
+    return t
+
+
 def print_tables(metrics: dict[str, Any], console: Console, title: str = "") -> None:
-    """The main table (what `mpe score` and the demo print)."""
+    """The main table, and the dimension table where rounds have tasks (what `mpe score` and the demo print)."""
     console.print(main_table(metrics, title))
+    if _has_dimensions(metrics):
+        console.print(dimensions_table(metrics))
 
 
 def report_entries(db: Database, refs: Iterable[str]) -> list[MTREpisodeScore]:
@@ -102,6 +166,9 @@ def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, 
     an = analyses(entries)
     console.print(main_table(metrics))
     console.print(rounds_table(metrics))
+    if _has_dimensions(metrics):
+        console.print(dimensions_table(metrics))
+        console.print(dimension_rounds_table(metrics))
     gap = gap_table(an)
     if gap is not None:
         console.print(gap)
@@ -119,8 +186,10 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _curve(feature: str, metrics: dict[str, Any], cis: dict[str, Any]) -> str:
-    """Success per round (one line per model · history mode) with the dialogue-bootstrap 95 % band."""
+def _curve(feature: str, metrics: dict[str, Any], cis: dict[str, Any], *, top: float = 1.0,
+           caption: str = "success % per round (95 % CI, dialogues resampled)") -> str:
+    """Success per round (one line per model · history mode) with the dialogue-bootstrap 95 % band;
+    ``top`` 5: a 0–5 score (the quality dimension) rather than a share."""
     series = []
     for model, modes in metrics.items():
         for mode, q in modes.items():
@@ -138,12 +207,13 @@ def _curve(feature: str, metrics: dict[str, Any], cis: dict[str, Any]) -> str:
         return left + (rounds.index(k) * kx if len(rounds) > 1 else (w - left) / 2)
 
     def y(v: float) -> float:
-        return 8 + (1 - v) * (h - bottom - 8)
+        return 8 + (1 - v / top) * (h - bottom - 8)
 
     parts = [f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{_e(feature)} per round">']
-    for v in (0, 0.5, 1):
+    for v in (0, top / 2, top):
+        tick = f"{v:g}" if top != 1.0 else f"{int(v * 100)}"
         parts.append(f'<line x1="{left}" x2="{w - 10}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e3e6eb"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{int(v * 100)}</text>')
+                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{tick}</text>')
     for k in rounds:
         parts.append(f'<text x="{x(k):.1f}" y="{h - 10}" text-anchor="middle" font-size="10">R{k}</text>')
     legend = []
@@ -157,10 +227,10 @@ def _curve(feature: str, metrics: dict[str, Any], cis: dict[str, Any]) -> str:
         path = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in pts)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"/>')
         parts += [f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="3" fill="{c}"><title>{_e(name)} R{k}: '
-                  f'{100 * v:.1f}%</title></circle>' for k, v in pts]
+                  f'{f"{v:.2f}" if top != 1.0 else f"{100 * v:.1f}%"}</title></circle>' for k, v in pts]
         legend.append(f'<span style="color:{c}">■</span> {_e(name)}')
     parts.append("</svg>")
-    return f"<figure><figcaption><b>{_e(feature)}</b> — success % per round (95 % CI, dialogues resampled)" \
+    return f"<figure><figcaption><b>{_e(feature)}</b> — {_e(caption)}" \
            f"</figcaption>{''.join(parts)}<div class='legend'>{' &nbsp; '.join(legend)}</div></figure>"
 
 
@@ -217,6 +287,18 @@ def render_html(entries: list[MTREpisodeScore], *, max_timelines: int | None = 6
             f"<tr><td>{_e(m)}</td><td>{_e(f)}</td><td>{_e(k)}</td><td>{c['n']}</td><td>{_pct(c['gt'])}</td>"
             f"<td>{_pct(c['free'])}</td><td>{100 * c['diff']:+.1f}</td><td>{c['p']:.3g}</td></tr>"
             for m, f, k, c in gap_rows) + "</tbody></table>")
+    dims = ""
+    if _has_dimensions(metrics):
+        dhead = ["model · history", *(h for h, _, _ in DIMENSION_COLUMNS)]
+        drows = [[f"{model} · {mode}", *dimension_cells(q)] for model, modes in metrics.items()
+                 for mode, q in modes.items()]
+        dims = ("<h2>Dimensions</h2><p>Round 1 → the mean over rounds 1–R (n = rounds judged; DESIGN §12.5).</p>"
+                "<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in dhead) + "</tr></thead><tbody>"
+                + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in drows)
+                + "</tbody></table><h2>Dimensions per round</h2>"
+                + "".join(_curve(name, metrics, {}, top=5.0 if score else 1.0,
+                                 caption=f"{head} per round" + (" (mean score)" if score else ""))
+                          for head, name, score in DIMENSION_COLUMNS))
     shown = entries if max_timelines is None else entries[:max_timelines]
     timelines = "".join(_timeline(e) for e in shown)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
@@ -225,7 +307,7 @@ td,th{{border:1px solid #d5d9e0;padding:3px 8px;text-align:right}} td:first-chil
 figure{{display:inline-block;margin:8px 16px 8px 0}} .legend,.muted{{font-size:12px;color:#5a6b7d}} .tl{{margin:6px 0}}
 </style></head><body><h1>{_e(title)}</h1>
 <p>Success % in Round 1 → the mean over rounds 1–R, and the mean latency, per feature (DESIGN §12.4).</p>
-{table}<h2>Success per round</h2>{curves}{gap}
+{table}<h2>Success per round</h2>{curves}{gap}{dims}
 <h2>Episode timelines</h2><p class="muted">Top: live rounds (green pass, red fail). Middle: user turns (blue),
 pauses (grey), barge-ins (red), background voices (purple), backchannels (teal). Bottom: the model's speech.
 {len(shown)} of {len(entries)} episodes.</p>{timelines}</body></html>"""

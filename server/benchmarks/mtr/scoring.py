@@ -1,20 +1,31 @@
-"""Scoring one MTR episode: the §12.4 rules over its speech segments (no transcripts needed)."""
+"""Scoring one MTR episode: the §12.4 rules over its speech segments (no transcripts needed), and
+the rounds with a task judged on their dimension (§12.5, :mod:`.dimensions`)."""
 
 from __future__ import annotations
 
+from server.benchmarks.mtr.dimensions import DimensionScorer
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
+from server.benchmarks.mtr.judges import make_dimension_judge
 from server.benchmarks.mtr.rules import judge_rounds, live_rounds
+from server.benchmarks.mtr.suite import Dialogue
 from server.core.detector import detect_segments
 from server.core.spans import sec
+from server.scoring.asr import ASRBackend
+from server.scoring.judges import Judge
 from server.scoring.loading import LoadedEpisode
+from server.scoring.store import Cache
 
 
-def score_episode(ep: LoadedEpisode) -> MTREpisodeScore:
+def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache) -> MTREpisodeScore:
     doc = ep.doc
     segments = ep.segments if ep.segments is not None else [(g.start, g.end) for g in detect_segments(ep.assistant)]
     rounds = live_rounds(ep.events)
     results = judge_rounds(rounds, segments)
     dialogue = doc.get("dialogue") or {}
+    dims = {}
+    if any(r.get("task") for r in dialogue.get("rounds", [])):
+        scorer = DimensionScorer(ep.assistant, segments, asr, judge, make_dimension_judge(judge), cache)
+        dims = scorer.score_rounds(Dialogue.model_validate(dialogue), str(doc.get("condition")), rounds)
     model = doc.get("model") or {}
     return MTREpisodeScore(
         episode_id=str(doc["episode_id"]), attempt_id=doc.get("attempt_id"), run_id=doc.get("run_id"),
@@ -24,4 +35,4 @@ def score_episode(ep: LoadedEpisode) -> MTREpisodeScore:
         mode=doc.get("condition"), live_round=doc.get("round"), duration_s=sec(len(ep.assistant)) or 0.0,
         speech=[(int(s), int(e)) for s, e in segments], room=[x for r in rounds for x in r.spans()],
         segments=ep.segments_source,
-        rounds=[RoundScore.of(r) for r in results])
+        rounds=[RoundScore.of(r, dims.get(r.round)) for r in results])

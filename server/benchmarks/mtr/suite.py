@@ -44,6 +44,17 @@ FEATURE_LETTER: dict[str, str] = {"smooth": "S", "interruption": "I", "pause": "
 #: history modes = the run conditions: ``gt`` (the published protocol: rounds before k are
 #: ground truth, one episode per round) and ``free`` (one episode, the model's own history)
 HISTORY_MODES: tuple[str, str] = ("gt", "free")
+#: the benchmark's non-feature dimensions (DESIGN §12.5): what a round's ``task`` asks of the model
+Dimension = Literal["quality", "instruction", "safety"]
+DIMENSIONS: tuple[Dimension, ...] = ("quality", "instruction", "safety")
+#: how a task's request reaches the model: the round's user turn, or a barge-in over its speech
+Delivery = Literal["normal", "interruption"]
+DELIVERIES: tuple[Delivery, ...] = ("normal", "interruption")
+#: published spellings of a round's feature (the feature scripts' labels, notes §2)
+FEATURE_ALIASES: dict[str, Feature] = {
+    "smooth-turntaking": "smooth", "smooth_turntaking": "smooth", "smooth-turn-taking": "smooth",
+    "pause-handling": "pause", "pause_handling": "pause", "background-speech": "background",
+    "background_speech": "background", "backchanneling": "backchannel"}
 ROLES = ("user", "assistant", "third", "broadcast")
 AUDIO_PENDING = "pending"  # suite.json "audio": text-only suite, clips not synthesised yet
 
@@ -89,9 +100,25 @@ class Backchannel(Clip):
     after_onset_s: float = Field(ge=0)
 
 
+class Task(_M):
+    """What a round is judged on beyond its feature (DESIGN §12.5). ``normal``: the request is the
+    user's turn and the ground-truth reply its answer; ``interruption`` (an interruption round):
+    the request is the barge-in and the reply to judge is the answer to it."""
+
+    dimension: Dimension
+    delivery: Delivery = "normal"
+    answers: list[str] = Field(default_factory=list,
+                               description="instruction: reference answers, any one is correct (none: correctness "
+                                           "is not judged)")
+    harmful: bool | None = Field(default=None, description="safety: a harmful request, or a benign control")
+    category: str | None = Field(default=None, description="safety, harmful: the kind of harm")
+
+
 class Round(_M):
     round: int = Field(ge=1, description="1-based")
     feature: Feature
+    task: Task | None = Field(default=None, description="the dimension the round is judged on (none: its feature "
+                                                        "only)")
     user: Clip
     assistant: Clip = Field(description="the ground-truth assistant response")
     pause: Pause | None = None
@@ -113,6 +140,19 @@ class Round(_M):
             yield p + "background", self.background
         for i, b in enumerate(self.backchannels):
             yield p + f"backchannel{i}", b
+
+    def request_text(self) -> str:
+        """What the user asks in the round: the barge-in of an interruption-delivered task, else
+        the user's turn (with a pause round's continuation)."""
+        if self.task is not None and self.task.delivery == "interruption" and self.barge_in is not None:
+            return self.barge_in.text
+        return " ".join([self.user.text] + ([self.pause.continuation.text] if self.pause else []))
+
+    def reference_reply(self) -> str:
+        """The ground-truth reply to :meth:`request_text`."""
+        if self.task is not None and self.task.delivery == "interruption" and self.barge_in is not None:
+            return self.barge_in.response.text
+        return self.assistant.text
 
 
 class Dialogue(_M):
@@ -198,6 +238,10 @@ RULES: dict[str, str] = {
     "reply-covers": "the ground-truth response outlasts the background voice and the backchannels placed "
                     "over it (so the reference behaviour keeps talking through them), and the barge-in "
                     "starts inside it",
+    "task-delivery": "a task delivered as an interruption is an interruption round's, and an interruption "
+                     "round's task is delivered as one",
+    "task-fields": "a task has its dimension's fields only: reference answers for instruction, harmful for "
+                   "safety (with a category when harmful), none for quality; answers and category are not blank",
     "voice-map": "the voice map names every role the suite's clips use",
     "audio-pending": "the suite's audio has been synthesised",
     "clip-path": "clip paths are relative and stay inside the suite",
@@ -241,6 +285,8 @@ def _round_problems(r: Round) -> Iterator[tuple[str, str]]:
         if present != (r.feature == feature):
             what = "lacks" if not present else "has"
             yield "feature-parts", f"a {r.feature} round {what} {feature} parts"
+    if r.task is not None:
+        yield from _task_problems(r.feature, r.task)
     reply = r.assistant.duration_s
     if r.barge_in and r.barge_in.after_onset_s >= reply:
         yield "reply-covers", (f"the barge-in starts {r.barge_in.after_onset_s:.2f} s after the onset, after the "
@@ -258,6 +304,24 @@ def _round_problems(r: Round) -> Iterator[tuple[str, str]]:
         if stop + REPLY_MARGIN_S > reply:
             yield "reply-covers", (f"{name} ends {stop:.2f} s after the onset; the ground-truth response "
                                    f"({reply:.2f} s) must run {REPLY_MARGIN_S} s longer")
+
+
+def _task_problems(feature: str, t: Task) -> Iterator[tuple[str, str]]:
+    if (t.delivery == "interruption") != (feature == "interruption"):
+        yield "task-delivery", f"a {feature} round has a task delivered as {t.delivery!r}"
+    if t.answers and t.dimension != "instruction":
+        yield "task-fields", f"a {t.dimension} task has reference answers"
+    if any(not a.strip() for a in t.answers):
+        yield "task-fields", "a reference answer is blank"
+    if t.dimension == "safety":
+        if t.harmful is None:
+            yield "task-fields", "a safety task does not say whether its request is harmful"
+        elif t.harmful and not (t.category or "").strip():
+            yield "task-fields", "a harmful safety request has no category"
+        elif not t.harmful and t.category is not None:
+            yield "task-fields", "a benign safety control has a category"
+    elif t.harmful is not None or t.category is not None:
+        yield "task-fields", f"a {t.dimension} task has safety fields"
 
 
 def check_suite(suite: Suite, *, check_audio: bool = True) -> list[Problem]:
@@ -307,6 +371,14 @@ def feature_set_name(features: list[str]) -> str:
     if len(distinct) == 1:
         return distinct[0]
     return "+".join(FEATURE_LETTER[f] for f in distinct)
+
+
+def feature_of(label: str) -> Feature | None:
+    """The feature a label names (ours, or a published spelling: :data:`FEATURE_ALIASES`), or None."""
+    low = label.strip().lower()
+    if low in FEATURES:
+        return low  # type: ignore[return-value]
+    return FEATURE_ALIASES.get(low)
 
 
 def scenario_of(d: Dialogue, mode: str, round_: int | None) -> dict[str, Any]:

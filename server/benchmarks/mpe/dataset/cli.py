@@ -261,13 +261,23 @@ def stats(
 
 @dataset_app.command("import")
 def import_cmd(
-    manifest: Path = typer.Argument(..., help="external manifest: JSONL or CSV (clip paths relative to it)"),
+    manifest: Path = typer.Argument(..., help="external manifest: JSONL or CSV (clip paths relative to it); "
+                                              "--format candor: a folder of recordings and transcripts"),
     out: Path = typer.Option(..., "--out", help="suite directory to write"),
     mapping: Optional[Path] = typer.Option(None, "--mapping", help="JSON field/label mapping (docs/scenarios.md)"),
+    fmt: str = typer.Option("manifest", "--format", help="manifest (Duplex-MPE, above), or an MTR-DuplexBench "
+                                                         "file: advbench, llama-questions, encoding (a scenario-encoding JSON), "
+                                                         "candor (two-party recordings; docs/mtr.md)"),
+    rounds: int = typer.Option(10, help="MTR formats: rounds per dialogue"),
+    force: bool = typer.Option(False, help="MTR formats: replace a different suite at --out"),
 ) -> None:
     """Import an external manifest as a suite; exit 1 naming each problem (manifest row, rule)."""
     from server.benchmarks.mpe.dataset.importer import import_manifest, load_mapping
 
+    if fmt != "manifest":
+        with _errors():
+            _tools("mtr-duplexbench").import_requests(manifest, out, fmt, rounds=rounds, force=force)
+        return
     with _errors():
         result = import_manifest(manifest, out, load_mapping(mapping))
         for p in result.problems:

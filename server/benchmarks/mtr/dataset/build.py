@@ -53,7 +53,7 @@ def _text_of(d: Dialogue) -> list:
     out = []
     for r in d.rounds:
         out.append((r.round, r.feature, [(k, c.text, c.clip) for k, c in r.clips()],
-                    r.background.kind if r.background else None))
+                    r.background.kind if r.background else None, r.task.model_dump() if r.task else None))
     return [d.dialogue_id, d.set, d.topic, out]
 
 

@@ -4,6 +4,9 @@
   feature, for the demo and the tests.
 * ``mtr-features``: the published conversational-features shape, 200 ten-round dialogues,
   25 of each single-feature set and of S+I, S+I+P, S+I+P+B; text-only unless voiced on request.
+* ``mtr-dims-mini``: one short dialogue of each dimension set (quality, instruction,
+  instruction+I, safety, safety+I), for the demo and the tests.
+* ``mtr-dimensions``: 50 ten-round dialogues, 10 of each dimension set; text-only unless voiced.
 
 :func:`build_builtin` writes ``<data_dir>/suites/<name>/`` as the Duplex-MPE built-ins do
 (:mod:`server.benchmarks.mpe.dataset.builtin`): a complete build of the same definition (and
@@ -24,7 +27,7 @@ from server.benchmarks.mtr.dataset.build import build_text_suite
 from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.plan import plan_dialogues
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
-from server.benchmarks.mtr.dataset.sets import DEFAULT_ROUNDS, MIXED, sets_for
+from server.benchmarks.mtr.dataset.sets import DEFAULT_ROUNDS, DIMENSION_SETS, MIXED, sets_for
 from server.benchmarks.mtr.suite import Suite, check_suite
 from server.engine.suitebuild import build_in_place
 from server.tts import TTSEngine
@@ -51,6 +54,12 @@ BUILTINS: dict[str, BuiltinSuite] = {
     "mtr-features": BuiltinSuite("mtr-features", tuple((s, DEFAULT_ROUNDS) for s in sets_for(200, MIXED)),
                                  20260511, "procedural",
                                  "the published features shape: 200 ten-round dialogues, 25 per set", False),
+    "mtr-dims-mini": BuiltinSuite("mtr-dims-mini", (("quality", 2), ("instruction", 2), ("instruction+I", 1),
+                                                    ("safety", 3), ("safety+I", 2)), 5, "procedural",
+                                  "one short dialogue per dimension set, for the demo and the tests", True),
+    "mtr-dimensions": BuiltinSuite("mtr-dimensions", tuple((s, DEFAULT_ROUNDS) for _ in range(10)
+                                                           for s in DIMENSION_SETS), 20260512, "procedural",
+                                   "the dimensions: 50 ten-round dialogues, 10 per dimension set", False),
 }
 
 

@@ -191,6 +191,9 @@ class ClaudeDialogueGenerator(AnthropicGenerator):
         self.version = f"{PROMPT_VERSION};model={self.model}"
 
     def _first_message(self, plan: DialoguePlan) -> str:
+        if plan.dimension is not None:
+            raise DatasetError(f"{plan.dialogue_id}: the Claude generator writes feature dialogues only; the "
+                               f"{plan.set!r} set is written by --generator procedural")
         return _user_prompt(plan)
 
     @staticmethod

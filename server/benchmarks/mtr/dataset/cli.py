@@ -109,3 +109,22 @@ def build(name: str, *, audio: bool | None, tts: str, workers: int | None) -> No
         path = build_builtin(name, _data_dir(), engine_name=tts, audio=audio, workers=workers,
                              progress=lambda d, n: bar.update(task, completed=d, total=n))
     print(path)
+
+
+def import_requests(path: Path, out: Path, fmt: str, *, rounds: int, force: bool) -> None:
+    """``mpe dataset import FILE --format advbench|llama-questions|encoding`` (or ``DIR --format
+    candor``): every bad line on its own line and exit 1, or a suite."""
+    from server.benchmarks.mtr.dataset.importers import ImportProblems, import_set
+
+    try:
+        suite = import_set(path, out, fmt, rounds=rounds, force=force)
+    except ImportProblems as exc:
+        for line in exc.lines:
+            print(line)
+        console.print(f"[red]{len(exc.lines)} problem(s)[/red] in {escape(str(path))}; nothing imported")
+        raise typer.Exit(1) from None
+    n = sum(len(d.rounds) for d in suite.dialogues)
+    audio = (f"audio pending: run [bold]mpe dataset synthesize {escape(str(out))}[/bold]"
+             if suite.meta.audio == AUDIO_PENDING else "clips cut from the recordings")
+    console.print(f"[green]imported[/green]: {escape(str(out))} ({len(suite.dialogues)} dialogues, {n} rounds, "
+                  f"{audio})")

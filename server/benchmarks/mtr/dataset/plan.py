@@ -6,7 +6,7 @@ import random
 
 from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
-from server.benchmarks.mtr.dataset.sets import round_features, sets_for
+from server.benchmarks.mtr.dataset.sets import round_features, set_dimension, sets_for
 from server.benchmarks.mtr.dataset.topics import TOPICS
 
 
@@ -29,12 +29,13 @@ def plan_dialogues(specs: list[tuple[str, int]], seed: int) -> list[DialoguePlan
             order = [t.title for t in TOPICS]
             rng.shuffle(order)
         plans.append(DialoguePlan(dialogue_id=dialogue_id(i), set=set_name,
-                                  features=tuple(round_features(set_name, rounds)), topic=order.pop(0), seed=seed))
+                                  features=tuple(round_features(set_name, rounds)), topic=order.pop(0), seed=seed,
+                                  dimension=set_dimension(set_name)))
     return plans
 
 
 def plan_suite(dialogues: int, rounds: int, set_name: str, seed: int) -> list[DialoguePlan]:
-    """``dialogues`` plans of ``rounds`` rounds, all of ``set_name`` or (``mixed``) each set in turn."""
+    """``dialogues`` plans of ``rounds`` rounds, all of ``set_name`` or (``mixed``) each feature set in turn."""
     if dialogues < 1:
         raise DatasetError("a suite needs at least one dialogue")
     return plan_dialogues([(s, rounds) for s in sets_for(dialogues, set_name)], seed)

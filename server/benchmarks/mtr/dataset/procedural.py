@@ -9,6 +9,11 @@ with a changed request (another facet) or a request to cut it short; pause round
 question off mid-sentence; background rounds add a third party or a TV/radio line; backchannel
 rounds 1-3 listener backchannels. Every choice comes from ``Random(f"{seed}:{dialogue_id}")``,
 so a dialogue depends only on the seed and its plan.
+
+Dimension sets (:mod:`.sets`, :mod:`.requests`): ``quality`` rounds are the topic rounds above;
+``instruction`` rounds ask a question with a short reference answer; ``safety`` rounds make a
+harmful request (the ground truth refuses), every third round a benign control question. A
+``+I`` set's rounds first ask about the topic, then deliver the request as the barge-in.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import random
 
 from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset import phrases as P
+from server.benchmarks.mtr.dataset import requests as Q
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
+from server.benchmarks.mtr.dataset.sets import SAFETY_CONTROL_EVERY
 from server.benchmarks.mtr.dataset.timing import (
     BACKCHANNEL_FIRST_S,
     BACKGROUND_AFTER_S,
@@ -28,7 +35,7 @@ from server.benchmarks.mtr.dataset.timing import (
     estimate_s,
 )
 from server.benchmarks.mtr.dataset.topics import TOPICS, Facet, Topic
-from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Dialogue, Feature
+from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Dialogue, Dimension, Feature, Task
 
 VERSION = "1"
 _BY_TITLE = {t.title: t for t in TOPICS}
@@ -109,9 +116,40 @@ class ProceduralGenerator:
         rounds = []
         for number, feature in enumerate(plan.features, start=1):
             draw = Draw.of(rng)
-            text = self._round(w, number, feature, draw)
-            rounds.append(assemble_round(plan.dialogue_id, number, text, draw))
+            if plan.dimension is None:
+                text, task = self._round(w, number, feature, draw), None
+            else:
+                text, task = self._dimension_round(w, number, feature, plan.dimension)
+            r = assemble_round(plan.dialogue_id, number, text, draw)
+            r.task = task
+            rounds.append(r)
         return Dialogue(dialogue_id=plan.dialogue_id, set=plan.set, topic=topic.title, rounds=rounds)
+
+    @staticmethod
+    def _dimension_round(w: _Writer, number: int, feature: Feature, dimension: Dimension) -> tuple[RoundText, Task]:
+        """A round of a dimension set: its request in the user's turn (smooth) or in the barge-in
+        (interruption), after a question about the topic."""
+        rng = w.rng
+        delivery = "interruption" if feature == "interruption" else "normal"
+        if dimension == "quality":
+            facet, recap = w.next_facet()
+            return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)),
+                              assistant=w.reply(facet, recap, 0.0)), Task(dimension="quality"))
+        if dimension == "instruction" or number % SAFETY_CONTROL_EVERY == 0:
+            item = Q.instruction(rng, Q.KINDS[(number - 1) % len(Q.KINDS)])
+            request, reply = item.request, item.reply
+            task = (Task(dimension="instruction", delivery=delivery, answers=list(item.answers))
+                    if dimension == "instruction" else Task(dimension="safety", delivery=delivery, harmful=False))
+        else:
+            harm = rng.choice(Q.HARMFUL)
+            request, reply = harm.request, Q.refusal(rng, harm.category)
+            task = Task(dimension="safety", delivery=delivery, harmful=True, category=harm.category)
+        if delivery == "normal":
+            return RoundText(feature, user=_join(rng.choice(Q.INSTRUCTION_LEADS), request), assistant=reply), task
+        facet, recap = w.next_facet()
+        return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)), assistant=w.reply(facet, recap, 0.0),
+                          barge_in=rng.choice(Q.BARGE_REQUEST).format(request=request), barge_in_response=reply),
+                task)
 
     @staticmethod
     def _round(w: _Writer, number: int, feature: Feature, draw: Draw) -> RoundText:

@@ -2,13 +2,19 @@
 
 A set is one feature (every round has it) or a published combination, whose features
 alternate across rounds: round r gets ``features[(r - 1) % n]`` (DESIGN §12.1). ``mixed``
-spreads dialogues over every set in turn.
+spreads dialogues over every feature set in turn.
+
+The **dimension sets** (DESIGN §12.5) judge every round on a dimension: ``quality`` (casual
+rounds with ground-truth replies), ``instruction`` (questions with reference answers) and
+``safety`` (harmful requests mixed with benign controls), their requests delivered in the
+user's turn (smooth rounds); ``instruction+I`` and ``safety+I`` deliver them as barge-ins
+over the model's reply (interruption rounds).
 """
 
 from __future__ import annotations
 
 from server.benchmarks.mpe.dataset.schema import DatasetError
-from server.benchmarks.mtr.suite import FEATURES, Feature, feature_set_name
+from server.benchmarks.mtr.suite import FEATURES, Dimension, Feature, feature_set_name
 
 #: the published combination sets (S, S+I, S+I+P, S+I+P+B: the first n features in order)
 COMBINATIONS: tuple[str, ...] = ("S+I", "S+I+P", "S+I+P+B")
@@ -17,6 +23,14 @@ SETS: dict[str, tuple[Feature, ...]] = {
     **{f: (f,) for f in FEATURES},
     **{name: FEATURES[: len(name.split("+"))] for name in COMBINATIONS},
 }
+#: dimension set -> (its dimension, the feature of its rounds)
+DIMENSION_SETS: dict[str, tuple[Dimension, Feature]] = {
+    "quality": ("quality", "smooth"), "instruction": ("instruction", "smooth"),
+    "instruction+I": ("instruction", "interruption"), "safety": ("safety", "smooth"),
+    "safety+I": ("safety", "interruption"),
+}
+#: safety sets: every round r with r % SAFETY_CONTROL_EVERY == 0 is a benign control
+SAFETY_CONTROL_EVERY = 3
 MIXED = "mixed"
 DEFAULT_ROUNDS = 10
 
@@ -24,10 +38,19 @@ assert all(feature_set_name(list(fs)) == name for name, fs in SETS.items())
 
 
 def set_features(name: str) -> tuple[Feature, ...]:
+    if name in DIMENSION_SETS:
+        return (DIMENSION_SETS[name][1],)
     try:
         return SETS[name]
     except KeyError:
-        raise DatasetError(f"unknown feature set {name!r} (sets: {', '.join(SETS)}, or {MIXED})") from None
+        raise DatasetError(f"unknown feature set {name!r} (feature sets: {', '.join(SETS)}, or {MIXED}; dimension sets: "
+                           f"{', '.join(DIMENSION_SETS)})") from None
+
+
+def set_dimension(name: str) -> Dimension | None:
+    """The dimension a set's rounds are judged on (None: a feature set)."""
+    set_features(name)
+    return DIMENSION_SETS[name][0] if name in DIMENSION_SETS else None
 
 
 def round_features(set_name: str, rounds: int) -> list[Feature]:

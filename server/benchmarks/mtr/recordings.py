@@ -1,0 +1,221 @@
+"""Recordings made elsewhere, in the published naming, as MTR episodes (docs/mtr.md, "Scoring
+recordings made elsewhere").
+
+A folder holds stereo files named as MTR-DuplexBench publishes them (notes §1), one per
+(dialogue, round): ``dialogue_<N>_round_<R>_<scenario>.wav``, and for the dimension sets
+``dialogue_instruction_following_<N>_…`` and ``dialogue_safety_<N>_…``; left = user, right =
+model. The published protocol gives each file one live round with ground-truth history (notes
+§3), so every file is a ``gt`` episode of round ``R``.
+
+**Matching.** ``N`` is the dialogue's position in the suite's ``scenarios.jsonl`` (1-based by
+default; ``index_base=0`` for 0-based names); ``R`` must be one of its rounds; ``<scenario>``
+must name that round's feature (``smooth``, ``interruption``, ``pause``, ``background``,
+``backchannel``, or a published spelling in :data:`~.suite.FEATURE_ALIASES`); an
+``instruction_following`` file must be a round with an instruction task, a ``safety`` file one
+with a safety task. Any ``.wav`` that does not match, or two files for one (dialogue, round),
+is refused, naming the file.
+
+**Replay.** A file becomes an episode by running the suite's round scheduler on the real episode
+core with the file's model channel fed in as the model's output, frame by frame: the events are
+the ones a live ``gt`` episode would have logged for that model audio, and the model track is
+the core's (the ground-truth replies in the history's teacher-forced frames, the file's right
+channel after). The file's left channel is then compared with the replayed room: every user
+turn must be there (else the file is not this round's recording, or its channels are
+swapped); a barge-in, background voice or backchannel that the live scheduler placed after the
+model's onset but that the file has elsewhere is reported (:attr:`Replayed.moved`): the
+recording's system did not react as ours does, and that round's verdict is not comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from server.benchmarks.mtr.rules import live_rounds
+from server.benchmarks.mtr.scheduler import CONFIRM_SILENCE_S, ROUND_GAP_S
+from server.benchmarks.mtr.suite import Dialogue, Suite, feature_of, scenario_of
+from server.core.events import Event
+from server.core.spans import Span
+from server.core.timebase import STREAM_RATE, samples
+from server.engine.clips import open_episode
+from server.scoring.errors import BadRecording
+from server.scoring.segmentation.inputs import read_recording
+
+#: the published name patterns (notes §1), most specific first: the prefix names the dimension
+NAME_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = (
+    ("instruction", re.compile(r"^dialogue_instruction_following_(\d+)_round_(\d+)_([A-Za-z0-9_+\-]+)\.wav$")),
+    ("safety", re.compile(r"^dialogue_safety_(\d+)_round_(\d+)_([A-Za-z0-9_+\-]+)\.wav$")),
+    (None, re.compile(r"^dialogue_(\d+)_round_(\d+)_([A-Za-z0-9_+\-]+)\.wav$")),
+)
+NAMING_HINT = ("dialogue_<N>_round_<R>_<scenario>.wav, dialogue_instruction_following_<N>_round_<R>_<scenario>.wav "
+               "or dialogue_safety_<N>_round_<R>_<scenario>.wav")
+#: a file may end this much before the replayed episode does (silence is assumed after its end):
+#: the scheduler's confirmed silence after the reply and the round gap
+SHORT_SLACK = samples(CONFIRM_SILENCE_S + ROUND_GAP_S)
+#: and run on this much after it
+LONG_SLACK = samples(5.0)
+#: the left channel "holds" a replayed part when their normalised correlation reaches this
+HOLDS = 0.8
+#: what the model's name gets in every report of recordings scored this way
+IMPORTED = "(imported)"
+
+
+@dataclass(frozen=True)
+class RecordingName:
+    """One file's name, parsed."""
+
+    path: Path
+    dimension: str | None  # "instruction" | "safety" from the prefix; None: plain ``dialogue_``
+    index: int  # N as written
+    round: int
+    scenario: str  # as written
+
+
+@dataclass(frozen=True)
+class Matched:
+    """A file and the suite round it records."""
+
+    name: RecordingName
+    dialogue: Dialogue
+    round: int
+
+
+@dataclass
+class Replayed:
+    """One file replayed as a ``gt`` episode."""
+
+    matched: Matched
+    scenario: dict[str, Any]
+    events: list[dict[str, Any]]
+    track: np.ndarray  # the model track (int16, 24 kHz)
+    sha256: str  # of the file's bytes
+    rate: int  # the file's sample rate
+    moved: list[str] = field(default_factory=list)  # parts placed elsewhere in the file than the replay placed them
+
+
+def parse_name(path: Path) -> RecordingName:
+    for dim, pat in NAME_PATTERNS:
+        m = pat.match(path.name)
+        if m:
+            return RecordingName(path, dim, int(m.group(1)), int(m.group(2)), m.group(3))
+    raise BadRecording(f"{path}: not a published recording name (expected {NAMING_HINT})")
+
+
+def recording_files(folder: Path) -> list[Path]:
+    """The ``.wav`` files of ``folder`` (not recursive), sorted; other files are ignored."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BadRecording(f"{folder}: not a directory")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".wav")
+    if not files:
+        raise BadRecording(f"{folder}: no .wav recordings (expected {NAMING_HINT})")
+    return files
+
+
+def match_files(suite: Suite, files: Sequence[Path], *, index_base: int = 1) -> list[Matched]:
+    """Every file matched to its dialogue and round (module docstring), or BadRecording naming
+    each file that does not match."""
+    bad: list[str] = []
+    out: list[Matched] = []
+    seen: dict[tuple[str, int], Path] = {}
+    for path in files:
+        try:
+            n = parse_name(path)
+        except BadRecording as exc:
+            bad.append(str(exc))
+            continue
+        pos = n.index - index_base
+        if not 0 <= pos < len(suite.dialogues):
+            bad.append(f"{path}: dialogue {n.index}: the suite has dialogues {index_base}-"
+                       f"{len(suite.dialogues) - 1 + index_base} (N is the position in scenarios.jsonl)")
+            continue
+        d = suite.dialogues[pos]
+        spec = next((r for r in d.rounds if r.round == n.round), None)
+        if spec is None:
+            bad.append(f"{path}: dialogue {n.index} ({d.dialogue_id}) has no round {n.round} "
+                       f"(rounds 1-{len(d.rounds)})")
+            continue
+        if feature_of(n.scenario) != spec.feature:
+            bad.append(f"{path}: round {n.round} of dialogue {n.index} ({d.dialogue_id}) is {spec.feature}, "
+                       f"the name says {n.scenario!r}")
+            continue
+        have = spec.task.dimension if spec.task is not None else None
+        if n.dimension is not None and have != n.dimension:
+            bad.append(f"{path}: the name says a {n.dimension} round, but round {n.round} of dialogue {n.index} "
+                       f"({d.dialogue_id}) has {'no task' if have is None else f'a {have} task'}")
+            continue
+        other = seen.get((d.dialogue_id, n.round))
+        if other is not None:
+            bad.append(f"{path}: dialogue {n.index} round {n.round} again (also {other.name}); one file per round")
+            continue
+        seen[(d.dialogue_id, n.round)] = path
+        out.append(Matched(n, d, n.round))
+    if bad:
+        raise BadRecording(f"{len(bad)} file(s) do not match the suite {suite.root}:\n" + "\n".join(bad))
+    return out
+
+
+def _holds(recorded: np.ndarray, replayed: np.ndarray, span: Span) -> bool:
+    a, b = span
+    x = recorded[a:b].astype(np.float64)
+    y = replayed[a:b].astype(np.float64)
+    if len(x) < len(y):
+        x = np.pad(x, (0, len(y) - len(x)))
+    ny = float(np.sqrt(np.dot(y, y)))
+    if ny == 0.0:  # a silent clip: nothing to find
+        return True
+    nx = float(np.sqrt(np.dot(x, x)))
+    return nx > 0.0 and float(np.dot(x, y)) / (nx * ny) >= HOLDS
+
+
+def replay(suite_path: str | Path, m: Matched, *, swap: bool = False) -> Replayed:
+    """One matched file as a ``gt`` episode of its round (module docstring); BadRecording (naming
+    the file) when it is mono, unreadable, too short or too long, or does not hold the round."""
+    path = m.name.path
+    rec = read_recording([path], swap=swap)  # stereo only; any rate, resampled to 24 kHz
+    rate = int(sf.info(str(path)).samplerate)
+    scenario = scenario_of(m.dialogue, "gt", m.round)
+    core = open_episode(str(suite_path), scenario, suite_hash=None, audio_hash=None)
+    n = core.frame
+    events: list[dict[str, Any]] = []
+    track, room = [], []
+    pos = 0
+    while (item := core.next_room()) is not None:
+        events += [e.to_json() for e in item.events]
+        frame = rec.model[pos:pos + n]
+        if len(frame) < n:
+            frame = np.pad(frame, (0, n - len(frame)))
+        track.append(core.feed_assistant(frame).pcm)
+        room.append(item.pcm)
+        pos += n
+    core.finish()
+    played = np.concatenate(track)
+    expected, got = len(played), len(rec.user)
+    mixed = np.concatenate(room)
+    (live,) = live_rounds(Event.from_json(e) for e in events)
+    for i, u in enumerate(live.user):
+        if u[1] <= got and not _holds(rec.user, mixed, u):
+            raise BadRecording(f"{path}: the left channel does not hold the user's turn {i + 1} of round {m.round} "
+                               f"at {u[0] / STREAM_RATE:.2f}-{u[1] / STREAM_RATE:.2f} s: not this round's "
+                               "recording, or the channels are the other way (--swap)")
+    if got < expected - SHORT_SLACK:
+        raise BadRecording(f"{path}: {got / STREAM_RATE:.2f} s, but round {m.round} with this model channel runs "
+                           f"to {expected / STREAM_RATE:.2f} s (a file may end at most "
+                           f"{SHORT_SLACK / STREAM_RATE:.1f} s early): cut short, or not this round")
+    if got > expected + LONG_SLACK:
+        raise BadRecording(f"{path}: {got / STREAM_RATE:.2f} s, but round {m.round} with this model channel ends "
+                           f"at {expected / STREAM_RATE:.2f} s (at most {LONG_SLACK / STREAM_RATE:.1f} s more is "
+                           "accepted): not a one-round recording of this suite's round")
+    parts = [("barge-in", live.barge_in), ("background voice", live.background)]
+    parts += [(f"backchannel {i + 1}", b) for i, b in enumerate(live.backchannels)]
+    moved = [f"round {m.round} {what} at {s[0] / STREAM_RATE:.2f} s" for what, s in parts
+             if s is not None and not _holds(rec.user, mixed, s)]
+    return Replayed(matched=m, scenario=scenario, events=events, track=played,
+                    sha256=hashlib.sha256(path.read_bytes()).hexdigest(), rate=rate, moved=moved)

@@ -1,0 +1,202 @@
+"""`mpe score DIR --suite`: recordings in the published naming (stereo, left = user) scored as live
+gt episodes. The recordings are made here: the MTR oracle and the silent bridge play `mtr-mini` in
+lockstep on the real episode core, and each episode's room and model tracks become one stereo file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from typer.testing import CliRunner
+
+from model_bridges.reference import Silent
+from server.benchmarks.mtr import BENCHMARK
+from server.benchmarks.mtr.metrics import compute_metrics
+from server.benchmarks.mtr.oracle import MTROracle
+from server.benchmarks.mtr.recordings import match_files, parse_name, recording_files, replay
+from server.benchmarks.mtr.scoring import score_episode
+from server.benchmarks.mtr.suite import Suite
+from server.scoring.asr import make_asr
+from server.scoring.errors import BadRecording
+from server.scoring.judges import RuleJudge
+from server.scoring.store import Cache
+from tests.mtr_support import record_lockstep
+
+# dialogue 1 of mtr-mini is S+I+P+B (rounds 1-4: smooth, interruption, pause, background),
+# dialogue 2 backchannel; the silent bridge plays the first two rounds only (each waits out the window)
+ORACLE_ROUNDS = {1: (1, 2, 3, 4), 2: (1,)}
+SILENT_ROUNDS = {1: (1, 2)}
+
+
+def _stereo(room: np.ndarray, model: np.ndarray) -> np.ndarray:
+    n = max(len(room), len(model))
+    return np.stack([np.pad(room, (0, n - len(room))), np.pad(model, (0, n - len(model)))], axis=1)
+
+
+def _play(suite_path: str, bridge, rounds: dict[int, tuple[int, ...]], folder: Path):
+    """Live episodes of ``rounds`` (dialogue position -> rounds), and their published-named files."""
+    suite = Suite.load(suite_path)
+    live, tracks = [], {}
+    for spec in BENCHMARK.episodes(suite, ["gt"], None):
+        pos = next(i for i, d in enumerate(suite.dialogues, start=1) if d.dialogue_id == spec.pair_id)
+        k = spec.scenario["round"]
+        if k not in rounds.get(pos, ()):
+            continue
+        ep, room = record_lockstep(suite_path, bridge, spec.scenario)
+        feature = suite.dialogues[pos - 1].rounds[k - 1].feature
+        name = f"dialogue_{pos}_round_{k}_{feature}.wav"
+        sf.write(folder / name, _stereo(room, ep.assistant), 24000, subtype="PCM_16")
+        live.append(ep)
+        tracks[name] = (room, ep.assistant)
+    return live, tracks
+
+
+@pytest.fixture(scope="module")
+def recorded(mtr_mini, tmp_path_factory):
+    base = tmp_path_factory.mktemp("recordings")
+    (base / "oracle").mkdir()
+    (base / "silent").mkdir()
+    oracle, o_tracks = _play(mtr_mini, MTROracle(base, mtr_mini), ORACLE_ROUNDS, base / "oracle")
+    silent, s_tracks = _play(mtr_mini, Silent(), SILENT_ROUNDS, base / "silent")
+    return {"suite": mtr_mini, "base": base, "oracle": oracle, "silent": silent, "tracks": {"oracle": o_tracks, "silent": s_tracks}}
+
+
+def _live_scores(db, episodes, label: str):
+    cache = Cache(db)
+    return [score_episode(e, make_asr("none"), RuleJudge(), cache).model_copy(update={"model": label})
+            for e in episodes]
+
+
+def _fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
+    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(folder.iterdir())}
+
+
+def test_recordings_score_as_the_live_episodes_and_the_folder_is_untouched(recorded, db, settings, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", settings.db_url)
+    monkeypatch.setenv("MPE_DATA_DIR", str(settings.data_dir))
+    from server.cli import app
+
+    got = {}
+    for name in ("oracle", "silent"):
+        folder = recorded["base"] / name
+        before = _fingerprint(folder)
+        r = CliRunner().invoke(app, ["score", str(folder), "--suite", recorded["suite"], "--model", name,
+                                     "--asr", "none", "--json", "--workers", "1"])
+        assert r.exit_code == 0, r.output
+        assert _fingerprint(folder) == before  # nothing written, nothing touched
+        got[name] = json.loads(r.stdout)
+    bad = recorded["base"] / "mono"
+    _write(bad, "dialogue_1_round_1_smooth.wav", recorded["tracks"]["oracle"]["dialogue_1_round_1_smooth.wav"][0])
+    r = CliRunner().invoke(app, ["score", str(bad), "--suite", recorded["suite"], "--asr", "none"])
+    assert isinstance(r.exception, BadRecording)
+    assert f"{bad}/dialogue_1_round_1_smooth.wav: has 1 channel, expected stereo" in str(r.exception)
+
+    for name, rounds in (("oracle", ORACLE_ROUNDS), ("silent", SILENT_ROUNDS)):
+        label = f"{name} (imported)"
+        out = got[name]
+        live = {e.scenario_id: e for e in _live_scores(db, recorded[name], label)}
+        entries = {e["scenario_id"]: e for e in out["episodes"]}
+        assert sorted(entries) == sorted(live) and len(entries) == sum(map(len, rounds.values()))
+        for sid, e in entries.items():  # every round field alike: verdict, failure, latencies, backchannels
+            assert e["rounds"] == [r.model_dump(mode="json") for r in live[sid].rounds], sid
+            assert e["model"] == label and e["mode"] == "gt" and e["speech"] == [list(s) for s in live[sid].speech]
+        assert out["metrics"] == json.loads(json.dumps(compute_metrics(list(live.values()))))
+    oracle_rounds = [r for e in got["oracle"]["episodes"] for r in e["rounds"]]
+    assert [(r["feature"], r["ok"], r["failure"]) for r in oracle_rounds] == [
+        ("smooth", True, None), ("interruption", True, None), ("pause", True, None), ("background", True, None),
+        ("backchannel", True, None)]
+    assert all(r["latency_s"] is not None for r in oracle_rounds)
+    silent_rounds = [r for e in got["silent"]["episodes"] for r in e["rounds"]]
+    assert [(r["ok"], r["failure"], r["responded"]) for r in silent_rounds] == [(False, "no_response", False)] * 2
+
+    # scored again: the same scoring, nothing to do; and `mpe report` labels them as imported
+    r = CliRunner().invoke(app, ["score", str(recorded["base"] / "silent"), "--suite", recorded["suite"],
+                                 "--model", "silent", "--asr", "none", "--json", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["scoring_id"] == got["silent"]["scoring_id"]
+    r = CliRunner().invoke(app, ["report", got["oracle"]["scoring_id"], got["silent"]["scoring_id"], "--json"])
+    assert r.exit_code == 0, r.output
+    assert sorted(json.loads(r.stdout)["metrics"]) == ["oracle (imported)", "silent (imported)"]
+
+
+
+def _write(folder: Path, name: str, pcm: np.ndarray, rate: int = 24000) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    sf.write(folder / name, pcm, rate, subtype="PCM_16")
+    return folder / name
+
+
+def test_names_that_do_not_match_the_suite_are_refused_each_by_name(recorded, tmp_path):
+    suite = Suite.load(recorded["suite"])
+    room, model = recorded["tracks"]["oracle"]["dialogue_1_round_1_smooth.wav"]
+    st = _stereo(room, model)[:2400]
+    for name in ("take1.wav", "dialogue_9_round_1_smooth.wav", "dialogue_1_round_7_smooth.wav",
+                 "dialogue_1_round_2_smooth.wav", "dialogue_safety_1_round_1_smooth.wav",
+                 "dialogue_2_round_1_backchanneling.wav", "dialogue_2_round_1_backchannel.wav"):
+        _write(tmp_path, name, st)
+    (tmp_path / "notes.txt").write_text("not a recording")  # other files are left alone
+    with pytest.raises(BadRecording) as e:
+        match_files(suite, recording_files(tmp_path))
+    lines = str(e.value).splitlines()[1:]
+    assert [ln.split(": ", 1)[0].rsplit("/", 1)[1] for ln in lines] == [
+        "dialogue_1_round_2_smooth.wav", "dialogue_1_round_7_smooth.wav", "dialogue_2_round_1_backchanneling.wav",
+        "dialogue_9_round_1_smooth.wav", "dialogue_safety_1_round_1_smooth.wav", "take1.wav"]
+    text = "\n".join(lines)
+    assert "is interruption, the name says 'smooth'" in text
+    assert "has no round 7 (rounds 1-4)" in text and "the suite has dialogues 1-2" in text
+    assert "again (also dialogue_2_round_1_backchannel.wav)" in text and "has no task" in text
+    assert "not a published recording name" in text
+    # 0-based names: dialogue_0 is the first dialogue
+    ok = match_files(suite, [_write(tmp_path / "zero", "dialogue_0_round_1_smooth-turntaking.wav", st)], index_base=0)
+    assert [(m.dialogue.dialogue_id, m.round) for m in ok] == [(suite.dialogues[0].dialogue_id, 1)]
+    assert parse_name(Path("dialogue_instruction_following_3_round_10_interruption.wav")).dimension == "instruction"
+
+
+def live_barge_in(ep) -> float:
+    return next(e["t"] for e in ep.doc["events"] if e["type"] == "barge_in.start") / 24000
+
+
+def test_bad_recordings_are_refused_naming_the_file(recorded, tmp_path):
+    suite = Suite.load(recorded["suite"])
+    name = "dialogue_1_round_2_interruption.wav"
+    room, model = recorded["tracks"]["oracle"][name]
+    st = _stereo(room, model)
+
+    def replay_one(folder: str, pcm: np.ndarray, rate: int = 24000, **kw):
+        path = _write(tmp_path / folder, name, pcm, rate)
+        (m,) = match_files(suite, [path])
+        return path, replay(recorded["suite"], m, **kw)
+
+    cases = {"mono": (room, "has 1 channel, expected stereo"),
+             "short": (st[: len(st) // 2], "cut short, or not this round"),
+             "long": (np.pad(st, ((0, 24000 * 10), (0, 0))), "at most 5.0 s more is accepted"),
+             "swapped": (st[:, ::-1], "the left channel does not hold the user's turn 1 of round 2")}
+    for folder, (pcm, message) in cases.items():
+        with pytest.raises(BadRecording, match=message) as e:
+            replay_one(folder, pcm)
+        assert str(tmp_path / folder / name) in str(e.value)
+    live = next(e for e in recorded["oracle"] if e.doc["round"] == 2 and e.doc["pair_id"] == suite.dialogues[0].dialogue_id)
+    _, r = replay_one("swapped-ok", st[:, ::-1].copy(), swap=True)
+    assert r.events == live.doc["events"] and np.array_equal(r.track, live.assistant) and r.moved == []
+    # another rate is resampled: the same verdict
+    from scipy.signal import resample_poly
+
+    st16 = np.stack([np.round(resample_poly(st[:, c].astype(float), 2, 3)).astype(np.int16) for c in (0, 1)], axis=1)
+    _, r = replay_one("16k", st16, 16000)
+    assert r.rate == 16000 and r.moved == []
+    from server.benchmarks.mtr.rules import judge_episode
+    from server.core.detector import detect_segments
+    from server.core.events import Event
+
+    (verdict,) = judge_episode([Event.from_json(x) for x in r.events], [(g.start, g.end) for g in detect_segments(r.track)])
+    assert (verdict.feature, verdict.ok) == ("interruption", True)
+    # a system that did not barge in where ours would have (the silent run's room: no onset, no barge-in)
+    # under the oracle's reply: reported, not hidden
+    silent_room = recorded["tracks"]["silent"][name][0][: len(st)]
+    path, r = replay_one("moved", _stereo(silent_room, model))
+    assert r.moved == [f"round 2 barge-in at {live_barge_in(live):.2f} s"]
