@@ -362,7 +362,8 @@ def test_the_database_tail_ends_with_the_attempts_last_rows(pg, mini_suite):
     """The race a tail on another worker meets: the attempt's last events are committed, then the
     attempt ends, both between two statements of one read. A read that sees the attempt ended
     must also hold those events (PostgreSQL read committed: each statement sees what was committed
-    before it), or the listener's stream would end without them."""
+    before it), or the listener's stream would end without them; and a read that sees it running
+    must see its lease alive, or the stream would end with ``lease_expired`` instead."""
     from sqlalchemy import event
 
     from server.api.listen import Stream
@@ -394,6 +395,8 @@ def test_the_database_tail_ends_with_the_attempts_last_rows(pg, mini_suite):
     heard = [[row.type for row in events] for events, _, _, _ in reads]
     status = [st for _, _, st, _ in reads]
     assert status[-1] == AttemptStatus.completed and "episode.end" in heard[0] + heard[1]
-    for types, st in zip(heard, status):
+    for (types, _, st, alive) in reads:
         if st == AttemptStatus.completed:  # read as ended: its last events are in the same read
-            assert "episode.end" in types, (heard, status)
+            assert "episode.end" in [row.type for row in types], (heard, status)
+        else:  # read as running: its lease (30 s) is alive, not lost because the attempt ended meanwhile
+            assert st == AttemptStatus.running and alive, (status, [r[3] for r in reads])
