@@ -323,8 +323,8 @@ async def test_a_worker_killed_mid_run_is_restarted_and_loses_nothing_and_none_o
         victim = workers.pid(victim_id)
         lost = {e.current_attempt_id for e in _running(db, run) if e.lease_owner == victim_id}
         os.kill(victim, signal.SIGKILL)
+        gate.set()  # the held episode on the other worker goes on (before its lockstep timeout)
         await _until(lambda: workers.pid(victim_id) != victim)  # the supervisor started it again
-        gate.set()
         p = await wait_run(db, run, [t for _, t in clients], timeout=120)
         restarted = workers.pid(victim_id)
     finally:
