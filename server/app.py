@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
-import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -21,7 +18,7 @@ from server.db import Database
 from server.engine.bridge_ws import bridge_endpoint
 from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
-from server.settings import Settings
+from server.settings import Settings, default_server_id
 
 
 @dataclass
@@ -38,14 +35,16 @@ class ServerState:
             self.limits = ServerLimits(self.settings)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
+    """The application; ``migrate=False`` for the workers of ``mpe serve --workers``, whose
+    supervisor brought the database to head before starting them (server/workers.py)."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         settings.ensure_dirs()
-        db = await asyncio.to_thread(Database, settings.db_url)  # §11: upgrade head before serving
-        server_id = settings.server_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        db = await asyncio.to_thread(Database, settings.db_url, migrate=migrate)  # §11: upgrade head before serving
+        server_id = settings.server_id or default_server_id()
         app.state.mpe = ServerState(settings=settings, db=db, server_id=server_id)
         try:
             yield

@@ -64,14 +64,20 @@ def main() -> None:
 
 
 @app.command()
-def serve(host: str = typer.Option(None, help="bind address"), port: int = typer.Option(None, help="port")) -> None:
+def serve(host: str = typer.Option(None, help="bind address"), port: int = typer.Option(None, help="port"),
+          workers: int = typer.Option(1, min=1, help="server processes sharing the port (SO_REUSEPORT); more than "
+                                      "1 needs PostgreSQL (docs/api.md \"Several server processes\")")) -> None:
     """Run the server (bridges connect to /v1/bridge)."""
+    s = load_settings()
+    logging.getLogger("mpe").setLevel(logging.INFO)
+    if workers > 1:  # the supervisor; each worker process loads the application itself
+        from server.workers import serve_workers
+
+        sys.exit(serve_workers(s, workers, host or s.host, port or s.port))
     import uvicorn
 
     from server.app import create_app, uvicorn_config
 
-    s = load_settings()
-    logging.getLogger("mpe").setLevel(logging.INFO)
     uvicorn.Server(uvicorn_config(create_app(s), host or s.host, port or s.port, log_level="info")).run()
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from functools import cached_property
 from pathlib import Path
 
@@ -64,6 +67,11 @@ class Settings(BaseSettings):
 
     def ensure_dirs(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+
+
+def default_server_id() -> str:
+    """A server id for a process whose settings name none: host, process id and a random tag."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def load_settings() -> Settings:

@@ -288,18 +288,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(settings, port) -> subprocess.Popen:
+def _start_server(settings, port, *args: str, stderr=subprocess.PIPE) -> subprocess.Popen:
+    """``mpe serve`` (with ``args``, e.g. ``--workers 2``) in a process of its own, once it accepts."""
     env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), MPE_LEASE_S="2",
                MPE_POLL_S="0.05", MPE_FLUSH_S="0.2")
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=stderr)
     t0 = time.monotonic()
     while time.monotonic() - t0 < 30:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc
         except OSError:
-            assert proc.poll() is None, proc.stderr.read().decode()
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else proc.returncode
             time.sleep(0.1)
     raise AssertionError("server did not start")
 

@@ -211,6 +211,13 @@ class Stream:
     @staticmethod
     def _read(db: Database, attempt_id: str, after_event: int, next_idx: dict[str, int]):
         with db.session() as s:
+            # The attempt's state and its lease in one statement, before its rows: each statement sees
+            # what was committed before it (PostgreSQL, read committed), so an attempt read as ended has
+            # all its rows in the reads that follow (the tail ends with its last events and audio), and
+            # one read as running is not mistaken for a lost one because it ended in between.
+            state = s.execute(select(Attempt.status, Episode.current_attempt_id, Episode.lease_expires)
+                              .join(Episode, Episode.id == Attempt.episode_id)
+                              .where(Attempt.id == attempt_id)).first()
             events = s.execute(select(EventRow.id, EventRow.t, EventRow.type, EventRow.data)
                                .where(EventRow.attempt_id == attempt_id, EventRow.id > after_event)
                                .order_by(EventRow.id)).all()
@@ -220,10 +227,8 @@ class Stream:
                                  .where(AudioChunk.attempt_id == attempt_id, AudioChunk.track == track,
                                         AudioChunk.idx >= next_idx[track]).order_by(AudioChunk.idx)).all()
                 chunks += [(track, r.start_sample, decode_audio(r.data)) for r in rows]
-            status = s.scalar(select(Attempt.status).where(Attempt.id == attempt_id))
-            ep = s.execute(select(Episode.current_attempt_id, Episode.lease_expires)
-                           .join(Attempt, Attempt.episode_id == Episode.id).where(Attempt.id == attempt_id)).first()
-        alive = ep is not None and ep.current_attempt_id == attempt_id and (ep.lease_expires or 0) > now()
+        status = state.status if state is not None else None
+        alive = state is not None and state.current_attempt_id == attempt_id and (state.lease_expires or 0) > now()
         return events, chunks, status, alive
 
 
