@@ -15,9 +15,12 @@ from clients.redact import RedactSecrets
 from server.api import install as install_api
 from server.api.errors import error_response
 from server.db import Database
-from server.engine.bridge_ws import bridge_endpoint
+from server.engine.bridge_ws import GroupStatus, bridge_endpoint
+from server.engine.leasing import leasable_groups
 from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
+from server.engine.protocols import HttpProtocol, WebSocketProtocol
+from server.engine.worksignal import WorkSignal
 from server.settings import Settings, default_server_id
 
 
@@ -29,10 +32,16 @@ class ServerState:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     live: LiveHub = field(default_factory=LiveHub)  # issue 5: live listeners of running attempts
     limits: ServerLimits | None = None  # this process's limits (docs/api.md "Limits"); from settings by default
+    work: WorkSignal | None = None  # wakes idle bridges when work may have appeared (started by the app)
+    status: GroupStatus | None = None  # what idle bridges are told, per group
 
     def __post_init__(self) -> None:
         if self.limits is None:
             self.limits = ServerLimits(self.settings)
+        if self.work is None:
+            self.work = WorkSignal(self.db, leasable_groups, self.settings.wake_poll_s)
+        if self.status is None:
+            self.status = GroupStatus(self.db, self.work)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -45,11 +54,13 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         settings.ensure_dirs()
         db = await asyncio.to_thread(Database, settings.db_url, migrate=migrate)  # §11: upgrade head before serving
         server_id = settings.server_id or default_server_id()
-        app.state.mpe = ServerState(settings=settings, db=db, server_id=server_id)
+        app.state.mpe = state = ServerState(settings=settings, db=db, server_id=server_id)
+        await state.work.start()
         try:
             yield
         finally:
-            app.state.mpe.stopping.set()
+            state.stopping.set()
+            await state.work.stop()
             db.dispose()
 
     app = FastAPI(title="Duplex-MPE", version="0.1.0", lifespan=lifespan,
@@ -89,11 +100,13 @@ REDACT = RedactSecrets()
 SERVER_LOGGERS = ("uvicorn.access", "uvicorn.error")  # they log request paths: ?token=, signed URLs
 
 
-def uvicorn_config(app: FastAPI, host: str, port: int, **kw) -> uvicorn.Config:
+def uvicorn_config(app: FastAPI, host: str, port: int, idle_timeout_s: float, **kw) -> uvicorn.Config:
     # Our own limits give clear errors; uvicorn's hard cap only stops abuse. PCM does not
-    # compress: permessage-deflate would only cost CPU on every frame.
-    config = uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", ws_max_size=1 << 20,
-                            ws_per_message_deflate=False, ws_ping_interval=20, ws_ping_timeout=60,
+    # compress: permessage-deflate would only cost CPU on every frame. An HTTP connection without a
+    # complete request head for idle_timeout_s is closed (server.engine.protocols).
+    config = uvicorn.Config(app, host=host, port=port, http=HttpProtocol, ws=WebSocketProtocol,
+                            ws_max_size=1 << 20, ws_per_message_deflate=False, ws_ping_interval=20,
+                            ws_ping_timeout=60, timeout_keep_alive=idle_timeout_s,
                             log_level=kw.pop("log_level", "warning"), lifespan="on", **kw)
     for name in SERVER_LOGGERS:  # after the Config, which sets up uvicorn's logging
         logging.getLogger(name).addFilter(REDACT)  # the same filter object: added once
@@ -106,7 +119,7 @@ class BackgroundServer:
     def __init__(self, settings: Settings, port: int = 0, host: str = "127.0.0.1"):
         self.settings = settings
         self.app = create_app(settings)
-        self.server = uvicorn.Server(uvicorn_config(self.app, host, port))
+        self.server = uvicorn.Server(uvicorn_config(self.app, host, port, settings.http_idle_timeout_s))
         self.task: asyncio.Task | None = None
 
     async def __aenter__(self) -> "BackgroundServer":

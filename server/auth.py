@@ -4,7 +4,8 @@ and an optional expiry (docs/api.md "Tokens").
 Scopes say what a token may do: ``bridge`` serves episodes at ``/v1/bridge`` (and nothing else:
 a bridge cannot read the REST API), ``read`` reads and drives the team's REST API, pages and
 listen sockets, ``admin`` does everything for every team. A revoked or expired token fails at
-once, on open connections too (:class:`TokenWatch`).
+once, on open connections too (:class:`TokenWatch`: one query per process every
+:data:`TOKEN_CHECK_S` seconds looks at the tokens of all its open connections).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import hashlib
 import re
 import secrets
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -129,31 +131,69 @@ def authenticate(db: Database, token: str | None, scope: Scope) -> Principal:
     return require(principal_of(row), scope)
 
 
-def still_usable(db: Database, token_id: int) -> bool:
+def usable_ids(db: Database, token_ids: Iterable[int]) -> set[int]:
+    """Which of these tokens may be used now (one query)."""
+    ids = sorted(set(token_ids))
+    if not ids:
+        return set()
     with db.session() as s:
-        return usable(s.get(Token, token_id))
+        return {row.id for row in s.scalars(select(Token).where(Token.id.in_(ids))) if usable(row)}
 
 
 class TokenWatch:
-    """Looks at an open connection's token every :data:`TOKEN_CHECK_S` seconds and calls
-    ``on_lost`` once (with the AuthError to report) when it is revoked or expires."""
+    """Watches an open connection's token and calls ``on_lost`` once (with the AuthError to report)
+    when it is revoked or expires: within :data:`TOKEN_CHECK_S` seconds, by the one check that the
+    process shares among all its open connections on ``db`` (:class:`_Watches`)."""
 
-    def __init__(self, db: Database, token_id: int, on_lost: Callable[[AuthError], Awaitable[None] | None],
-                 every_s: float = TOKEN_CHECK_S):
-        self.db, self.token_id, self.on_lost, self.every_s = db, token_id, on_lost, every_s
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.every_s)
-            if not await asyncio.to_thread(still_usable, self.db, self.token_id):
-                done = self.on_lost(AuthError("this token was revoked or has expired"))
-                if done is not None:
-                    await done
-                return
+    def __init__(self, db: Database, token_id: int, on_lost: Callable[[AuthError], Awaitable[None] | None]):
+        self.token_id, self.on_lost = token_id, on_lost
+        self.watches = _Watches.of(db)
+        self.watches.add(self)
 
     def cancel(self) -> None:
-        self.task.cancel()
+        self.watches.discard(self)
+
+
+class _Watches:
+    """The open connections' token watches on one database, and the task that checks them all with
+    one query every :data:`TOKEN_CHECK_S` seconds (running while there is any)."""
+
+    _by_db: "weakref.WeakKeyDictionary[Database, _Watches]" = weakref.WeakKeyDictionary()
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.watches: set[TokenWatch] = set()
+        self.task: asyncio.Task | None = None
+        self.told: set[asyncio.Future] = set()  # on_lost calls still running
+
+    @classmethod
+    def of(cls, db: Database) -> "_Watches":
+        if db not in cls._by_db:
+            cls._by_db[db] = cls(db)
+        return cls._by_db[db]
+
+    def add(self, watch: TokenWatch) -> None:
+        self.watches.add(watch)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._run())
+
+    def discard(self, watch: TokenWatch) -> None:
+        self.watches.discard(watch)
+        if not self.watches and self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    async def _run(self) -> None:
+        while self.watches:
+            await asyncio.sleep(TOKEN_CHECK_S)
+            ok = await asyncio.to_thread(usable_ids, self.db, {w.token_id for w in self.watches})
+            for watch in [w for w in self.watches if w.token_id not in ok]:
+                self.watches.discard(watch)
+                done = watch.on_lost(AuthError("this token was revoked or has expired"))
+                if done is not None:
+                    fut = asyncio.ensure_future(done)
+                    self.told.add(fut)
+                    fut.add_done_callback(self.told.discard)
 
 
 def read_token(token: str | None, token_file: Path | None) -> str | None:

@@ -78,7 +78,8 @@ def serve(host: str = typer.Option(None, help="bind address"), port: int = typer
 
     from server.app import create_app, uvicorn_config
 
-    uvicorn.Server(uvicorn_config(create_app(s), host or s.host, port or s.port, log_level="info")).run()
+    uvicorn.Server(uvicorn_config(create_app(s), host or s.host, port or s.port, s.http_idle_timeout_s,
+                                log_level="info")).run()
 
 
 @db_app.command("upgrade")

@@ -24,7 +24,10 @@ class Settings(BaseSettings):
     server_id: str | None = None
     # Leasing (§10): a dead server or bridge costs only a retry once its lease expires.
     lease_s: float = 20.0
-    poll_s: float = 0.5
+    poll_s: float = 0.5  # how often a listen socket looks again at a queued episode (x4)
+    wake_poll_s: float = Field(default=2.0, gt=0, description="idle bridges are woken when work is announced; "
+                               "this often one query per process looks for work nothing announced (expired leases, "
+                               "runs created by a process without the signal on SQLite)")
     # Scoring (§10): a killed scorer's episode is taken over this long after its last lease renewal.
     scoring_lease_s: float = Field(default=120.0, gt=0, description="lease of one episode's scoring work")
     # New runs (mpe run create, POST /v1/runs, mpe demo) unless they say otherwise.
@@ -39,6 +42,11 @@ class Settings(BaseSettings):
     handshake_timeout_s: float = 10.0
     lockstep_timeout_s: float = 30.0
     realtime_grace_frames: int = 25  # realtime: how far ahead of its arrival slot a frame may be queued
+    # Connections (docs/api.md "Limits"): an HTTP connection without a complete request head for this
+    # long (idle before its first request, between keep-alive requests, or a head that trickles in) is
+    # closed; a listen socket that takes listen_send_timeout_s to accept one message is reset.
+    http_idle_timeout_s: float = Field(default=5.0, gt=0, description="HTTP keep-alive and request-head timeout")
+    listen_send_timeout_s: float = Field(default=20.0, gt=0, description="a stalled listener's socket is reset")
     # REST API: runs may name a suite directory only below this root (unset: registered suites only).
     suites_root: Path | None = None
     # Limits (docs/api.md "Limits"). Connections and rates are counted by each server process on

@@ -133,7 +133,8 @@ def _worker_main(settings: Settings, index: int, host: str, port: int, ready: Co
     logging.getLogger("mpe").setLevel(logging.INFO)
     sock = _reuseport_socket(host, port)
     sock.listen(2048)
-    server = uvicorn.Server(uvicorn_config(create_app(settings, migrate=False), host, port, log_level="info"))
+    server = uvicorn.Server(uvicorn_config(create_app(settings, migrate=False), host, port,
+                                           settings.http_idle_timeout_s, log_level="info"))
 
     parent = os.getppid()
 

@@ -6,7 +6,9 @@ The socket follows the episode: while it is queued it says ``waiting``; while an
 runs in this process it streams from the live hub (server.engine.live); while it runs on another
 replica it tails the database (audio chunks and events as they are flushed, about a second
 behind); when the episode is done it says ``done`` and closes normally. Nothing a listener
-does reaches the episode: its sender reads bounded queues and gives up on a stalled socket.
+does reaches the episode: its sender reads bounded queues, and a listener that stops reading
+(a message not taken within ``listen_send_timeout_s``, or its queue overflowing) has its socket
+reset, so that the kernel's buffers are freed at once (server.engine.protocols).
 """
 
 from __future__ import annotations
@@ -34,16 +36,21 @@ from server.db import Suite as SuiteRow
 from server.engine.disclosure import PublicEvents, script_visible
 from server.engine.limits import client_address
 from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, level
+from server.engine.protocols import reset
 from server.engine.registry import get_benchmark
 
 log = logging.getLogger("mpe.listen")
 router = APIRouter()
 LISTEN_URL_TTL_S = 300
-SEND_TIMEOUT_S = 20.0  # a socket that takes this long to accept one message is given up
 
 
 class ClientGone(Exception):
-    """The listener left or stopped reading; its stream ends quietly."""
+    """The listener left; its stream ends quietly."""
+    pass
+
+
+class Stalled(ClientGone):
+    """The listener stopped reading: a message was not taken in time; its socket is reset."""
     pass
 
 
@@ -90,13 +97,14 @@ class Stream:
     async def send(self, item: str | bytes) -> None:
         if self.client.done():
             raise ClientGone()
+        timeout = self.state.settings.listen_send_timeout_s
         try:
             if isinstance(item, bytes):
-                await asyncio.wait_for(self.ws.send_bytes(item), SEND_TIMEOUT_S)
+                await asyncio.wait_for(self.ws.send_bytes(item), timeout)
             else:
-                await asyncio.wait_for(self.ws.send_text(item), SEND_TIMEOUT_S)
+                await asyncio.wait_for(self.ws.send_text(item), timeout)
         except asyncio.TimeoutError:
-            raise ClientGone() from None
+            raise Stalled() from None
         except Exception:  # the socket went away under us
             raise ClientGone() from None
 
@@ -272,6 +280,8 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
                            lambda exc: _close(ws, ws_close_code(exc), exc.code, exc.message))
         await stream.follow()
         await _close(ws, 1000)
+    except Stalled:
+        reset(ws)
     except ClientGone:
         pass
     except MPEError as exc:
@@ -291,6 +301,8 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
 
 async def _close(ws: WebSocket, code: int, err: str | None = None, message: str = "",
                  retry_after_s: float | None = None) -> None:
+    """Say why (``err``) and close; a socket that does not take that within 2 s (a listener that
+    stopped reading, e.g. cut off as ``too_slow``) is reset."""
     if ws.client_state != WebSocketState.CONNECTED:
         return
     try:
@@ -300,5 +312,7 @@ async def _close(ws: WebSocket, code: int, err: str | None = None, message: str 
                 msg["retry_after_s"] = retry_after_s
             await asyncio.wait_for(ws.send_text(_dumps(msg)), 2.0)
         await asyncio.wait_for(ws.close(code), 2.0)
+    except asyncio.TimeoutError:
+        reset(ws)
     except Exception:
         pass

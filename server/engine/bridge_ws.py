@@ -1,4 +1,8 @@
-"""The ``/v1/bridge`` WebSocket (DESIGN §4): handshake, auth, leasing loop, error mapping."""
+"""The ``/v1/bridge`` WebSocket (DESIGN §4): handshake, auth, leasing loop, error mapping.
+
+An idle bridge does not poll: it tries to lease when it connects, after each episode and when the
+work signal wakes it (server.engine.worksignal), and otherwise only looks at the status its group
+shares (:class:`GroupStatus`)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from server.engine.leasing import fail_run, lease_episode
 from server.engine.limits import client_address
 from server.engine.matching import bridge_work
 from server.engine.session import EpisodeSession
+from server.engine.worksignal import WorkKey, WorkSignal
 
 log = logging.getLogger("mpe.bridge")
 
@@ -97,16 +102,35 @@ class WSConnection:
         return item
 
 
+class GroupStatus:
+    """The ``status`` of each group of bridges (:class:`WorkKey`), shared by the group's bridges: looked
+    up at most once every ``every_s`` seconds per group, and again once work was announced."""
+
+    def __init__(self, db, signal: WorkSignal, every_s: float = STATUS_EVERY_S, clock=time.monotonic):
+        self.db, self.signal, self.every_s, self.clock = db, signal, every_s, clock
+        self.known: dict[WorkKey, tuple[float, int, asyncio.Future]] = {}  # key: (looked at, generation, status)
+
+    async def get(self, key: WorkKey) -> Status:
+        t, gen = self.clock(), self.signal.generation
+        hit = self.known.get(key)
+        if hit is None or t >= hit[0] + self.every_s or gen != hit[1] or (hit[2].done() and hit[2].exception()):
+            hit = (t, gen, asyncio.ensure_future(asyncio.to_thread(
+                bridge_work, self.db, team=key.team, admin=key.admin, model=key.model, clocks=list(key.clocks),
+                accepts_context=key.accepts_context)))
+            self.known[key] = hit
+            for old in [k for k, (at, _, _) in self.known.items() if t >= at + 10 * self.every_s]:
+                del self.known[old]  # groups gone for a while
+        return await asyncio.shield(hit[2])
+
+
 class StatusReporter:
     """No silent waits (docs/protocol.md §4.5): tells a bridge what work matches it — right after
     ``welcome``, then while it is idle at most every ``every_s`` seconds, and only when that changed
     (so a bridge whose runs have ended hears "no more work" once). The server logs each one."""
 
-    def __init__(self, db, conn: WSConnection, principal: Principal, hello: Hello, bridge_id: str,
+    def __init__(self, shared: GroupStatus, conn: WSConnection, key: WorkKey, bridge_id: str,
                  every_s: float = STATUS_EVERY_S):
-        self.db, self.conn, self.bridge_id, self.every_s = db, conn, bridge_id, every_s
-        self.query = dict(team=principal.team, admin=principal.admin, model=hello.model.name, clocks=list(hello.clocks),
-                          accepts_context=hello.accepts_context)
+        self.shared, self.conn, self.key, self.bridge_id, self.every_s = shared, conn, key, bridge_id, every_s
         self.last: Status | None = None
         self.due = 0.0
 
@@ -116,12 +140,12 @@ class StatusReporter:
         if t < self.due:
             return
         self.due = t + self.every_s
-        status = await asyncio.to_thread(bridge_work, self.db, **self.query)
+        status = await self.shared.get(self.key)
         if status == self.last:
             return
         self.last = status
-        log.info("bridge %s (model %s, team %s): %s: %s", self.bridge_id, self.query["model"],
-                 self.query["team"], status.reason, status.hint)
+        log.info("bridge %s (model %s, team %s): %s: %s", self.bridge_id, self.key.model, self.key.team,
+                 status.reason, status.hint)
         await self.conn.send_text(status.dumps())
 
     def after_episode(self) -> None:
@@ -177,32 +201,10 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         reader = asyncio.create_task(conn.reader())
         # a revoked or expired token ends the connection (and a running attempt) like a fatal message
         watch = TokenWatch(state.db, principal.token_id, conn.queue.put_nowait)
-        status = StatusReporter(state.db, conn, principal, hello, bridge_id)
-        await status.report()
-        while not state.stopping.is_set():
-            lease = await asyncio.to_thread(
-                lease_episode, state.db, team=principal.team, admin=principal.admin, model=hello.model.name,
-                clocks=list(hello.clocks), owner=state.server_id, bridge_id=bridge_id,
-                bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s,
-                accepts_context=hello.accepts_context)
-            if lease is None:
-                await status.report()
-                msg = await conn.next_inbound(settings.poll_s)  # idle: surfaces disconnects and errors
-                if msg is not None and msg.type == "frame":
-                    raise ProtocolError("audio frame outside an episode", code="unexpected_message")
-                continue
-            log.info("bridge %s: episode %s attempt %d", bridge_id, lease.episode_id, lease.attempt_number)
-            try:
-                core = await asyncio.to_thread(open_episode, lease.suite_path, lease.scenario,
-                                               suite_hash=lease.suite_hash, audio_hash=lease.audio_hash)
-            except MPEError as exc:  # §8: a changed or broken suite ends its run, not the bridge
-                log.error("run %s failed: %s%s", lease.run_id, exc, f" ({exc.__cause__})" if exc.__cause__ else "")
-                await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
-                status.after_episode()
-                continue
-            with state.live.attempt(lease) as observer:  # issue 5: live listeners
-                await EpisodeSession(state.db, conn, lease, state.server_id, settings, core, observer=observer).run()
-            status.after_episode()
+        key = WorkKey(team=principal.team, admin=principal.admin, model=hello.model.name, clocks=tuple(hello.clocks),
+                      accepts_context=hello.accepts_context)
+        with state.work.member(key):
+            await _serve(state, conn, key, hello, bridge_id)
         raise MPEError("server shutting down", code="shutdown")
     except (Disconnected, WebSocketDisconnect):
         pass
@@ -225,6 +227,56 @@ async def bridge_endpoint(ws: WebSocket) -> None:
             watch.cancel()
         if bridge_id is not None:
             await asyncio.to_thread(_mark_disconnected, state.db, bridge_id)
+
+
+async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_id: str) -> None:
+    """Lease and run episodes until the server stops. The bridge tries to lease when it connects,
+    after each episode, and when the work signal wakes it; idle, it only reports its status."""
+    settings, work = state.settings, state.work
+    status = StatusReporter(state.status, conn, key, bridge_id)
+    await status.report()
+    woken = True
+    while not state.stopping.is_set():
+        lease = None
+        if woken:
+            lease = await asyncio.to_thread(
+                lease_episode, state.db, team=key.team, admin=key.admin, model=key.model, clocks=list(key.clocks),
+                owner=state.server_id, bridge_id=bridge_id, bridge_rate=hello.sample_rate,
+                model_revision=hello.model.revision, lease_s=settings.lease_s, accepts_context=key.accepts_context)
+        if lease is None:
+            await status.report()
+            woken = await _idle(conn, work, key, status.every_s)
+            continue
+        work.wake(key)  # more may be queued: the next idle bridge of the group looks
+        log.info("bridge %s: episode %s attempt %d", bridge_id, lease.episode_id, lease.attempt_number)
+        try:
+            core = await asyncio.to_thread(open_episode, lease.suite_path, lease.scenario,
+                                           suite_hash=lease.suite_hash, audio_hash=lease.audio_hash)
+        except MPEError as exc:  # §8: a changed or broken suite ends its run, not the bridge
+            log.error("run %s failed: %s%s", lease.run_id, exc, f" ({exc.__cause__})" if exc.__cause__ else "")
+            await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
+        else:
+            with state.live.attempt(lease) as observer:  # issue 5: live listeners
+                await EpisodeSession(state.db, conn, lease, state.server_id, settings, core, observer=observer).run()
+        status.after_episode()
+        woken = True  # look again at once
+
+
+async def _idle(conn: WSConnection, work: WorkSignal, key: WorkKey, timeout: float) -> bool:
+    """Wait until the work signal wakes this bridge (True), ``timeout`` passes (False) or the bridge
+    sends something: a disconnect or an error is raised, an audio frame is a protocol error."""
+    inbound = asyncio.ensure_future(conn.next_inbound(None))
+    woken = asyncio.ensure_future(work.wait(key, timeout))
+    try:
+        await asyncio.wait({inbound, woken}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (inbound, woken):
+            t.cancel()
+    if inbound.done() and not inbound.cancelled():
+        msg = inbound.result()  # raises the reader's failure
+        if msg.type == "frame":
+            raise ProtocolError("audio frame outside an episode", code="unexpected_message")
+    return woken.done() and not woken.cancelled() and woken.result()
 
 
 def _register_bridge(db, row: BridgeRow) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, false, func, not_, or_, select, update
+from sqlalchemy import ColumnElement, and_, exists, false, func, not_, or_, select, update
 from sqlalchemy.orm import Session
 
 from clients.errors import MPEError, RetryLater
@@ -37,7 +37,8 @@ from server.core.status import (
 from server.db import Attempt, Database, Episode, Run, new_id, now, utcnow
 from server.db import Suite as SuiteRow
 from server.engine.clips import episode_audio, load_suite
-from server.engine.registry import get_benchmark
+from server.engine.registry import PLUGINS, get_benchmark
+from server.engine.worksignal import WorkKey, announce
 from server.settings import MAX_INFLIGHT, Settings
 
 CLOCKS = ("lockstep", "realtime")
@@ -156,6 +157,7 @@ def create_run(
                        text_prompt=text_prompt, impair=None if impair is None else impair.model_dump())
         for i, (spec, audio_hash) in enumerate(zip(chosen, audio)):
             _add_episode(s, run.id, i, spec, audio_hash)
+        announce(s)  # idle bridges of this model look at once
     return run.id
 
 
@@ -238,14 +240,39 @@ def bridge_runs(*, team: str, admin: bool, model: str) -> list:
     return [Run.model_name == model] if admin else [Run.model_name == model, Run.team == team]
 
 
-def context_episodes(s: Session, *runs: ColumnElement[bool]) -> ColumnElement[bool]:
+def context_episodes() -> ColumnElement[bool]:
     """SQL condition on an episode joined with its run: it starts with assistant-context frames
-    (docs/protocol.md §5.1), i.e. its run's benchmark lists its condition in ``context_conditions``.
-    Only the benchmarks of the runs that ``runs`` select are looked at."""
-    names = s.scalars(select(Run.benchmark).distinct().where(*runs)).all()
+    (docs/protocol.md §5.1), i.e. its run's benchmark lists its condition in ``context_conditions``."""
     parts = [and_(Run.benchmark == name, Episode.condition.in_(sorted(conds)))
-             for name in sorted(names) if (conds := get_benchmark(name).context_conditions)]
+             for name in sorted(PLUGINS) if (conds := get_benchmark(name).context_conditions)]
     return or_(*parts) if parts else false()
+
+
+def _runnable(t: float) -> ColumnElement[bool]:
+    """§10: an episode that may become running and is not held by a live lease (a running one whose
+    lease expired is taken over)."""
+    return and_(Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.running)),
+                or_(Episode.status != EpisodeStatus.running, Episode.lease_expires < t))
+
+
+def _offered(key: WorkKey) -> list[ColumnElement[bool]]:
+    """The WHERE clauses (an episode joined with its run) of the episodes a bridge of ``key`` may be
+    leased, leases aside: its runs that are active and use one of its clocks; a bridge that does
+    not accept assistant-context frames is never given an episode that starts with them (§5.1)."""
+    mine = [*bridge_runs(team=key.team, admin=key.admin, model=key.model), Run.status.in_(ACTIVE_RUN),
+            Run.clock.in_(key.clocks)]
+    return mine if key.accepts_context else [*mine, not_(context_episodes())]
+
+
+def leasable_groups(db: Database, keys: list[WorkKey]) -> set[WorkKey]:
+    """Which of these groups of bridges could be leased an episode now: one query for all of them
+    (the work signal's fallback poll, server.engine.worksignal)."""
+    t = now()
+    checks = [exists(select(Episode.id).join(Run, Run.id == Episode.run_id).where(*_offered(k), _runnable(t)))
+              for k in keys]
+    with db.session() as s:
+        found = s.execute(select(*checks)).one()
+    return {k for k, yes in zip(keys, found) if yes}
 
 
 def lease_episode(
@@ -265,16 +292,10 @@ def lease_episode(
     """Lease the next runnable episode for this bridge, or None. A bridge that does not accept
     assistant-context frames is never leased an episode that starts with them (§5.1)."""
     t = now()
-    # §10: what may become running, and is not held by a live lease (a running one whose lease expired is taken over)
-    runnable = and_(Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.running)),
-                    or_(Episode.status != EpisodeStatus.running, Episode.lease_expires < t))
-    mine = [*bridge_runs(team=team, admin=admin, model=model), Run.status.in_(ACTIVE_RUN), Run.clock.in_(clocks)]
-    fits = []
-    if not accepts_context:
-        with db.session() as s:
-            fits = [not_(context_episodes(s, *mine))]
+    runnable = _runnable(t)
+    offered = _offered(WorkKey(team, admin, model, tuple(clocks), accepts_context))
     # which run to serve (unlocked: the run is locked before any of its episodes, then looked at again)
-    pick = (select(Episode.run_id).join(Run, Run.id == Episode.run_id).where(*mine, *fits, runnable)
+    pick = (select(Episode.run_id).join(Run, Run.id == Episode.run_id).where(*offered, runnable)
             .order_by(Run.created_at, Episode.ordinal).limit(1))
     for _ in range(20):  # skip episodes whose retries are exhausted, or that another server won
         with db.session() as s:
@@ -285,7 +306,7 @@ def lease_episode(
             if run is None or run.status not in ACTIVE_RUN:
                 continue  # cancelled or failed meanwhile
             ep = s.scalar(select(Episode).join(Run, Run.id == Episode.run_id)
-                          .where(Episode.run_id == run.id, *fits, runnable)
+                          .where(Episode.run_id == run.id, *offered, runnable)
                           .order_by(Episode.ordinal).limit(1)
                           .with_for_update(of=Episode, skip_locked=True))
             if ep is None:
@@ -402,6 +423,8 @@ def finish_attempt(
                 new = EpisodeStatus.failed if ep.attempts >= run.max_attempts else EpisodeStatus.queued
             ep.status = advance(EPISODE_TRANSITIONS, ep.status, new)
             ep.lease_owner, ep.lease_expires = None, None
+            if new == EpisodeStatus.queued:
+                announce(s)  # retried by the next free bridge
             s.flush()
             _maybe_finish_run(s, ep.run_id)
 
@@ -426,6 +449,7 @@ def _maybe_finish_run(s, run_id: str) -> None:
     )
     if open_ == 0 and run.status in ACTIVE_RUN:
         run.status, run.finished_at = advance(RUN_TRANSITIONS, run.status, RunStatus.finished), utcnow()
+        announce(s)  # its idle bridges are told (docs/protocol.md §4.5)
 
 
 def fail_run(db: Database, lease: Lease, code: str, message: str) -> None:
@@ -442,6 +466,7 @@ def fail_run(db: Database, lease: Lease, code: str, message: str) -> None:
         if run.status in ACTIVE_RUN:
             run.status = advance(RUN_TRANSITIONS, run.status, RunStatus.failed)
             run.error, run.finished_at = message, utcnow()
+            announce(s)
 
 
 def cancel_run(db: Database, run_id: str) -> None:
@@ -457,4 +482,5 @@ def cancel_run(db: Database, run_id: str) -> None:
             cancel_now = sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled) - {EpisodeStatus.running}
             s.execute(update(Episode).where(Episode.run_id == run_id, Episode.status.in_(cancel_now))
                       .values(status=EpisodeStatus.cancelled))
+            announce(s)
 

@@ -46,7 +46,7 @@ def bridge_work(db: Database, *, team: str, admin: bool, model: str, clocks: lis
         if accepts_context:
             queued = sum(n for _, n in s.execute(waiting))
         else:
-            needs = context_episodes(s, *active)
+            needs = context_episodes()
             queued = sum(n for _, n in s.execute(waiting.where(not_(needs))))
             held = sorted(s.execute(waiting.where(needs)).all())
         names = [] if runs else s.scalars(select(Run.model_name).distinct().where(

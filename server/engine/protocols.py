@@ -1,0 +1,105 @@
+"""The uvicorn protocols the server runs (docs/guarantees.md "Connections").
+
+* :class:`HttpProtocol`: an HTTP connection must complete a request head within uvicorn's
+  ``timeout_keep_alive`` (``MPE_HTTP_IDLE_TIMEOUT_S``) of going idle — after it opens, after each
+  response — or it is closed: a connection that never sends a request, a keep-alive connection left
+  open, or a head that trickles in do not hold a socket for ever (uvicorn alone arms its keep-alive
+  timer only after a first response).
+* :class:`WebSocketProtocol`: a handler can reset the socket of a client that stopped reading
+  (:func:`reset`). Closing such a socket would keep it open until the kernel had delivered what
+  it buffers, which a client that never reads never takes; a reset frees it at once. A client that
+  does not answer the server's close frame within uvicorn's close timeout (10 s), or its pings
+  within ``ws_ping_timeout``, is reset the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from contextlib import suppress
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+RESET = "mpe.reset"  # the ASGI scope extension that carries the reset of a WebSocket's socket
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol with a deadline for each request head (see the module)."""
+
+    head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        waiting = bool(self.pipeline)  # a pipelined request's head is complete already
+        super().on_response_complete()
+        if not waiting:
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.head_timer = self.loop.call_later(self.timeout_keep_alive, self._expired)
+
+    def _disarm(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _expired(self) -> None:
+        self.head_timer = None
+        if self.transport.get_protocol() is self and not self.transport.is_closing():  # not upgraded meanwhile
+            self.transport.close()
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol whose scope carries :data:`RESET` (see the module)."""
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        scope = getattr(self, "scope", None)  # absent when the handshake was refused
+        if scope is not None:
+            scope["extensions"][RESET] = {"reset": self.reset}
+
+    async def send(self, message: Any) -> None:
+        timer = self.close_timer
+        await super().send(message)
+        if self.close_timer is not None and self.close_timer is not timer:  # a close frame went out
+            self.close_timer.cancel()
+            self.close_timer = self.loop.call_later(self.close_timeout, self.reset)
+
+    def keepalive_timeout(self) -> None:
+        if self.close_sent or self.transport.is_closing():
+            return super().keepalive_timeout()
+        super().keepalive_timeout()
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop what is buffered and reset the connection (TCP RST: SO_LINGER 0, then abort)."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+
+def reset(ws: Any) -> bool:
+    """Reset a WebSocket's socket (a Starlette ``WebSocket``); False when its server cannot."""
+    ext = ws.scope.get("extensions", {}).get(RESET)
+    if ext is None:
+        return False
+    ext["reset"]()
+    return True
