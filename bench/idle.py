@@ -32,7 +32,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -42,21 +41,9 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from listen import database  # noqa: E402 (bench/listen.py: a schema of its own in the PostgreSQL)
+
 MODEL = "bench-idle"  # no run asks for it: the bridges stay idle
-
-
-@contextlib.contextmanager
-def schema(pg_url: str):
-    name = "bench_" + uuid.uuid4().hex[:10]
-    eng = sa.create_engine(pg_url)
-    with eng.begin() as c:
-        c.execute(sa.text(f"CREATE SCHEMA {name}"))
-    try:
-        yield f"{pg_url}{'&' if '?' in pg_url else '?'}options=-csearch_path%3D{name}"
-    finally:
-        with eng.begin() as c:
-            c.execute(sa.text(f"DROP SCHEMA {name} CASCADE"))
-        eng.dispose()
 
 
 def free_port() -> int:
@@ -124,7 +111,7 @@ def measure(server: subprocess.Popen, port: int, token: str, seconds: float) -> 
 
 
 def run_config(name: str, src: Path, pg_url: str, work: Path, bridges: int, seconds: float) -> dict:
-    with schema(pg_url) as url:  # each its own: the trees' migrations may differ
+    with database("postgres", work, pg_url) as url:  # each its own schema: the trees' migrations may differ
         made = subprocess.run([sys.executable, "-c", TOKEN, url], cwd=src, env={**os.environ, "PYTHONPATH": str(src)},
                                 check=True, capture_output=True, text=True)
         return _run(name, src, url, work, made.stdout.strip(), bridges, seconds)
@@ -164,20 +151,15 @@ def _run(name: str, src: Path, url: str, work: Path, token: str, bridges: int, s
 async def child(server: str, token: str, n: int) -> None:
     """N idle bridges on one token, until terminated."""
 
-    from clients.sdk import Bridge, BridgeClient, BridgeOptions
+    from clients.sdk import BridgeClient, BridgeOptions
+    from model_bridges import create_bridge
 
-    class Idle(Bridge):
-        name = MODEL
-        clocks = ("lockstep",)
-        blocking = False
+    def idle():
+        bridge = create_bridge("silent")
+        bridge.name = MODEL
+        return bridge
 
-        def reset(self, episode) -> None:
-            pass
-
-        def step(self, seq, room):
-            return None
-
-    clients = [BridgeClient(Idle(), BridgeOptions(server=server, token=token, backoff_min_s=0.2)) for _ in range(n)]
+    clients = [BridgeClient(idle(), BridgeOptions(server=server, token=token, backoff_min_s=0.2)) for _ in range(n)]
     await asyncio.gather(*(c.run() for c in clients))
 
 
