@@ -96,9 +96,9 @@ class WorkSignal:
     its one listening connection. Start it inside the server's event loop; every method but
     :meth:`announced_threadsafe` runs in that loop."""
 
-    def __init__(self, db: Database, probe: Probe, poll_s: float):
+    def __init__(self, db: Database | None, probe: Probe, poll_s: float):
         self.db, self.probe, self.poll_s = db, probe, poll_s
-        self.url = db.engine.url.render_as_string(hide_password=False)
+        self.url: str | None = None  # of the database, once started
         self.groups: dict[WorkKey, _Group] = {}
         self.generation = 0  # counts announcements (a cached view of the work is stale once it moved)
         self.probes = 0  # fallback queries made
@@ -108,6 +108,7 @@ class WorkSignal:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.url = self.db.engine.url.render_as_string(hide_password=False)
         with _signals_lock:
             _signals.setdefault(self.url, set()).add(self)
         self.tasks.append(asyncio.create_task(self._poll()))
@@ -141,7 +142,7 @@ class WorkSignal:
         if group.pending:
             group.pending = False
             return True
-        fut = self.loop.create_future()
+        fut = asyncio.get_running_loop().create_future()
         group.waiters.append(fut)
         try:
             await asyncio.wait({fut}, timeout=timeout)
