@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 import secrets
 import weakref
@@ -24,7 +25,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from clients.errors import AuthError, MPEError
-from server.db import Database, Token, utcnow
+from server.db import UNAVAILABLE, Database, Token, utcnow
+
+log = logging.getLogger("mpe.auth")
 
 TEAM_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TOKEN_CHECK_S = 2.0  # how often an open connection looks again at its token
@@ -186,7 +189,11 @@ class _Watches:
     async def _run(self) -> None:
         while self.watches:
             await asyncio.sleep(TOKEN_CHECK_S)
-            ok = await asyncio.to_thread(usable_ids, self.db, {w.token_id for w in self.watches})
+            try:
+                ok = await asyncio.to_thread(usable_ids, self.db, {w.token_id for w in self.watches})
+            except UNAVAILABLE as exc:  # the database is away (restarting): checked again next time
+                log.warning("token check: database unavailable (%s)", type(exc).__name__)
+                continue
             for watch in [w for w in self.watches if w.token_id not in ok]:
                 self.watches.discard(watch)
                 done = watch.on_lost(AuthError("this token was revoked or has expired"))

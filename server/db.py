@@ -32,10 +32,16 @@ from sqlalchemy import (
     false,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunStatus
+
+# What a database says when it is away or full (its connection refused or reset, the server
+# restarting, SQLite's "database or disk is full" or "locked", PostgreSQL's disk_full): worth
+# waiting out (server.engine.storage), unlike a violated constraint or a bug.
+UNAVAILABLE = (OperationalError, InterfaceError)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 

@@ -19,7 +19,7 @@ from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, ma
 from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError, RetryLater
 from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Status, Welcome, parse_bridge_message
 from server.auth import Forbidden, Principal, Scope, TokenWatch, authenticate, socket_token
-from server.db import BridgeRow, utcnow
+from server.db import UNAVAILABLE, BridgeRow, utcnow
 from server.engine.clips import open_episode
 from server.engine.leasing import fail_run, lease_episode
 from server.engine.limits import client_address
@@ -30,6 +30,7 @@ from server.engine.worksignal import WorkKey, WorkSignal
 log = logging.getLogger("mpe.bridge")
 
 STATUS_EVERY_S = 2.0  # while a bridge is idle, how often the work that matches it is looked at again
+DATABASE_RETRY_S = 1.0  # an idle bridge whose lease query met the database away tries again this soon
 
 
 class Disconnected(Exception):
@@ -238,13 +239,21 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
     woken = True
     while not state.stopping.is_set():
         lease = None
-        if woken:
-            lease = await asyncio.to_thread(
-                lease_episode, state.db, team=key.team, admin=key.admin, model=key.model, clocks=list(key.clocks),
-                owner=state.server_id, bridge_id=bridge_id, bridge_rate=hello.sample_rate,
-                model_revision=hello.model.revision, lease_s=settings.lease_s, accepts_context=key.accepts_context)
+        try:
+            if woken:
+                lease = await asyncio.to_thread(
+                    lease_episode, state.db, team=key.team, admin=key.admin, model=key.model,
+                    clocks=list(key.clocks), owner=state.server_id, bridge_id=bridge_id,
+                    bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s,
+                    accepts_context=key.accepts_context)
+            if lease is None:
+                await status.report()
+        except UNAVAILABLE as exc:  # the database is away (restarting): the bridge stays and waits
+            log.warning("bridge %s: database unavailable (%s); trying again", bridge_id, type(exc).__name__)
+            await _idle(conn, work, key, DATABASE_RETRY_S)
+            woken = True
+            continue
         if lease is None:
-            await status.report()
             woken = await _idle(conn, work, key, status.every_s)
             continue
         work.wake(key)  # more may be queued: the next idle bridge of the group looks

@@ -15,16 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from sqlalchemy.exc import InterfaceError, OperationalError
-
 from clients.errors import MPEError
+from server.db import UNAVAILABLE
 
 log = logging.getLogger("mpe.storage")
 T = TypeVar("T")
-
-# What a database says when it is away or full: SQLite "database or disk is full" / "locked",
-# PostgreSQL connection refused or reset, the server shutting down, disk_full (SQLSTATE 53100).
-UNAVAILABLE = (OperationalError, InterfaceError)
+__all__ = ["UNAVAILABLE", "Outage", "StorageFailed"]
 
 
 class StorageFailed(MPEError):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from server.db import Database
+from server.db import UNAVAILABLE, Database
 
 log = logging.getLogger("mpe.work")
 
@@ -192,6 +192,9 @@ class WorkSignal:
             try:
                 self.probes += 1
                 found = await asyncio.to_thread(self.probe, self.db, keys)
+            except UNAVAILABLE as exc:  # the database is away (restarting): looked at again next time
+                log.warning("looking for work: database unavailable (%s)", type(exc).__name__)
+                continue
             except Exception:
                 log.exception("looking for work failed")
                 continue

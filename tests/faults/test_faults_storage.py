@@ -32,7 +32,7 @@ from clients.messages import EpisodeEnd
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.core.status import AttemptStatus, EpisodeStatus
-from server.db import Attempt, AudioChunk, Database, Episode, FrameRow
+from server.db import Attempt, AudioChunk, BridgeRow, Database, Episode, FrameRow
 from server.engine.leasing import create_run
 from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
 from tests.api_fixtures import Quiet, bridge, make_settings, wait_run
@@ -317,3 +317,26 @@ def test_outage_patience_on_an_injected_clock():
     with pytest.raises(StorageFailed) as e:
         o.refuse(err)
     assert e.value.code == "storage_error" and o.refused == 5
+
+
+async def test_postgres_down_while_bridges_idle_keeps_them_connected(tmp_path, mini_suite, own_postgres):
+    """PostgreSQL stops while a bridge waits for work and starts again seconds later: the bridge
+    stays on its one connection (its lease queries, status and token checks meet the database away
+    and try again) and plays a run created once the database is back."""
+    pg = own_postgres
+    async with server_on(pg.url, tmp_path, mini_suite, wake_poll_s=0.5) as (db, server, token):
+        b = Trouble(-1, lambda: None)
+        with OnLog("mpe.bridge", "database unavailable", lambda: None) as met:
+            async with bridge_to(server, b, token) as task:
+                await asyncio.sleep(1.0)  # connected and idle
+                await asyncio.to_thread(pg.stop)
+                await asyncio.sleep(4.0)  # past the token check, the status and the fallback poll
+                await asyncio.to_thread(pg.start)
+                run = await asyncio.to_thread(create_run, db, team="ops", model="x", suite_path=str(mini_suite),
+                                              clock="lockstep", limit=1, conditions=["explicit"])
+                p = await wait_run_through_outage(db, run, [task])
+                assert not task.done()  # the bridge never gave up
+        assert met.seen >= 1  # the bridge's loop did meet the database away
+        assert p.completed == 1 and b.ends == ["completed"]
+        with db.session() as s:
+            assert s.scalar(select(func.count()).select_from(BridgeRow)) == 1  # one connection throughout
