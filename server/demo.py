@@ -25,6 +25,8 @@ from server.engine.progress import run_labels, runs_progress
 from server.settings import Settings
 
 ADMIN_ONLY = {"oracle", "mtr-oracle"}
+# The demo runs offline: the cascade decides with its offline decider, even where a Claude key is set.
+BRIDGE_OPTIONS = {"cascade": {"llm": "rule"}}
 MTR_MODEL = {"oracle": "mtr-oracle"}  # the demo's models in the MTR runs (the oracle knows one benchmark)
 
 
@@ -116,7 +118,7 @@ async def _drive(url: str, settings: Settings, db: Database, runs: dict[str, str
 
     clients = []
     for m in runs:
-        bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir))
+        bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir), **BRIDGE_OPTIONS.get(m, {}))
         clients.append(BridgeClient(bridge, BridgeOptions(server=url, token=tokens[m])))
     tasks = [asyncio.create_task(c.run()) for c in clients]
     with _progress(console) as bar:

@@ -20,6 +20,7 @@ from server.cascade.turns import (
     TurnTaker,
     Utterance,
 )
+from server.core.detector import DetectorConfig, Segmenter
 from server.core.states import IllegalTransition
 from server.core.timebase import SpeechEvent
 
@@ -80,7 +81,8 @@ def test_a_backchannel_while_aria_speaks_lets_her_go_on_and_is_not_transcribed()
     t = speaking(tt)
     h = t + 20 * F
     tt.hear(h + 3 * F, [onset(h, h + 2 * F)], h + 2 * F)
-    (a,) = tt.hear(h + 10 * F, [offset(h + 300 * MS, h + 300 * MS + 400 * MS)], h + 10 * F)  # "mm-hm", 300 ms
+    assert tt.hear(h + 9 * F, [], h + 300 * MS) == []  # "mm-hm", 300 ms of speech, then a pause that does not count
+    (a,) = tt.hear(h + 10 * F, [offset(h + 300 * MS, h + 300 * MS + 400 * MS)], None)
     assert a == Ignored(Utterance(2, h, h + 300 * MS, h + 700 * MS))
     assert tt.state is TurnState.speaking and tt.playing(h + 10 * F) == (1, h + 10 * F - t)
 
@@ -108,6 +110,21 @@ def test_a_reply_that_comes_while_a_human_talks_is_not_spoken():
     tt.hear(33 * F, [onset(31 * F, 33 * F)], 33 * F)
     assert tt.replied(34 * F, Reply(1, 10 * F)) == [Dropped(1, "human talking")]
     assert tt.state is TurnState.listening
+
+
+def test_the_detector_reports_how_far_the_open_speech_reaches_without_its_pause():
+    seg = Segmenter(DetectorConfig(merge_pause_ms=400))
+    c = 768
+    assert seg.speech_end is None
+    for i in range(6):
+        seg.step(0.9, i * c, (i + 1) * c)
+    assert seg.active and seg.speech_end == 6 * c
+    for i in range(6, 10):
+        seg.step(0.1, i * c, (i + 1) * c)  # a pause: the speech still ends where it did
+    assert seg.speech_end == 6 * c
+    for i in range(10, 20):
+        seg.step(0.1, i * c, (i + 1) * c)
+    assert not seg.active and seg.speech_end is None
 
 
 def test_guarded_transitions_and_bad_config():

@@ -139,7 +139,7 @@ class Cascade(Bridge):
         super().__init__()
         self.name = model_name
         self.decider = decider or make_decider(llm)
-        self.recognizer = recognizer or make_asr(asr, cpu_threads=1)
+        self.recognizer = recognizer or make_asr(asr, cpu_threads=2)
         self.speaker = speaker or piper_speaker(voice, Path(data_dir))
         self.revision = f"{self.decider.name}/{self.recognizer.name}"
         if self.decider.name == "claude":
@@ -193,7 +193,7 @@ class Cascade(Bridge):
         clean = self.echo.clean(room)
         self.tape.append(clean)
         events = self.detector.push(clean)
-        self._act(now, self.turns.hear(now, events, self.detector.known_until))
+        self._act(now, self.turns.hear(now, events, self.detector.speech_end))
         if self._job is not None and self._job.done():
             job, self._job = self._job, None
             self._thought(now, job.result())

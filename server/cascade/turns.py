@@ -12,8 +12,8 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
   starts ``speaking`` at once (:class:`StartSpeaking`).
 * ``speaking``: the answer plays, one frame after another, until it ends (:class:`StopSpeaking`,
   ``done``). **Barge-in**: a human utterance heard while Aria talks stops her as soon as it has
-  overlapped her speech for ``barge_in_ms`` (:class:`StopSpeaking`, ``barge-in``, at the end of
-  the frame in which that became known); it is then transcribed and decided on like any other once
+  overlapped her speech for ``barge_in_ms`` — speech, its pauses not counted — (:class:`StopSpeaking`,
+  ``barge-in``, at the end of the frame in which that became known); it is then transcribed and decided on like any other once
   it ends. A shorter one (a backchannel: "mm-hm", "right") lets her go on, and is not transcribed
   (:class:`Ignored`): what arrives while Aria talks is never taken as a request unless it was long
   enough to interrupt her, so an echo of her own voice that the echo guard left over cannot make
@@ -162,16 +162,17 @@ class TurnTaker:
         uid, start, n = self._speech
         return (uid, frame_start - start) if 0 <= frame_start - start < n else None
 
-    def hear(self, now: int, events: Sequence[SpeechEvent], known_until: int) -> list[Action]:
-        """The room detector's new ``events`` and how far it has heard (``known_until``), at
-        stream time ``now`` (the end of the frame just heard; ``now >= known_until``)."""
+    def hear(self, now: int, events: Sequence[SpeechEvent], speech_end: int | None) -> list[Action]:
+        """The room detector's new ``events`` and, while a human utterance is open, how far its speech
+        reaches (``speech_end``, :attr:`server.core.detector.SpeechDetector.speech_end`: pauses do not
+        count), at stream time ``now`` (the end of the frame just heard)."""
         out: list[Action] = []
         for ev in events:
             if ev.kind == "onset":
                 self._open = _Open(ev.at, over_speech=self.state is TurnState.speaking)
             elif self._open is not None:
                 out += self._closed(Utterance(self._uid + 1, self._open.start, ev.at, ev.seen_at))
-        out += self._barge_in(now, known_until)
+        out += self._barge_in(now, speech_end)
         if self.state is TurnState.speaking and self._speech is not None:
             _, start, n = self._speech
             if now >= start + n:
@@ -190,12 +191,12 @@ class TurnTaker:
         self._pending = utt.uid
         return [Think(utt)]
 
-    def _barge_in(self, now: int, known_until: int) -> list[Action]:
+    def _barge_in(self, now: int, speech_end: int | None) -> list[Action]:
         o = self._open
-        if self.state is not TurnState.speaking or o is None or not o.over_speech or o.barged:
+        if self.state is not TurnState.speaking or o is None or not o.over_speech or o.barged or speech_end is None:
             return []
         assert self._speech is not None
-        overlap = known_until - max(o.start, self._speech[1])
+        overlap = speech_end - max(o.start, self._speech[1])
         if overlap < self.config.barge_in_samples:
             return []
         o.barged = True

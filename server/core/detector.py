@@ -215,6 +215,11 @@ class Segmenter:
         """An onset was reported and its offset not yet."""
         return self._onset_reported
 
+    @property
+    def speech_end(self) -> int | None:
+        """While :attr:`active`: the end of the open segment's last speech chunk (pauses not counted)."""
+        return self._last_end if self._onset_reported else None
+
     def step(self, p: float, start: int, end: int) -> list[SpeechEvent]:
         """Consume the probability ``p`` of the chunk covering ``[start, end)``."""
         if self._start is None:
@@ -301,6 +306,11 @@ class SpeechDetector:
     def active(self) -> bool:
         """An onset was reported and no offset yet."""
         return self._segmenter.active
+
+    @property
+    def speech_end(self) -> int | None:
+        """While :attr:`active`: how far the open segment's speech reaches (its pauses not counted)."""
+        return self._segmenter.speech_end
 
     @property
     def segments(self) -> list[Segment]:
