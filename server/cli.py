@@ -372,7 +372,7 @@ def export(run_id: str, out: Path = typer.Option(..., help="output directory")) 
 
 
 @app.command()
-def demo(models: str = typer.Option("silent,always-talk,oracle", help="reference bridges to run"),
+def demo(models: str = typer.Option("silent,always-talk,oracle,cascade", help="bridges to run"),
          clock: str = typer.Option("lockstep", help="lockstep | realtime")) -> None:
     """Run the reference bridges on the built-in suite, end to end, and summarise each episode."""
     from server.demo import run_demo

@@ -142,6 +142,8 @@ class Cascade(Bridge):
         self.recognizer = recognizer or make_asr(asr, cpu_threads=2)
         self.speaker = speaker or piper_speaker(voice, Path(data_dir))
         self.revision = f"{self.decider.name}/{self.recognizer.name}"
+        # load the models now, not in the first utterance's frame (the lockstep clock waits, but not forever)
+        self.recognizer.transcribe(np.zeros(STREAM_RATE // 10, np.int16))
         if self.decider.name == "claude":
             self.clocks = ("realtime",)
         self.detector_config = DetectorConfig(merge_pause_ms=int(eou_ms))

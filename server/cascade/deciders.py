@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,7 @@ class LocalLMDecider(Decider):
         self.max_new_tokens, self.threads = max_new_tokens, threads
         self._loaded: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
+        self.last: dict[str, float] = {}  # the latest decision's prompt_tokens, new_tokens, seconds
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "max_new_tokens": self.max_new_tokens, "decoding": "greedy"}
@@ -173,10 +175,13 @@ class LocalLMDecider(Decider):
 
         tok, model = self.load()
         ids = self.prompt_ids(transcript, duty)
+        n_in = ids["input_ids"].shape[1]
+        t0 = time.perf_counter()
         with torch.no_grad():
             out = model.generate(**ids, max_new_tokens=self.max_new_tokens, do_sample=False,
                                  pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-        reply = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+        self.last = {"prompt_tokens": n_in, "new_tokens": out.shape[1] - n_in, "seconds": time.perf_counter() - t0}
+        reply = tok.decode(out[0, n_in:], skip_special_tokens=True)
         return self._parsed(reply)
 
 
