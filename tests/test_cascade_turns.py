@@ -87,6 +87,16 @@ def test_a_backchannel_while_aria_speaks_lets_her_go_on_and_is_not_transcribed()
     assert tt.state is TurnState.speaking and tt.playing(h + 10 * F) == (1, h + 10 * F - t)
 
 
+def test_an_utterance_that_began_as_she_finished_and_went_on_is_a_turn_of_its_own():
+    tt = TurnTaker(TurnConfig(barge_in_ms=500))
+    t = speaking(tt, n=10 * F)
+    h = t + 6 * F  # 320 ms before her answer ends
+    assert tt.hear(h + 2 * F, [onset(h, h + 2 * F)], h + 2 * F) == []
+    assert tt.hear(t + 10 * F, [], h + 2 * F) == [StopSpeaking(t + 10 * F, "done")]
+    (a,) = tt.hear(h + 40 * F, [offset(h + 30 * F, h + 40 * F)], None)
+    assert a == Think(Utterance(2, h, h + 30 * F, h + 40 * F))
+
+
 def test_overlap_counts_from_the_start_of_her_speech_when_the_human_began_just_before():
     tt = TurnTaker(TurnConfig(barge_in_ms=500))
     t = speaking(tt)

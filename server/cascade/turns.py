@@ -14,10 +14,11 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
   ``done``). **Barge-in**: a human utterance heard while Aria talks stops her as soon as it has
   overlapped her speech for ``barge_in_ms`` — speech, its pauses not counted — (:class:`StopSpeaking`,
   ``barge-in``, at the end of the frame in which that became known); it is then transcribed and decided on like any other once
-  it ends. A shorter one (a backchannel: "mm-hm", "right") lets her go on, and is not transcribed
-  (:class:`Ignored`): what arrives while Aria talks is never taken as a request unless it was long
-  enough to interrupt her, so an echo of her own voice that the echo guard left over cannot make
-  her answer herself.
+  it ends. Shorter speech (a backchannel: "mm-hm", "right") lets her go on; an utterance that began
+  while she talked and is shorter than ``barge_in_ms`` in all is not transcribed (:class:`Ignored`),
+  so a backchannel, or a scrap of her own voice that the echo guard left over, is never taken as a
+  request. (One that began just before she finished and went on after is transcribed: it is a
+  turn of its own.)
 
 All times are integer stream samples (24 kHz). The machine never reads a clock: the bridge tells
 it the time (the end of the frame just heard) with every call.
@@ -185,7 +186,7 @@ class TurnTaker:
         opened, self._open = self._open, None
         assert opened is not None
         self._uid = utt.uid
-        if opened.over_speech and not opened.barged:
+        if opened.over_speech and not opened.barged and utt.end - utt.start < self.config.barge_in_samples:
             return [Ignored(utt)]
         self._go(TurnState.thinking)
         self._pending = utt.uid
