@@ -373,12 +373,15 @@ def export(run_id: str, out: Path = typer.Option(..., help="output directory")) 
 
 @app.command()
 def demo(models: str = typer.Option("silent,always-talk,oracle,cascade", help="bridges to run"),
-         clock: str = typer.Option("lockstep", help="lockstep | realtime")) -> None:
-    """Run the reference bridges on the built-in suite, end to end, and summarise each episode."""
-    from server.demo import run_demo
+         clock: str = typer.Option("lockstep", help="lockstep | realtime"),
+         cascade_pairs: Optional[int] = typer.Option(None, min=0, help="pairs of the suite the cascade runs "
+                                                     "(0: all; default: server.demo.CASCADE_PAIRS)")) -> None:
+    """Run the reference bridges and the cascaded baseline on the built-in suite, end to end, and summarise each episode."""
+    from server.demo import CASCADE_PAIRS, run_demo
 
     s = load_settings()
-    asyncio.run(run_demo(s, [m.strip() for m in models.split(",") if m.strip()], clock=clock, console=console))
+    asyncio.run(run_demo(s, [m.strip() for m in models.split(",") if m.strip()], clock=clock, console=console,
+                         cascade_pairs=CASCADE_PAIRS if cascade_pairs is None else cascade_pairs))
 
 
 # Sub-commands that live with their subsystems register here (one line each).
