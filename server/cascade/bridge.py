@@ -216,12 +216,14 @@ class Cascade(Bridge):
     def _act(self, now: int, actions: list[Action]) -> None:
         for a in actions:
             if isinstance(a, Think):
-                self._latest_uid = a.utterance.uid
+                u = a.utterance
+                self._latest_uid = u.uid
+                pcm = self.tape.cut(u.start - FRAGMENT_PAD, u.end + FRAGMENT_PAD)  # all heard: end + pad <= seen_at
                 if self.inline:
-                    self._thought(now, self._think(a.utterance, self._generation))
+                    self._thought(now, self._think(u, pcm, self._generation))
                 else:
                     assert self._pool is not None
-                    self._job = self._pool.submit(self._think, a.utterance, self._generation)
+                    self._job = self._pool.submit(self._think, u, pcm, self._generation)
             elif isinstance(a, StartSpeaking):
                 rec = self._by_uid[a.uid]
                 rec.outcome, rec.latency_ms = "spoken", (a.at - round(rec.end_s * STREAM_RATE)) * 1000 // STREAM_RATE
@@ -244,9 +246,8 @@ class Cascade(Bridge):
 
     # -- the work of one utterance (inline in lockstep, on the worker thread in realtime)
 
-    def _think(self, utt: Utterance, generation: int) -> Thought:
+    def _think(self, utt: Utterance, pcm: np.ndarray, generation: int) -> Thought:
         t0 = time.perf_counter()
-        pcm = self.tape.cut(utt.start - FRAGMENT_PAD, utt.end + FRAGMENT_PAD)
         text = self.recognizer.transcribe(pcm).text.strip()
         asr_ms = _ms(t0)
         with self._lock:
