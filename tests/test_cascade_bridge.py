@@ -115,6 +115,30 @@ def test_it_answers_aria_and_stays_silent_when_others_are_addressed_or_she_is_me
     assert e - s >= len(bridge.speaker(spoken.answer)) - F  # what she said is in the track, in full
 
 
+def test_in_realtime_the_work_runs_beside_the_frames_and_every_utterance_is_recorded(make_cascade, mini):
+    """The same episode on the realtime clock: each utterance's ASR, decision and TTS run on the
+    worker thread while frames go on (here the frames wait for it only to keep the test exact)."""
+    import time
+
+    turns = [clip(mini, "s0003", i) for i in (0, 1, 5, 6)]
+    room = room_of(*turns, wait_after=2, wait_s=6.0)
+    bridge = make_cascade()
+    start(bridge, clock="realtime")
+    out, ran_ahead = [], 0
+    for n in range(len(room) // F):
+        o = bridge.step(n, room[n * F:(n + 1) * F])
+        out.append(np.zeros(F, np.int16) if o is None else o)
+        ran_ahead += bool(bridge._jobs)  # frames that went on while an utterance was being worked on
+        while bridge._jobs and not bridge._jobs[0].done():
+            time.sleep(0.01)
+    assert ran_ahead >= 4  # the work ran on the worker, never inside step()
+    assert [r.decision for r in bridge.records] == ["SILENT", "SILENT", "RESPOND", "SILENT"]
+    (s, _), = speech_spans(np.concatenate(out))
+    spoken = next(r for r in bridge.records if r.outcome == "spoken")
+    assert spoken.latency_ms >= 400  # at least the end-of-utterance silence
+    assert abs(s - (round(spoken.end_s * RATE) + spoken.latency_ms * RATE // 1000)) <= 2 * RATE // 1000  # as reported
+
+
 def answer_then(make_cascade, mini, overlay: np.ndarray | None, *, after_s: float = 1.0, echo: float = 0.0,
                 **options) -> tuple[Cascade, np.ndarray, int | None]:
     """s0004: a turn, the question to Aria (N4Q); ``after_s`` into her answer a human plays

@@ -154,7 +154,7 @@ class Cascade(Bridge):
         self.transcript: list[str] = []
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self._job: Future[Thought] | None = None
+        self._jobs: list[Future[Thought]] = []  # realtime: the worker's queue, oldest first
         self._generation = 0
         self._latest_uid = 0
         self.records: list[TurnRecord] = []
@@ -173,7 +173,7 @@ class Cascade(Bridge):
         with self._lock:
             self._generation += 1
             self.transcript = []
-        self._job = None
+        self._jobs = []
         self.turns.reset()
         self.echo.reset()
         self.detector.reset()
@@ -196,9 +196,8 @@ class Cascade(Bridge):
         self.tape.append(clean)
         events = self.detector.push(clean)
         self._act(now, self.turns.hear(now, events, self.detector.speech_end))
-        if self._job is not None and self._job.done():
-            job, self._job = self._job, None
-            self._thought(now, job.result())
+        while self._jobs and self._jobs[0].done():  # every utterance is recorded, a stale one too
+            self._thought(now, self._jobs.pop(0).result())
         out = self._frame(frame_start)
         self.echo.played(out)
         return out
@@ -223,7 +222,7 @@ class Cascade(Bridge):
                     self._thought(now, self._think(u, pcm, self._generation))
                 else:
                     assert self._pool is not None
-                    self._job = self._pool.submit(self._think, u, pcm, self._generation)
+                    self._jobs.append(self._pool.submit(self._think, u, pcm, self._generation))
             elif isinstance(a, StartSpeaking):
                 rec = self._by_uid[a.uid]
                 rec.outcome, rec.latency_ms = "spoken", (a.at - round(rec.end_s * STREAM_RATE)) * 1000 // STREAM_RATE
