@@ -179,3 +179,12 @@ def test_the_echo_guard_passes_the_room_through_while_aria_has_been_silent():
     assert g.clean(room) is not room  # her voice is still within the tail
     g.played(None)
     assert g.clean(room) is room  # 0.5 s + a frame of silence: nothing to take out
+
+
+def test_the_cascade_refuses_options_it_does_not_take(tmp_path):
+    from server.bridges import BridgeConfigError, create_bridge
+
+    with pytest.raises(BridgeConfigError, match="llmm"):
+        create_bridge("cascade", data_dir=str(tmp_path), llmm="rule")
+    with pytest.raises(BridgeConfigError, match="decider"):  # objects only from code, never from --opt
+        create_bridge("cascade", data_dir=str(tmp_path), decider="rule")
