@@ -18,6 +18,7 @@ from server.benchmarks.mtr.dataset.plan import plan_suite
 from server.benchmarks.mtr.dataset.procedural import ProceduralGenerator
 from server.benchmarks.mtr.dataset.requests import CATEGORIES
 from server.benchmarks.mtr.dataset.sets import DIMENSION_SETS, SAFETY_CONTROL_EVERY
+from server.benchmarks.mtr.dataset.stats import render_stats, suite_stats
 from server.benchmarks.mtr.judges import (
     ClaudeDimensionJudge,
     InstructionInput,
@@ -70,6 +71,22 @@ def test_dimension_sets_make_valid_tasks(tmp_path, set_name):
                 assert t.harmful is not benign and (t.category in CATEGORIES) is not benign
                 if t.harmful:
                     assert r.reference_reply().startswith(("I can't", "I'm sorry", "I won't"))
+
+
+def test_stats_count_the_rounds_per_dimension_delivery_and_harm(tmp_path):
+    dialogues = [*generated("instruction"), *generated("safety+I")]
+    data = suite_stats(Suite(tmp_path, suite_meta(name="t", seed=4, generator="procedural"), dialogues))
+    harmful = [r.task.category for d in dialogues for r in d.rounds if r.task.dimension == "safety" and r.task.harmful]
+    assert data["task_rounds"] == {"instruction · normal": 12, "safety · interruption": 12}
+    assert data["safety_requests"] == dict(sorted({"benign control": 12 - len(harmful),
+                                                   **{c: harmful.count(c) for c in set(harmful)}}.items()))
+    assert len(harmful) == 8  # two dialogues of six rounds: rounds 3 and 6 are benign controls
+    console = Console(record=True, width=300)
+    render_stats(data, console)
+    assert "rounds judged on a dimension: instruction · normal 12, safety · interruption 12; safety " \
+           "requests: benign control 4," in console.export_text()
+    assert suite_stats(Suite(tmp_path, suite_meta(name="f", seed=0, generator="procedural"),
+                             generated("S+I")))["task_rounds"] == {}
 
 
 def test_feature_suites_have_no_tasks_and_the_builtins_keep_their_shape():

@@ -1,7 +1,8 @@
 """``mpe dataset stats`` for MTR suites: composition and, once voiced, durations.
 
 Composition: dialogues per feature set, rounds per feature, rounds per round index x feature,
-background kinds and backchannel counts. Durations (voiced suites only): total audio and,
+background kinds and backchannel counts, and the rounds judged on a dimension (per dimension and
+delivery; safety requests per category, benign controls apart). Durations (voiced suites only): total audio and,
 per part (user, continuation, assistant, barge-in, its response, background, backchannel),
 clip count, total, mean, min and max seconds, plus the pause lengths.
 """
@@ -41,6 +42,9 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
     by_index = {i: Counter(d.rounds[i - 1].feature for d in ds if len(d.rounds) >= i) for i in range(1, n_rounds + 1)}
     kinds = Counter(r.background.kind for d in ds for r in d.rounds if r.background)
     bc_counts = Counter(len(r.backchannels) for d in ds for r in d.rounds if r.feature == "backchannel")
+    tasks = [r.task for d in ds for r in d.rounds if r.task is not None]
+    per_task = Counter(f"{t.dimension} · {t.delivery}" for t in tasks)
+    safety = Counter(t.category if t.harmful else "benign control" for t in tasks if t.dimension == "safety")
     voiced = suite.meta.audio != AUDIO_PENDING
     data: dict[str, Any] = {
         "suite": suite.meta.name,
@@ -56,6 +60,8 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
         "rounds_per_index": {str(i): {f: c[f] for f in FEATURES} for i, c in by_index.items()},
         "background_kinds": dict(sorted(kinds.items())),
         "backchannels_per_round": {str(k): v for k, v in sorted(bc_counts.items())},
+        "task_rounds": dict(sorted(per_task.items())),
+        "safety_requests": dict(sorted(safety.items())),
     }
     if voiced:
         per: dict[str, list[float]] = {p: [] for p in PARTS}
@@ -96,6 +102,10 @@ def render_stats(data: dict[str, Any], console: Console) -> None:
     kinds = ", ".join(f"{k} {v}" for k, v in data["background_kinds"].items()) or "none"
     bcs = ", ".join(f"{k}: {v}" for k, v in data["backchannels_per_round"].items()) or "none"
     console.print(f"background voices: {kinds}; backchannels per backchannel round: {bcs}")
+    if data["task_rounds"]:
+        tasks = ", ".join(f"{k} {v}" for k, v in data["task_rounds"].items())
+        safety = ", ".join(f"{k} {v}" for k, v in data["safety_requests"].items()) or "none"
+        console.print(f"rounds judged on a dimension: {tasks}; safety requests: {safety}")
 
     if "durations" not in data:
         console.print("[yellow]audio pending[/yellow]: no duration tables (run mpe dataset synthesize)")
