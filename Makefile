@@ -30,11 +30,12 @@ system:
 	  else echo "missing:$$missing (install them as root; the tests that need them are skipped)"; fi; \
 	fi
 
-# The tests: most in two parallel workers, then the realtime ones (they pace episodes on the wall
-# clock) with the machine to themselves; tests/conftest.py REALTIME_FILES says which.
+# The tests: all but the strict-timing ones in three workers on the two cores (the realtime ones
+# mostly wait on the wall clock), then those that assert pacing bounds one at a time, with the
+# machine to themselves; tests/conftest.py REALTIME_FILES and STRICT_TIMING say which.
 test: setup system lint
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not realtime"
-	$(BIN)/pytest -q -m realtime
+	$(BIN)/pytest -q -n 3 --dist loadfile -m "not strict_timing"
+	$(BIN)/pytest -q -m strict_timing
 
 # Lint and the import contracts (the layers of docs/DESIGN.md's map); both fail on a violation.
 lint: setup

@@ -18,13 +18,22 @@ from tests.builtin_suites import demo_build, mtr_dims_mini, mtr_mini, piper_engi
 
 PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
-# Test files with realtime episodes: they measure what arrives when on the wall clock, so `make test`
-# runs them on their own, with the machine to themselves, after the others ran in parallel
-# (pytest -n 2 -m "not realtime", then pytest -m realtime).
+# Test files with realtime episodes: they pace episodes on the wall clock (`-m realtime`). Most of
+# them only wait on it and hold whatever the timing is, so `make test` runs them beside the rest,
+# in three workers on the two cores (the paced ones mostly sleep).
 REALTIME_FILES = frozenset({
     "test_bridge_check.py", "test_bridge_freeze_omni.py", "test_bridge_gemini.py", "test_bridge_minicpm.py",
     "test_bridge_moshi.py", "test_bridge_openai.py", "test_context_frames.py", "test_engine_e2e.py", "test_impairment.py", "test_listen.py",
     "test_outsider_bridge.py", "test_protocol_errors.py",
+})
+
+# Tests that assert bounds on wall-clock pacing (frames on their deadlines, a listener from the first
+# frame, gaps of a given length): `make test` runs them last, one at a time, with the machine to
+# themselves (`-m strict_timing`). A whole file, or file::test.
+STRICT_TIMING = frozenset({
+    "test_listen.py", "test_engine_e2e.py::test_realtime_episode",
+    "test_bridge_moshi.py::test_realtime_episode_with_retry_and_burst",
+    "test_bridge_check.py::test_correct_bridge_passes_in_both_clocks",
 })
 
 
@@ -32,7 +41,8 @@ def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if item.path.name in REALTIME_FILES:
             item.add_marker(pytest.mark.realtime)
-
+        if {item.path.name, f"{item.path.name}::{item.originalname}"} & STRICT_TIMING:
+            item.add_marker(pytest.mark.strict_timing)
 
 @contextmanager
 def database_url(kind: str, tmp: Path):
