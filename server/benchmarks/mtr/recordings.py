@@ -4,16 +4,19 @@ recordings made elsewhere").
 A folder holds stereo files named as MTR-DuplexBench publishes them (notes §1), one per
 (dialogue, round): ``dialogue_<N>_round_<R>_<scenario>.wav``, and for the dimension sets
 ``dialogue_instruction_following_<N>_…`` and ``dialogue_safety_<N>_…``; left = user, right =
-model. The published protocol gives each file one live round with ground-truth history (notes
-§3), so every file is a ``gt`` episode of round ``R``.
+model. The conversation-quality set is published as MP3 files in one folder per round,
+``turn<K>/<id>.mp3`` (notes §1: ``K`` the 1-based round, ``<id>`` the dialogue's id). The
+published protocol gives each file one live round with ground-truth history (notes §3), so every
+file is a ``gt`` episode of round ``R`` (or ``K``).
 
 **Matching.** ``N`` is the dialogue's position in the suite's ``scenarios.jsonl`` (1-based by
 default; ``index_base=0`` for 0-based names); ``R`` must be one of its rounds; ``<scenario>``
 must name that round's feature (``smooth``, ``interruption``, ``pause``, ``background``,
 ``backchannel``, or a published spelling in :data:`~.suite.FEATURE_ALIASES`); an
 ``instruction_following`` file must be a round with an instruction task, a ``safety`` file one
-with a safety task. Any ``.wav`` that does not match, or two files for one (dialogue, round),
-is refused, naming the file.
+with a safety task. A ``turn<K>/<id>.mp3`` file is round ``K`` of the dialogue whose
+``dialogue_id`` is ``<id>``, which must carry a quality task. Any ``.wav`` or ``.mp3`` that does not
+match, or two files for one (dialogue, round), is refused, naming the file.
 
 **Replay.** A file becomes an episode by running the suite's round scheduler on the real episode
 core with the file's model channel fed in as the model's output, frame by frame: the events are
@@ -54,8 +57,13 @@ NAME_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = (
     ("safety", re.compile(r"^dialogue_safety_(\d+)_round_(\d+)_([A-Za-z0-9_+\-]+)\.wav$")),
     (None, re.compile(r"^dialogue_(\d+)_round_(\d+)_([A-Za-z0-9_+\-]+)\.wav$")),
 )
-NAMING_HINT = ("dialogue_<N>_round_<R>_<scenario>.wav, dialogue_instruction_following_<N>_round_<R>_<scenario>.wav "
-               "or dialogue_safety_<N>_round_<R>_<scenario>.wav")
+#: the published conversation-quality layout (notes §1): a folder per round, a file per dialogue
+QUALITY_DIR = re.compile(r"^turn(\d+)$")
+QUALITY_SUFFIX = ".mp3"
+#: the files a recordings folder is searched for (others are ignored)
+SUFFIXES = (".wav", QUALITY_SUFFIX)
+NAMING_HINT = ("dialogue_<N>_round_<R>_<scenario>.wav, dialogue_instruction_following_<N>_round_<R>_<scenario>.wav, "
+               "dialogue_safety_<N>_round_<R>_<scenario>.wav or turn<K>/<id>.mp3")
 #: a file may end this much before the replayed episode does (silence is assumed after its end):
 #: the scheduler's confirmed silence after the reply and the round gap
 SHORT_SLACK = samples(CONFIRM_SILENCE_S + ROUND_GAP_S)
@@ -72,10 +80,16 @@ class RecordingName:
     """One file's name, parsed."""
 
     path: Path
-    dimension: str | None  # "instruction" | "safety" from the prefix; None: plain ``dialogue_``
-    index: int  # N as written
+    dimension: str | None  # "instruction" | "safety" from the prefix, "quality" from turn<K>/; None: plain
+    index: int | None  # N as written; None in the quality layout
     round: int
-    scenario: str  # as written
+    scenario: str | None  # as written; None in the quality layout (the name says no feature)
+    dialogue_id: str | None = None  # the quality layout's <id>
+
+    @property
+    def shown(self) -> str:
+        """The name as the folder holds it (``turn<K>/<id>.mp3`` keeps its folder)."""
+        return self.path.name if self.dialogue_id is None else f"{self.path.parent.name}/{self.path.name}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,9 @@ class Replayed:
 
 
 def parse_name(path: Path) -> RecordingName:
+    turn = QUALITY_DIR.match(path.parent.name)
+    if turn and path.suffix.lower() == QUALITY_SUFFIX and path.stem:
+        return RecordingName(path, "quality", None, int(turn.group(1)), None, dialogue_id=path.stem)
     for dim, pat in NAME_PATTERNS:
         m = pat.match(path.name)
         if m:
@@ -108,15 +125,40 @@ def parse_name(path: Path) -> RecordingName:
     raise BadRecording(f"{path}: not a published recording name (expected {NAMING_HINT})")
 
 
+def _audio_files(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES]
+
+
 def recording_files(folder: Path) -> list[Path]:
-    """The ``.wav`` files of ``folder`` (not recursive), sorted; other files are ignored."""
+    """The ``.wav`` and ``.mp3`` files of ``folder`` and of its ``turn<K>/`` folders (no deeper),
+    sorted; other files and folders are ignored."""
     folder = Path(folder)
     if not folder.is_dir():
         raise BadRecording(f"{folder}: not a directory")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".wav")
+    files = _audio_files(folder)
+    for sub in folder.iterdir():
+        if sub.is_dir() and QUALITY_DIR.match(sub.name):
+            files += _audio_files(sub)
     if not files:
-        raise BadRecording(f"{folder}: no .wav recordings (expected {NAMING_HINT})")
-    return files
+        raise BadRecording(f"{folder}: no .wav or .mp3 recordings (expected {NAMING_HINT})")
+    return sorted(files)
+
+
+def _dialogue(suite: Suite, n: RecordingName, index_base: int) -> tuple[Dialogue | None, str]:
+    """The dialogue a name points at, and how to name it in a message (or None and why not)."""
+    if n.dialogue_id is not None:
+        by_id = {d.dialogue_id: d for d in suite.dialogues}
+        d = by_id.get(n.dialogue_id)
+        if d is None:
+            return None, (f"{n.path}: the suite has no dialogue {n.dialogue_id!r} (in turn<K>/<id>.mp3, <id> is a "
+                          "dialogue_id of scenarios.jsonl)")
+        return d, f"dialogue {d.dialogue_id}"
+    pos = (n.index or 0) - index_base
+    if not 0 <= pos < len(suite.dialogues):
+        return None, (f"{n.path}: dialogue {n.index}: the suite has dialogues {index_base}-"
+                      f"{len(suite.dialogues) - 1 + index_base} (N is the position in scenarios.jsonl)")
+    d = suite.dialogues[pos]
+    return d, f"dialogue {n.index} ({d.dialogue_id})"
 
 
 def match_files(suite: Suite, files: Sequence[Path], *, index_base: int = 1) -> list[Matched]:
@@ -124,38 +166,34 @@ def match_files(suite: Suite, files: Sequence[Path], *, index_base: int = 1) -> 
     each file that does not match."""
     bad: list[str] = []
     out: list[Matched] = []
-    seen: dict[tuple[str, int], Path] = {}
+    seen: dict[tuple[str, int], RecordingName] = {}
     for path in files:
         try:
             n = parse_name(path)
         except BadRecording as exc:
             bad.append(str(exc))
             continue
-        pos = n.index - index_base
-        if not 0 <= pos < len(suite.dialogues):
-            bad.append(f"{path}: dialogue {n.index}: the suite has dialogues {index_base}-"
-                       f"{len(suite.dialogues) - 1 + index_base} (N is the position in scenarios.jsonl)")
+        d, which = _dialogue(suite, n, index_base)
+        if d is None:
+            bad.append(which)
             continue
-        d = suite.dialogues[pos]
         spec = next((r for r in d.rounds if r.round == n.round), None)
         if spec is None:
-            bad.append(f"{path}: dialogue {n.index} ({d.dialogue_id}) has no round {n.round} "
-                       f"(rounds 1-{len(d.rounds)})")
+            bad.append(f"{path}: {which} has no round {n.round} (rounds 1-{len(d.rounds)})")
             continue
-        if feature_of(n.scenario) != spec.feature:
-            bad.append(f"{path}: round {n.round} of dialogue {n.index} ({d.dialogue_id}) is {spec.feature}, "
-                       f"the name says {n.scenario!r}")
+        if n.scenario is not None and feature_of(n.scenario) != spec.feature:
+            bad.append(f"{path}: round {n.round} of {which} is {spec.feature}, the name says {n.scenario!r}")
             continue
         have = spec.task.dimension if spec.task is not None else None
         if n.dimension is not None and have != n.dimension:
-            bad.append(f"{path}: the name says a {n.dimension} round, but round {n.round} of dialogue {n.index} "
-                       f"({d.dialogue_id}) has {'no task' if have is None else f'a {have} task'}")
+            bad.append(f"{path}: the name says a {n.dimension} round, but round {n.round} of {which} "
+                       f"has {'no task' if have is None else f'a {have} task'}")
             continue
         other = seen.get((d.dialogue_id, n.round))
         if other is not None:
-            bad.append(f"{path}: dialogue {n.index} round {n.round} again (also {other.name}); one file per round")
+            bad.append(f"{path}: {which} round {n.round} again (also {other.shown}); one file per round")
             continue
-        seen[(d.dialogue_id, n.round)] = path
+        seen[(d.dialogue_id, n.round)] = n
         out.append(Matched(n, d, n.round))
     if bad:
         raise BadRecording(f"{len(bad)} file(s) do not match the suite {suite.root}:\n" + "\n".join(bad))

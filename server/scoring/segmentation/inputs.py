@@ -6,7 +6,8 @@ Channel convention: a **stereo** file holds the user on the **left** channel and
 bundle** (DESIGN §7) has them as ``room.wav`` (the user's side: everything the model heard) and
 ``assistant.wav``; the model's segments come from the bundle as scoring takes them (a
 ``segments.json`` override, or the live detector's when its version matches), else from the
-detector. Any sample rate soundfile reads is resampled to the 24 kHz stream rate (soxr, HQ);
+detector. Any file soundfile reads (WAV, FLAC, and MP3 with libsndfile 1.1 or newer), at any
+sample rate, is resampled to the 24 kHz stream rate (soxr, HQ);
 files of different lengths are padded with silence to the longer. Nothing is ever written next
 to the input.
 """
@@ -47,6 +48,9 @@ def _read(path: Path) -> tuple[np.ndarray, int]:
         raise BadRecording(f"{path}: no such file")
     if path.is_dir():
         raise BadRecording(f"{path}: a directory, but not an episode bundle (no episode.json)")
+    if path.suffix.lower() == ".mp3" and "MP3" not in sf.available_formats():
+        raise BadRecording(f"{path}: reading MP3 needs libsndfile 1.1 or newer (this one is "
+                           f"{sf.__libsndfile_version__}); convert the file to WAV")
     try:
         pcm, rate = sf.read(str(path), dtype="int16", always_2d=True)
     except Exception as exc:  # soundfile raises its own error types
