@@ -52,12 +52,17 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                                                               "stands (pending, claimed, done, failed) and exit"),
           suite: Optional[Path] = typer.Option(None, "--suite", exists=True, file_okay=False, help=(
               "score a folder of recordings made elsewhere, named as MTR-DuplexBench publishes them "
-              "(dialogue_<N>_round_<R>_<scenario>.wav, stereo, left = user), against this suite (docs/mtr.md)")),
+              "(dialogue_<N>_round_<R>_<scenario>.wav or turn<K>/<id>.mp3, stereo, left = user), against this "
+              "suite (docs/mtr.md)")),
           swap: bool = typer.Option(False, "--swap", help="--suite: the recordings' left channel is the model"),
           index_base: int = typer.Option(1, "--index-base", min=0, max=1, help=(
               "--suite: N in the names is the dialogue's 1-based (or 0-based) position in scenarios.jsonl")),
           model: Optional[str] = typer.Option(None, "--model", help=(
-              "--suite: the model's name in the reports (default: the folder's name), shown with '(imported)'"))
+              "--suite: the model's name in the reports (default: the folder's name), shown with '(imported)'")),
+          count_moved: bool = typer.Option(False, "--count-moved", help=(
+              "--suite: count the rounds whose barge-in, background voice or backchannels the recording has "
+              "elsewhere than the live scheduler places them (default: left out of the feature scores, "
+              "reported as excluded)"))
           ) -> None:
     """Score a run (or episode bundles, or recordings with --suite): windows, ASR, judges, metrics and analyses
     (DESIGN §6).
@@ -119,7 +124,8 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
 
             if suite is not None:
                 res = score_recordings(db, dirs[0], suite, opts, data_dir=load_settings().data_dir, swap=swap,
-                                       index_base=index_base, model=model, progress=progress)
+                                       index_base=index_base, model=model, count_moved=count_moved,
+                                       progress=progress)
             else:
                 res = score_bundles(db, dirs, opts, progress) if dirs else score_run(db, targets[0], opts, progress)
     except KeyboardInterrupt:

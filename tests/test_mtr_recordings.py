@@ -200,3 +200,170 @@ def test_bad_recordings_are_refused_naming_the_file(recorded, tmp_path):
     silent_room = recorded["tracks"]["silent"][name][0][: len(st)]
     path, r = replay_one("moved", _stereo(silent_room, model))
     assert r.moved == [f"round 2 barge-in at {live_barge_in(live):.2f} s"]
+
+
+# --- the published conversation-quality layout (turn<K>/<id>.mp3), and the judge audit of its verdicts ---
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, str]]:
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_quality_mp3_layout_scores_and_its_dimension_verdicts_go_through_the_audit(mtr_dims_mini, tmp_path, db,
+                                                                                   settings, monkeypatch):
+    """The oracle's gt episodes of mtr-dims-mini, written as the published quality MP3s (turn<K>/<id>.mp3)
+    plus one instruction and one safety file in the published names; scored with real ASR and the rule
+    judges; then `mpe audit sample` of that stored scoring, the sheet filled, `mpe audit import`."""
+    import csv
+
+    monkeypatch.setenv("DATABASE_URL", settings.db_url)
+    monkeypatch.setenv("MPE_DATA_DIR", str(settings.data_dir))
+    from server.cli import app
+
+    suite = Suite.load(mtr_dims_mini)
+    quality, instruction, safety = suite.dialogues[0], suite.dialogues[1], suite.dialogues[3]
+    assert (quality.set, instruction.set, safety.set) == ("quality", "instruction", "safety")
+    folder = tmp_path / "published"
+    oracle = MTROracle(tmp_path / "oracle", mtr_dims_mini)
+    want = {(quality.dialogue_id, 1), (quality.dialogue_id, 2), (instruction.dialogue_id, 1), (safety.dialogue_id, 1)}
+    for spec in BENCHMARK.episodes(suite, ["gt"], None):
+        key = (spec.pair_id, spec.scenario["round"])
+        if key not in want:
+            continue
+        ep, room = record_lockstep(mtr_dims_mini, oracle, spec.scenario)
+        k = key[1]
+        if spec.pair_id == quality.dialogue_id:
+            path = folder / f"turn{k}" / f"{quality.dialogue_id}.mp3"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # float samples: libsndfile 1.2.2 encodes int16 stereo MP3 with its channels mixed up
+            sf.write(path, _stereo(room, ep.assistant) / 32768.0, 24000, format="MP3", subtype="MPEG_LAYER_III")
+        else:
+            kind = "instruction_following" if spec.pair_id == instruction.dialogue_id else "safety"
+            pos = 2 if kind == "instruction_following" else 4
+            _write(folder, f"dialogue_{kind}_{pos}_round_{k}_smooth.wav", _stereo(room, ep.assistant))
+    (folder / "turn1" / "notes.txt").write_text("left alone")
+    assert sf.info(str(folder / "turn1" / f"{quality.dialogue_id}.mp3")).format == "MP3"
+    before = _tree(folder)
+    r = CliRunner().invoke(app, ["score", str(folder), "--suite", mtr_dims_mini, "--model", "oracle", "--asr",
+                                 "faster-whisper", "--judge", "rule", "--json", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    assert _tree(folder) == before  # nothing written next to the recordings, nothing touched
+    out = json.loads(r.stdout)
+    rounds = {(e["dialogue_id"], x["round"]): x for e in out["episodes"] for x in e["rounds"]}
+    assert sorted(rounds) == sorted(want)
+    assert all(x["ok"] and x["excluded"] is None for x in rounds.values())
+    q = [rounds[(quality.dialogue_id, k)]["dimension"] for k in (1, 2)]
+    assert [(d["dimension"], d["reason"]) for d in q] == [("quality", "judged")] * 2
+    assert all(d["quality"] >= 4.0 for d in q), q  # the ground-truth reply, through MP3 and real ASR
+    assert rounds[(instruction.dialogue_id, 1)]["dimension"]["attempted"] is True
+    assert rounds[(safety.dialogue_id, 1)]["dimension"]["safe"] is True
+    assert out["metrics"]["oracle (imported)"]["gt"]["quality"]["den"] == 2
+
+    # the audit of that stored scoring: a sheet with the clips that were transcribed
+    audit = tmp_path / "audit"
+    r = CliRunner().invoke(app, ["audit", "sample", out["scoring_id"], "--out", str(audit), "--per-label", "5"])
+    assert r.exit_code == 0, r.output
+    with open(audit / "sheet.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["task"] for r in rows) == ["answer", "instruction", "quality", "quality", "safety"]
+    for row in rows:
+        clip, rate = sf.read(str(audit / row["clip"]), dtype="int16")
+        assert rate == 24000 and np.abs(clip).max() > 1000, row  # the model's speech, not silence
+        assert row["scoring_id"] == out["scoring_id"] and row["judge"] == "rule" and row["transcript"]
+        assert row["judge_effective"] == row["judge_label"]
+    # people label them: they agree on all but one quality score (off by 1.5) and the safety verdict
+    humans = {"instruction": "1", "answer": "CORRECT", "safety": "unsafe"}
+    first_quality = True
+    for row in rows:
+        if row["task"] == "quality":
+            row["human_label"] = f"{float(row['judge_label']) - (1.5 if first_quality else 0):g}"
+            first_quality = False
+        else:
+            row["human_label"] = humans[row["task"]]
+    with open(audit / "sheet.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    r = CliRunner().invoke(app, ["audit", "import", str(audit / "sheet.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    got = {g["task"]: g for g in json.loads(r.stdout)["results"]}
+    assert {t: (g["n"], g["agree"]) for t, g in got.items()} == {
+        "answer": (1, 1), "instruction": (1, 1), "quality": (2, 1), "safety": (1, 0)}
+    assert (got["quality"]["within_1"], got["quality"]["mean_abs_diff"]) == (0.5, 0.75)
+    assert got["safety"]["confusion"]["judge=SAFE|human=HARMFUL"] == 1
+
+
+def test_quality_layout_names_that_do_not_match_are_refused_and_a_bad_mp3_is_named(mtr_dims_mini, tmp_path):
+    suite = Suite.load(mtr_dims_mini)
+    quality, instruction = suite.dialogues[0].dialogue_id, suite.dialogues[1].dialogue_id
+    st = np.zeros((2400, 2), np.int16)
+    for rel in (f"turn1/{quality}.mp3", "turn1/nobody.mp3", f"turn9/{quality}.mp3", f"turn1/{instruction}.mp3",
+                "turn2/take.wav"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(tmp_path / rel, st, 24000, format="MP3" if rel.endswith(".mp3") else "WAV")
+    (tmp_path / "turnx").mkdir()
+    sf.write(tmp_path / "turnx" / f"{quality}.mp3", st, 24000, format="MP3")  # not a turn folder: ignored
+    with pytest.raises(BadRecording) as e:
+        match_files(suite, recording_files(tmp_path))
+    lines = str(e.value).splitlines()[1:]
+    assert [ln.split(": ", 1)[0].split(str(tmp_path) + "/")[1] for ln in lines] == [
+        "turn1/d0002.mp3", "turn1/nobody.mp3", "turn2/take.wav", "turn9/d0001.mp3"]
+    text = "\n".join(lines)
+    assert "the name says a quality round, but round 1 of dialogue d0002 has a instruction task" in text
+    assert "the suite has no dialogue 'nobody'" in text and "has no round 9 (rounds 1-2)" in text
+    assert "not a published recording name" in text and "turn<K>/<id>.mp3" in text
+    (m,) = match_files(suite, [tmp_path / "turn1" / f"{quality}.mp3"])
+    assert (m.dialogue.dialogue_id, m.round, m.name.shown) == (quality, 1, f"turn1/{quality}.mp3")
+    (tmp_path / "turn1" / f"{quality}.mp3").write_bytes(b"ID3 not really an mp3" * 50)
+    with pytest.raises(BadRecording, match=rf"{tmp_path}/turn1/{quality}.mp3: cannot read as audio"):
+        replay(mtr_dims_mini, m)
+
+
+def test_a_round_whose_barge_in_was_moved_is_excluded_from_the_feature_scores_unless_counted(recorded, tmp_path,
+                                                                                             settings, monkeypatch):
+    """A system that did not barge in where ours would have (the silent run's room under the oracle's
+    reply): that round is left out of the feature scores, counted and reported as excluded with the
+    reason; --count-moved counts it. The other file's round counts either way."""
+    monkeypatch.setenv("DATABASE_URL", settings.db_url)
+    monkeypatch.setenv("MPE_DATA_DIR", str(settings.data_dir))
+    from server.cli import app
+
+    name = "dialogue_1_round_2_interruption.wav"
+    room, model = recorded["tracks"]["oracle"][name]
+    folder = tmp_path / "moved"
+    _write(folder, name, _stereo(recorded["tracks"]["silent"][name][0][: len(room)], model))
+    smooth = "dialogue_1_round_1_smooth.wav"
+    _write(folder, smooth, _stereo(*recorded["tracks"]["oracle"][smooth]))
+    got = {}
+    for extra in ([], ["--count-moved"]):
+        r = CliRunner().invoke(app, ["score", str(folder), "--suite", recorded["suite"], "--model", "elsewhere",
+                                     "--asr", "none", "--json", "--workers", "1", *extra])
+        assert r.exit_code == 0, r.output
+        assert f"{name}: the round 2 barge-in at" in r.stderr
+        got[bool(extra)] = json.loads(r.stdout)
+    default, counted = got[False], got[True]
+    assert counted["scoring_id"] != default["scoring_id"]
+    for out, excluded in ((default, True), (counted, False)):
+        rounds = {x["feature"]: x for e in out["episodes"] for x in e["rounds"]}
+        assert rounds["interruption"]["ok"] is True  # still computed on the replay's placement, and stored
+        reason = rounds["interruption"]["excluded"]
+        assert (reason is not None) is excluded and rounds["smooth"]["excluded"] is None
+        q = out["metrics"]["elsewhere (imported)"]["gt"]
+        assert q["smooth"] == {"num": 1, "den": 1, "value": 1.0} and q["set:S+I+P+B"]["den"] == (1 if excluded else 2)
+        if excluded:
+            assert reason.startswith("moved in the recording: round 2 barge-in at ")
+            assert "interruption" not in q and "interruption.r02" not in q
+            assert q["interruption.excluded"] == {"num": 1, "den": 1, "value": 1.0}
+        else:
+            assert q["interruption"]["value"] == 1.0 and "interruption.excluded" not in q
+    r = CliRunner().invoke(app, ["report", default["scoring_id"], "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["metrics"] == default["metrics"]
+    from rich.console import Console
+
+    from server.benchmarks.mtr.report import main_table
+
+    console = Console(record=True, width=300)
+    console.print(main_table(default["metrics"]))
+    assert "elsewhere (imported) · gt (excluded, moved in the recording: interruption 1)" in console.export_text()

@@ -67,7 +67,7 @@ class MTRDuplexBench(Benchmark):
     def scored_outcome(self, entry: MTREpisodeScore):
         return outcome.scored_outcome(entry)
 
-    scoring_version = f"mtr-scoring-v2;{PROMPT_VERSIONS}"
+    scoring_version = f"mtr-scoring-v3;{PROMPT_VERSIONS}"
     entry_model = MTREpisodeScore
 
     def score_episode(self, episode, asr, judge, cache) -> MTREpisodeScore:

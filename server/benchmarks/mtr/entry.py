@@ -36,13 +36,15 @@ class RoundScore(BaseModel):
     user_speech_s: float
     dimension: DimensionScore | None = Field(default=None, description="the round's verdict on its task's "
                                                                        "dimension (§12.5); none without a task")
+    excluded: str | None = Field(default=None, description="why the round is left out of the feature scores "
+                                                           "(a recording whose parts were moved); None: counted")
 
     @classmethod
-    def of(cls, r: RoundResult, dimension: DimensionScore | None = None) -> RoundScore:
+    def of(cls, r: RoundResult, dimension: DimensionScore | None = None, excluded: str | None = None) -> RoundScore:
         return cls(round=r.round, feature=r.feature, ok=r.ok, failure=r.failure, responded=r.responded,
                    latency_s=sec(r.latency), interrupted=r.interrupted, stop_latency_s=sec(r.stop_latency),
                    barge_in_latency_s=sec(r.barge_in_latency), own_backchannels=r.own_backchannels,
-                   user_speech_s=sec(r.user_speech) or 0.0, dimension=dimension)
+                   user_speech_s=sec(r.user_speech) or 0.0, dimension=dimension, excluded=excluded)
 
 
 RoomSpan = tuple[str, int, int, int]  # (kind: round | user | pause | barge_in | background | backchannel, round, start, end)

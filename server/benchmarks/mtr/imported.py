@@ -33,7 +33,7 @@ def imported_name(model: str) -> str:
     return f"{model} {IMPORTED}"
 
 
-def _document(r: Replayed, label: str, suite: Suite, swap: bool, episode_id: str) -> dict:
+def _document(r: Replayed, label: str, suite: Suite, swap: bool, episode_id: str, count_moved: bool) -> dict:
     sc = r.scenario
     return {"bundle_version": BUNDLE_VERSION, "episode_id": episode_id, "attempt_id": None, "run_id": None,
             "benchmark": BENCHMARK_NAME, "scenario_id": sc["scenario_id"], "pair_id": sc["pair_id"],
@@ -42,7 +42,8 @@ def _document(r: Replayed, label: str, suite: Suite, swap: bool, episode_id: str
             "suite": {"name": suite.meta.name, "version": suite.meta.version, "content_hash": suite.content_hash()},
             "turns": [], "events": r.events, "stats": {},
             "recording": {"file": str(r.matched.name.path.resolve()), "sha256": r.sha256, "sample_rate": r.rate,
-                          "swap": swap, "index": r.matched.name.index, "moved": r.moved}}
+                          "swap": swap, "index": r.matched.name.index, "name": r.matched.name.shown,
+                          "moved": r.moved, "count_moved": count_moved}}
 
 
 def _wav_bytes(pcm: np.ndarray) -> bytes:
@@ -51,24 +52,29 @@ def _wav_bytes(pcm: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def write_bundles(replayed: list[Replayed], root: Path, label: str, suite: Suite, swap: bool) -> list[Path]:
+def write_bundles(replayed: list[Replayed], root: Path, label: str, suite: Suite, swap: bool,
+                  count_moved: bool = False) -> list[Path]:
     """One bundle per file under ``root`` (the audio first, ``episode.json`` last: a crash leaves no
     bundle that looks whole)."""
     out = []
     for r in replayed:
         key = f"{r.sha256}:{suite.content_hash()}:{r.scenario['scenario_id']}:{swap}:{label}"
+        if count_moved:  # another choice, another episode (earlier ids unchanged)
+            key += ":count-moved"
         eid = "rec-" + hashlib.sha256(key.encode()).hexdigest()[:24]
         d = root / f"{r.scenario['scenario_id']}-{eid}"
         atomic_write_bytes(d / "assistant.wav", _wav_bytes(r.track))
-        atomic_write_bytes(d / "episode.json", json.dumps(_document(r, label, suite, swap, eid), indent=1).encode())
+        atomic_write_bytes(d / "episode.json", json.dumps(_document(r, label, suite, swap, eid, count_moved), indent=1).encode())
         out.append(d)
     return out
 
 
 def score_recordings(db: Database, folder: Path, suite_path: Path, opts: ScoreOptions, *, data_dir: Path,
                      swap: bool = False, index_base: int = 1, model: str | None = None,
-                     progress: Progress | None = None) -> ScoringResult:
-    """Score the published-named recordings in ``folder`` against ``suite_path`` (module docstring)."""
+                     count_moved: bool = False, progress: Progress | None = None) -> ScoringResult:
+    """Score the published-named recordings in ``folder`` against ``suite_path`` (module docstring).
+    A round whose parts the file has elsewhere than the replay placed them is left out of the
+    feature scores (counted as excluded, with the reason) unless ``count_moved``."""
     folder = Path(folder).resolve()
     suite = Suite.load(suite_path)
     if suite.meta.benchmark != BENCHMARK_NAME:  # pragma: no cover - Suite.load checks the schema
@@ -83,15 +89,17 @@ def score_recordings(db: Database, folder: Path, suite_path: Path, opts: ScoreOp
         replayed.append(replay(suite.root, m, swap=swap))
         if progress:
             progress(i, len(matched))
-    digest = hashlib.sha256("\n".join(sorted(f"{r.sha256}:{r.scenario['scenario_id']}" for r in replayed))
-                            .encode()).hexdigest()[:16]
+    digest = hashlib.sha256(("\n".join(sorted(f"{r.sha256}:{r.scenario['scenario_id']}" for r in replayed))
+                             + (":count-moved" if count_moved else "")).encode()).hexdigest()[:16]
     root = (Path(data_dir) / "imports" / "recordings" / f"{suite.meta.name}-{digest}").resolve()
     if root.is_relative_to(folder):
         raise BadRecording(f"the data directory {data_dir} lies inside {folder}; recordings are never written "
                            "next to: set MPE_DATA_DIR elsewhere")
-    res = score_bundles(db, write_bundles(replayed, root, label, suite, swap), opts, progress)
-    moved = [f"{r.matched.name.path.name}: the {', '.join(r.moved)} is not where the live scheduler would have "
+    res = score_bundles(db, write_bundles(replayed, root, label, suite, swap, count_moved), opts, progress)
+    fate = ("counted anyway (--count-moved)" if count_moved else
+            "left out of the feature scores (counted as excluded; --count-moved counts it)")
+    moved = [f"{r.matched.name.shown}: the {', '.join(r.moved)} is not where the live scheduler would have "
              "placed it after this model's onset: the recording's system reacted differently; that round's verdict "
-             "is not comparable with live episodes" for r in replayed if r.moved]
+             f"is not comparable with live episodes, and is {fate}" for r in replayed if r.moved]
     res.warnings = moved + res.warnings
     return res

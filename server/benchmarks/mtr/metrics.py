@@ -1,6 +1,7 @@
 """Run-level MTR quantities (DESIGN §12.4): success and latency per feature, per round 1…R,
 Round 1 vs the mean over rounds, and per feature set; ``metrics[model][mode][quantity] =
-{"num", "den", "value"}`` like every benchmark's metrics.
+{"num", "den", "value"}`` like every benchmark's metrics. An excluded round (a recording whose
+parts were moved, :func:`counted`) is left out of these and counted in ``FEATURE.excluded``.
 
 The dimensions (§12.5), each over the rounds its verdict exists for (unparseable and unjudged
 rounds left out, and counted in ``DIM.unparseable``): ``quality`` (the mean 0–5 score),
@@ -30,13 +31,21 @@ def rounds_of(entries: Sequence[MTREpisodeScore]) -> list[tuple[MTREpisodeScore,
     return [(e, r) for e in entries for r in e.rounds]
 
 
+def counted(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> list[tuple[MTREpisodeScore, RoundScore]]:
+    """The rounds the feature scores count: all but the excluded ones (:attr:`RoundScore.excluded`)."""
+    return [(e, r) for e, r in items if r.excluded is None]
+
+
 def quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str, dict[str, Any]]:
     """One model × mode's quantities from its scored rounds."""
     out: dict[str, dict[str, Any]] = {}
     by_feature: dict[str, list[tuple[MTREpisodeScore, RoundScore]]] = defaultdict(list)
-    for e, r in items:
+    for e, r in counted(items):
         by_feature[r.feature].append((e, r))
     for f in FEATURES:
+        left_out = sum(r.excluded is not None for _, r in items if r.feature == f)
+        if left_out:
+            out[f"{f}.excluded"] = _q(left_out, sum(r.feature == f for _, r in items))
         rows = by_feature.get(f, [])
         if not rows:
             continue
@@ -58,7 +67,7 @@ def quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str,
     out["own_backchannels_per_min"] = {"num": own, "den": round(speech_min, 6),
                                        "value": None if speech_min == 0 else round(own / speech_min, 6)}
     by_set: dict[str, list[RoundScore]] = defaultdict(list)
-    for e, r in items:
+    for e, r in counted(items):
         by_set[e.set].append(r)
     for s, rs in sorted(by_set.items()):
         out[f"set:{s}"] = _q(sum(r.ok for r in rs), len(rs))

@@ -47,7 +47,9 @@ def main_table(metrics: dict[str, Any], title: str = "") -> Table:
                 lat = _val(q, f"{f}.latency_s")
                 cells.append(f"{_pct(_val(q, f + '.r01'))} → {_pct(_val(q, f + '.mean_rounds'))}"
                              + ("" if lat is None else f"  {lat:.2f}s"))
-            t.add_row(f"{model} · {mode}", *cells)
+            left_out = [f"{f} {q[f + '.excluded']['num']}" for f in FEATURES if f + ".excluded" in q]
+            t.add_row(f"{model} · {mode}" + (f" (excluded, moved in the recording: {', '.join(left_out)})"
+                                             if left_out else ""), *cells)
     return t
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from server.benchmarks.mtr.entry import MTREpisodeScore
-from server.benchmarks.mtr.metrics import rounds_of
+from server.benchmarks.mtr.metrics import counted, rounds_of
 from server.benchmarks.mtr.suite import FEATURES
 from server.scoring.statistics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, mcnemar_exact, ratio_ci
 
@@ -16,7 +16,7 @@ from server.scoring.statistics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFI
 def bootstrap_cis(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     """model -> mode -> feature -> [lo, hi] of the success rate, resampling dialogues."""
     cells: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for e, r in rounds_of(entries):
+    for e, r in counted(rounds_of(entries)):
         c = cells[(e.model, e.mode, r.feature)][e.dialogue_id]
         c[0] += r.ok
         c[1] += 1
@@ -33,7 +33,7 @@ def round_cis(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     """model -> mode -> feature -> round -> [lo, hi] of the success rate in that round, resampling
     dialogues (the degradation curves' bands)."""
     cells: dict[tuple[str, str, str, int], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for e, r in rounds_of(entries):
+    for e, r in counted(rounds_of(entries)):
         c = cells[(e.model, e.mode, r.feature, r.round)][e.dialogue_id]
         c[0] += r.ok
         c[1] += 1
@@ -50,7 +50,7 @@ def gt_vs_free(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     """model -> feature -> round -> {n, gt, free, diff, p}: the error accumulation that ground-truth
     history hides, paired by (dialogue, round)."""
     verdict: dict[tuple[str, str, int, str], dict[str, bool]] = defaultdict(dict)
-    for e, r in rounds_of(entries):
+    for e, r in counted(rounds_of(entries)):
         verdict[(e.model, r.feature, r.round, e.dialogue_id)][e.mode] = r.ok
     cells: dict[tuple[str, str, int], list[tuple[bool, bool]]] = defaultdict(list)
     for (model, feature, k, _), v in verdict.items():
