@@ -134,6 +134,12 @@ def _phrase_in(words: list[str], phrase: str) -> bool:
     return f" {' '.join(normalize(phrase))} " in f" {' '.join(words)} "
 
 
+def says(text: str, phrases: tuple[str, ...] | list[str]) -> list[str]:
+    """The ``phrases`` that ``text`` says (normalised words, numbers as digits), in their order."""
+    words = normalize(text)
+    return [p for p in phrases if normalize(p) and _phrase_in(words, p)]
+
+
 def _content(words: list[str]) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in STOPWORDS and w not in FILLER))
 
