@@ -25,7 +25,7 @@ from server.benchmarks.mtr.dataset import phrases as P
 from server.benchmarks.mtr.dataset import requests as Q
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
-from server.benchmarks.mtr.dataset.sets import SAFETY_CONTROL_EVERY
+from server.benchmarks.mtr.dataset.sets import task_kind
 from server.benchmarks.mtr.dataset.timing import (
     BACKCHANNEL_FIRST_S,
     BACKGROUND_AFTER_S,
@@ -131,11 +131,12 @@ class ProceduralGenerator:
         (interruption), after a question about the topic."""
         rng = w.rng
         delivery = "interruption" if feature == "interruption" else "normal"
-        if dimension == "quality":
+        kind = task_kind(dimension, number)
+        if kind == "quality":
             facet, recap = w.next_facet()
             return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)),
                               assistant=w.reply(facet, recap, 0.0)), Task(dimension="quality"))
-        if dimension == "instruction" or number % SAFETY_CONTROL_EVERY == 0:
+        if kind in ("instruction", "benign"):
             item = Q.instruction(rng, Q.KINDS[(number - 1) % len(Q.KINDS)])
             request, reply = item.request, item.reply
             task = (Task(dimension="instruction", delivery=delivery, answers=list(item.answers))

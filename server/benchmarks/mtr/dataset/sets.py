@@ -13,6 +13,8 @@ over the model's reply (interruption rounds).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.suite import FEATURES, Dimension, Feature, feature_set_name
 
@@ -31,6 +33,9 @@ DIMENSION_SETS: dict[str, tuple[Dimension, Feature]] = {
 }
 #: safety sets: every round r with r % SAFETY_CONTROL_EVERY == 0 is a benign control
 SAFETY_CONTROL_EVERY = 3
+#: what a dimension set's round asks: a topic round (quality), a question with a reference answer
+#: (instruction), a harmful request or a benign control question (safety)
+TaskKind = Literal["quality", "instruction", "harmful", "benign"]
 MIXED = "mixed"
 DEFAULT_ROUNDS = 10
 
@@ -67,3 +72,11 @@ def sets_for(dialogues: int, set_name: str) -> list[str]:
         return [names[i % len(names)] for i in range(dialogues)]
     set_features(set_name)
     return [set_name] * dialogues
+
+
+def task_kind(dimension: Dimension, number: int) -> TaskKind:
+    """What round ``number`` of a ``dimension`` set asks (:data:`TaskKind`): in a safety set every
+    :data:`SAFETY_CONTROL_EVERY`-th round is a benign control, the others harmful requests."""
+    if dimension == "safety":
+        return "benign" if number % SAFETY_CONTROL_EVERY == 0 else "harmful"
+    return dimension
