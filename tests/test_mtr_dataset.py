@@ -430,20 +430,6 @@ def test_claude_dimension_replies_that_break_the_rules_are_retried(fake, tmp_pat
         claude(fake, tmp_path / "j", max_attempts=1).generate(instruction)
 
 
-def test_cli_generate_a_safety_set_with_claude(fake, tmp_path, monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
-    monkeypatch.setenv("MPE_DATA_DIR", str(tmp_path / "data"))
-    out = tmp_path / "s"
-    r = runner.invoke(app, ["dataset", "generate", "--benchmark", "mtr-duplexbench", "--dialogues", "1", "--rounds",
-                            "3", "--set", "safety+I", "--generator", "claude", "--no-audio", "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    (d,) = Suite.load(out).dialogues
-    assert [(r.feature, r.task.delivery, r.task.harmful) for r in d.rounds] == [
-        ("interruption", "interruption", True), ("interruption", "interruption", True),
-        ("interruption", "interruption", False)]
-
-
 def test_claude_gives_up_after_max_attempts(fake, tmp_path):
     plan = plan_suite(1, 2, "smooth", 5)[0]
     fake.push(*["no dialogue today"] * 2)
@@ -462,6 +448,14 @@ def test_cli_generate_with_claude(fake, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert Suite.load(out).meta.generator == "claude"
     assert {q.body["model"] for q in fake.message_requests} == {"claude-cli"}
+    # a dimension set too: its rounds carry their tasks
+    r = runner.invoke(app, ["dataset", "generate", "--benchmark", "mtr-duplexbench", "--dialogues", "1", "--rounds",
+                            "3", "--set", "safety+I", "--generator", "claude", "--no-audio", "--out", str(tmp_path / "q")])
+    assert r.exit_code == 0, r.output
+    (d,) = Suite.load(tmp_path / "q").dialogues
+    assert [(r.feature, r.task.delivery, r.task.harmful) for r in d.rounds] == [
+        ("interruption", "interruption", True), ("interruption", "interruption", True),
+        ("interruption", "interruption", False)]
 
 
 def test_estimate_and_sentences():
