@@ -87,6 +87,8 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
         raise typer.BadParameter("give one run id (or several bundle directories)")
     if suite is not None and len(dirs) != 1:
         raise typer.BadParameter("--suite scores one folder of recordings")
+    if count_moved and suite is None:
+        raise typer.BadParameter("--count-moved applies to recordings scored with --suite")
     db = _db()
     if status:
         if dirs:
