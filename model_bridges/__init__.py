@@ -31,6 +31,7 @@ def load_all() -> None:
         moshi_ws,
         openai_realtime,
         reference,  # noqa: F401
+        voila,
     )
 
 

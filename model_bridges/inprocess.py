@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from abc import abstractmethod
 from collections.abc import Iterator
@@ -63,6 +64,7 @@ from model_bridges.playout import (
 log = logging.getLogger("mpe.bridges")
 
 FRAME_S = 0.08  # one wire frame (DESIGN §4)
+SENTENCE_END = re.compile(r"[.!?]\s*$")  # where a model's text pieces are sent as one `text` message
 
 
 def hub_offline() -> bool:
@@ -100,6 +102,26 @@ def need_file(directory: Path, name: str, what: str) -> Path:
     if not path.is_file():
         raise ModelMissingWeights(f"{what} {name!r} is missing from the checkpoint directory {directory}")
     return path
+
+
+def import_model_code(code_dir: str, module: str, what: str, install: str):
+    """``module`` from the model's own source tree (a clone of its repository at ``code_dir``, put
+    first on ``sys.path``), or from the environment when ``code_dir`` is empty. Models that ship
+    their inference code as a repository, not a package (Voila, Freeze-Omni), load this way."""
+    import importlib
+    import sys
+
+    if code_dir:
+        root = Path(code_dir).expanduser()
+        if not root.is_dir():
+            raise ModelMissingPackage(f"{what}: code={code_dir!r} is not a directory (a clone of {install})")
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ModelMissingPackage(f"{what}: cannot import {module} ({exc}); give code=DIR, a clone of {install} "
+                                  "(docs/bridges.md)") from None
 
 
 def is_oom(exc: BaseException) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ import numpy as np
 from clients.errors import ModelBadCheckpoint, ModelMissingPackage
 from model_bridges import register
 from model_bridges.inprocess import (
+    SENTENCE_END,
     InProcessBridge,
     bad_checkpoint,
     need_file,
@@ -51,7 +51,6 @@ from model_bridges.playout import float_to_pcm16, opt_bool, opt_float, opt_int, 
 LEGACY_FILES = {"moshi_name": "model.safetensors", "mimi_name": "tokenizer-e351c8d8-checkpoint125.safetensors",
                 "tokenizer_name": "tokenizer_spm_32k_3.model"}
 TEXT_PADDING = (0, 3)  # text ids that are padding, never words (Moshi's end-of-padding and padding)
-_SENTENCE_END = re.compile(r"[.!?]\s*$")
 
 
 def read_checkpoint(directory: Path):
@@ -223,7 +222,7 @@ class MoshiLM(InProcessBridge):
         self._text_frames += 1
         if token not in TEXT_PADDING and token < self.tokenizer.get_piece_size():
             self._text += self.tokenizer.id_to_piece(token).replace("\u2581", " ")
-        if self._text.strip() and (_SENTENCE_END.search(self._text) or self._text_frames >= 25):
+        if self._text.strip() and (SENTENCE_END.search(self._text) or self._text_frames >= 25):
             self.emit_text(seq, self._text.strip())
             self._text, self._text_frames = "", 0
         elif not self._text.strip():

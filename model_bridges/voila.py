@@ -1,0 +1,305 @@
+"""``voila``: Voila-autonomous (maitrix-org), the full-duplex Voila checkpoint, run in this process.
+
+Voila ships its inference code as a repository, not a package: ``code=DIR`` is a clone of
+maitrix-org/Voila (its ``model.py`` defines ``VoilaAutonomousModel``). The authors' ``infer.py``
+tokenises a whole recording first and then runs ``VoilaAutonomousModel.run_generate`` over it; this
+bridge turns that loop into a per-step function, in the same order of operations:
+
+- **Audio and frame rate.** Voila-Tokenizer is an Encodec model (transformers ``EncodecModel``) at
+  16 kHz used at 1.1 kbps: 4 codebooks of 2048 codes at **25 Hz** (hop 640 samples, 40 ms). The
+  bridge speaks 16 kHz on the wire (1280-sample frames, the server resamples), so one room frame is
+  exactly two codec frames, and one answer frame is two codec frames decoded.
+- **Two channels.** Each LM position holds ``2 × num_codebooks`` ids: the user's codec frame, then
+  the assistant's (both offset into the text vocabulary as ``<|n|>`` tokens); their embeddings are
+  averaged. The prompt is ``<SYSTEM><stream_chat><chat_audio_output><au_chat_ref_start><au_chat_ref>
+  <au_chat_ref_end></SYSTEM><|HUMAN|>`` in both channels; the speaker embedding (``ref_emb``, 256
+  floats) is added at ``<au_chat_ref>`` on the first forward pass.
+- **One step.** A forward pass over the newest position gives text logits, the 2-way head
+  ``voila_pred`` and, through ``audio_transformer.inference``, one assistant codec frame. The text
+  token is sampled (temperature 0.2, top-k 50); head = 1 while not speaking turns it into
+  ``<|VOILA|>`` (the start of a turn), ``eos`` ends one. When the token is ``<au_token>`` the step is
+  an **audio step**: the sampled codec frame is the assistant's next 40 ms and the next user codec
+  frame is appended beside it. Any other token is a **marker step**: it is appended in both channels
+  and consumes no user audio.
+- **Causality.** The assistant's codec frame *k* is computed from user frames before *k*: it sees the
+  room up to 40 ms earlier, plus the 40 ms needed to complete a codec frame; marker steps add compute,
+  not audio time. The bridge encodes the room causally: each new 80 ms is encoded with the last
+  ``codec_context_ms`` of room audio before it and only its own two frames are kept (the authors'
+  script encodes the whole recording at once, so a non-causal codec would see the future there); the
+  decoder decodes each pair of frames after ``codec_context_ms`` of the model's earlier frames.
+- **Limits of the loop.** ``max_marker_steps`` (default 32) bounds the marker steps before one audio
+  step: past it the step's sampled codec frame is taken as audio (counted as ``forced_audio_steps``);
+  the authors' loop has no bound. The KV cache grows by 25 positions a second (plus markers); past the
+  LM's ``max_position_embeddings`` the step is ``model_error`` (the authors' loop stops at
+  ``max_new_tokens``).
+
+The duty comes as the spoken preamble only; ``instructions=`` (a text inserted before ``</SYSTEM>``,
+as ``infer.py --instruction`` does) is an explicit option, recorded in the stats.
+Teacher forcing is not offered (``accepts_context`` false; docs/bridges.md says what is possible).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clients.errors import ModelBadCheckpoint, ModelError, ModelMissingPackage, ModelMissingWeights
+from model_bridges import register
+from model_bridges.inprocess import (
+    SENTENCE_END,
+    InProcessBridge,
+    bad_checkpoint,
+    import_model_code,
+    resolve_checkpoint,
+    torch_dtype,
+)
+from model_bridges.playout import BridgeConfigError, float_to_pcm16, opt_float, opt_int, pcm16_to_float
+
+RATE = 16_000
+BANDWIDTH_KBPS = 1.1  # Voila-Tokenizer's only bandwidth
+REF_EMB_DIM = 256
+AUDIO_TOKEN_FORMAT = "<|{}|>"
+SYSTEM_PROMPT = ("<SYSTEM>", "<stream_chat><chat_audio_output><au_chat_ref_start><au_chat_ref><au_chat_ref_end>",
+                 "</SYSTEM>")
+HUMAN, ASSISTANT, AUDIO = "<|HUMAN|>", "<|VOILA|>", "<au_token>"
+REPO = "https://github.com/maitrix-org/Voila"
+
+
+@register("voila")
+class VoilaAutonomous(InProcessBridge):
+    """Options: ``checkpoint`` (directory or hub id, e.g. ``maitrix-org/Voila-autonomous-preview``),
+    ``tokenizer`` (the audio tokenizer, default ``maitrix-org/Voila-Tokenizer``), ``code`` (a clone of
+    maitrix-org/Voila; default: ``model`` importable as it is), ``ref_emb`` (a ``.npy`` of 256 floats:
+    the speaker embedding; default none), ``temperature``/``top_k`` (text, default 0.2/50),
+    ``audio_temperature``/``audio_top_k`` (default 0.8/50), ``max_marker_steps`` (default 32),
+    ``codec_context_ms`` (default 1000), ``instructions``/``instructions_file``, and the common ones."""
+
+    name = "voila"
+    family = "voila"
+    sample_rate = RATE
+    takes_text_prompt = True
+
+    def __init__(self, checkpoint: str = "", **options: Any):
+        super().__init__(checkpoint, **options)
+        o = self.options
+        self.tokenizer_id = str(o.pop("tokenizer", "") or "maitrix-org/Voila-Tokenizer")
+        self.code_dir = str(o.pop("code", "") or "")
+        self.ref_emb_path = str(o.pop("ref_emb", "") or "")
+        self.sampling = {"temperature": opt_float(o, "temperature", 0.2), "top_k": opt_int(o, "top_k", 50),
+                         "audio_temperature": opt_float(o, "audio_temperature", 0.8),
+                         "audio_top_k": opt_int(o, "audio_top_k", 50)}
+        self.max_marker_steps = opt_int(o, "max_marker_steps", 32)
+        self.codec_context_ms = opt_int(o, "codec_context_ms", 1000)
+        if self.codec_context_ms < 0 or self.max_marker_steps < 0:
+            raise BridgeConfigError("voila: codec_context_ms and max_marker_steps are >= 0")
+        self.start()
+
+    # loading ------------------------------------------------------------------------------
+
+    def load_lm(self, directory: Path):
+        """The LM (the repository's ``VoilaAutonomousModel``) and its text tokenizer."""
+        voila = import_model_code(self.code_dir, "model", "voila", REPO)
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ModelMissingPackage("voila needs transformers: pip install 'duplex-mpe[voila]'") from None
+        attn = "sdpa"
+        if self.device.startswith("cuda"):
+            try:
+                import flash_attn  # noqa: F401
+
+                attn = "flash_attention_2"  # as infer.py loads it
+            except ImportError:
+                pass
+        try:
+            model = voila.VoilaAutonomousModel.from_pretrained(
+                str(directory), torch_dtype=torch_dtype(self.dtype_name), attn_implementation=attn, use_cache=True,
+                local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        except (OSError, ValueError, KeyError) as exc:
+            raise bad_checkpoint(f"voila: loading {directory}", exc) from None
+        return model.to(self.device).eval(), tokenizer
+
+    def load_codec(self, directory: Path):
+        """Voila-Tokenizer: a transformers ``EncodecModel`` (float32)."""
+        try:
+            from transformers import EncodecModel
+        except ImportError:
+            raise ModelMissingPackage("voila needs transformers: pip install 'duplex-mpe[voila]'") from None
+        if not (directory / "config.json").is_file():
+            raise ModelMissingWeights(f"voila: the audio tokenizer {directory} has no config.json")
+        try:
+            codec = EncodecModel.from_pretrained(str(directory), local_files_only=True)
+        except (OSError, ValueError, KeyError) as exc:
+            raise bad_checkpoint(f"voila: loading the audio tokenizer {directory}", exc) from None
+        return codec.to(self.device).eval()
+
+    def load(self) -> None:
+        import torch
+
+        self.torch = torch
+        directory = resolve_checkpoint(self.checkpoint, self.allow_download)
+        codec_dir = resolve_checkpoint(self.tokenizer_id, self.allow_download)
+        self.codec = self.load_codec(codec_dir)
+        cfg = self.codec.config
+        if cfg.sampling_rate != RATE:
+            raise ModelBadCheckpoint(f"voila: the audio tokenizer runs at {cfg.sampling_rate} Hz, not {RATE}")
+        self.hop = int(np.prod(cfg.upsampling_ratios))
+        if self.frame_samples % self.hop:
+            raise ModelBadCheckpoint(f"voila: codec hop {self.hop} does not divide a frame ({self.frame_samples})")
+        self.per_frame = self.frame_samples // self.hop
+        self.model, self.tokenizer = self.load_lm(directory)
+        mc = self.model.config
+        self.nq, self.card = int(mc.num_codebooks), int(mc.codebook_size)
+        tok = self.tokenizer
+
+        def token_id(text: str) -> int:
+            i = tok.convert_tokens_to_ids(text)
+            if not isinstance(i, int) or i == tok.unk_token_id:
+                raise ModelBadCheckpoint(f"voila: the text tokenizer has no {text!r} (not a Voila checkpoint)")
+            return i
+
+        self.audio_min = token_id(AUDIO_TOKEN_FORMAT.format(0))
+        self.audio_max = token_id(AUDIO_TOKEN_FORMAT.format(self.nq * self.card - 1))
+        self.audio_id, self.assistant_id, human = token_id(AUDIO), token_id(ASSISTANT), token_id(HUMAN)
+        self.eos_id = tok.eos_token_id
+        head = tok.encode("".join(SYSTEM_PROMPT), add_special_tokens=False)
+        extra = tok.encode(self.text_prompt, add_special_tokens=False) if self.text_prompt else []
+        self.prompt_ids = head[:-1] + extra + head[-1:] + [human]
+        self.offsets = torch.arange(self.nq, device=self.device) * self.card + self.audio_min
+        self.ref_embs = self.ref_mask = None
+        if self.ref_emb_path:
+            emb = np.load(self.ref_emb_path).astype(np.float32).reshape(-1)
+            if emb.shape != (REF_EMB_DIM,):
+                raise BridgeConfigError(f"voila: ref_emb holds {emb.size} values, not {REF_EMB_DIM}")
+            self.ref_embs = torch.from_numpy(emb).to(self.device)[None, None]
+            self.ref_mask = torch.ones(1, dtype=torch.long, device=self.device)
+        self.max_positions = int(getattr(mc, "max_position_embeddings", 0) or 0)
+        self.params = {"lm": sum(p.numel() for p in self.model.parameters()),
+                       "codec": sum(p.numel() for p in self.codec.parameters())}
+
+    def describe(self) -> dict[str, Any]:
+        return {"parameters": self.params, "sampling": self.sampling, "frame_rate_hz": RATE / self.hop,
+                "codebooks": self.nq, "codec_causal": bool(getattr(self.codec.config, "use_causal_conv", False)),
+                "codec_context_ms": self.codec_context_ms, "speaker_embedding": bool(self.ref_emb_path)}
+
+    # per episode ----------------------------------------------------------------------------
+
+    def fresh_state(self) -> None:
+        from transformers import DynamicCache
+
+        torch = self.torch
+        ids = torch.tensor(self.prompt_ids, dtype=torch.long, device=self.device)
+        self.pending = ids[None, :, None].expand(1, len(self.prompt_ids), 2 * self.nq)  # both channels
+        self.cache = DynamicCache()
+        self.positions = 0
+        self.speaking = False
+        ctx = self.codec_context_ms * RATE // 1000 // self.hop * self.hop
+        self.room_window = np.zeros(ctx, np.float32)
+        self.own_codes = torch.zeros(self.nq, ctx // self.hop, dtype=torch.long, device=self.device)
+        self.own_silent = ctx // self.hop  # leading frames of own_codes that are not the model's
+        self.counts = {"audio_steps": 0, "marker_steps": 0, "turns": 0, "forced_audio_steps": 0}
+        self._text: list[int] = []
+
+    def encode_room(self, room: np.ndarray):
+        """This frame's user codec frames [nq, per_frame], encoded after the room audio before it."""
+        x = np.concatenate([self.room_window, pcm16_to_float(room)])
+        self.room_window = x[len(x) - len(self.room_window):] if len(self.room_window) else self.room_window
+        codes = self.codec.encode(self.torch.from_numpy(x).to(self.device)[None, None],
+                                  bandwidth=BANDWIDTH_KBPS).audio_codes[0, 0]
+        if codes.shape[0] != self.nq:
+            raise ModelBadCheckpoint(f"voila: the audio tokenizer gives {codes.shape[0]} codebooks, the LM takes {self.nq}")
+        return codes[:, -self.per_frame:]
+
+    def decode_own(self, frames):
+        """The model's newest codec frames [nq, per_frame] as PCM, decoded after its earlier ones."""
+        torch = self.torch
+        codes = torch.cat([self.own_codes, frames], dim=1)
+        self.own_codes = codes[:, frames.shape[1]:]
+        wave = self.codec.decode(codes[None, None], [None]).audio_values[0, 0]
+        return wave[-frames.shape[1] * self.hop:].float().cpu().numpy()
+
+    def sample_text(self, logits):
+        torch = self.torch
+        t, k = self.sampling["temperature"], self.sampling["top_k"]
+        if t and t > 0:
+            logits = logits / t
+        if k and k > 0:
+            kth = torch.topk(logits, min(k, logits.shape[-1]))[0][..., -1, None]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        return int(torch.multinomial(torch.softmax(logits.float(), dim=-1), 1)[0, 0])
+
+    def lm_step(self, user_row, force_audio: bool = False):
+        """One forward pass and what follows from it: the assistant's codec frame [nq] on an audio step,
+        None on a marker step (``user_row``, the next user frame as ids [nq], is appended only on an audio
+        step; ``force_audio`` takes the sampled frame as audio whatever the token)."""
+        torch = self.torch
+        n = self.pending.shape[1]
+        if self.max_positions and self.positions + n > self.max_positions:
+            raise ModelError(f"voila: the context is full ({self.max_positions} positions, "
+                             f"{self.positions / (RATE / self.hop):.0f} s of steps)")
+        first = self.positions == 0
+        out = self.model(input_ids=self.pending,
+                         attention_mask=torch.ones(1, self.positions + n, dtype=torch.long, device=self.device),
+                         position_ids=torch.arange(self.positions, self.positions + n, device=self.device)[None],
+                         past_key_values=self.cache, ref_embs=self.ref_embs if first else None,
+                         ref_embs_mask=self.ref_mask if first else None, use_cache=True, return_dict=True)
+        self.cache = out.past_key_values
+        self.positions += n
+        audio = self.model.audio_transformer.inference(out.last_hidden_state, temperature=self.sampling[
+            "audio_temperature"], top_k=self.sampling["audio_top_k"])[0, -1]  # [nq], codes 0 … card-1
+        token = self.sample_text(out.logits[:, -1, :])
+        head = int(torch.argmax(out.voila_pred[0, -1]))
+        if head == 1 and not self.speaking:
+            token, self.speaking = self.assistant_id, True
+            self.counts["turns"] += 1
+        elif token == self.eos_id:
+            self.speaking = False
+        if token == self.audio_id or force_audio:
+            self.counts["audio_steps"] += 1
+            self.counts["forced_audio_steps"] += token != self.audio_id
+            own = (audio + self.offsets)[None, None]
+            self.pending = torch.cat([user_row[None, None], own], dim=2)
+            return audio
+        row = torch.full((1, 1, self.nq), token, dtype=torch.long, device=self.device)
+        self.pending = torch.cat([row, row], dim=2)
+        self.take_text(token)
+        return None
+
+    def take_text(self, token: int) -> None:
+        self.counts["marker_steps"] += 1
+        if token == self.eos_id or token == self.assistant_id or self.audio_min <= token <= self.audio_max:
+            self.flush_text()
+            return
+        self._text.append(token)
+        if SENTENCE_END.search(self.tokenizer.decode(self._text)):
+            self.flush_text()
+
+    def flush_text(self) -> None:
+        text = self.tokenizer.decode(self._text, skip_special_tokens=True).strip() if self._text else ""
+        self._text = []
+        if text:
+            self.emit_text(self._seq, text)
+
+    def compute(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        torch = self.torch
+        self._seq = seq
+        with torch.inference_mode():
+            user = self.encode_room(room) + self.offsets[:, None]  # [nq, per_frame] as LM ids
+            own = []
+            for k in range(self.per_frame):
+                markers, audio = 0, None
+                while audio is None:
+                    audio = self.lm_step(user[:, k], force_audio=markers >= self.max_marker_steps)
+                    markers += 1
+                own.append(audio)
+            pcm = self.decode_own(torch.stack(own, dim=1))
+        return float_to_pcm16(pcm)
+
+    def model_stats(self) -> dict[str, Any]:
+        out = super().model_stats()
+        if hasattr(self, "counts"):
+            out |= {"steps": dict(self.counts), "positions": self.positions}
+        return out

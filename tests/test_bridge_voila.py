@@ -1,0 +1,259 @@
+"""The in-process ``voila`` bridge: a real Encodec audio tokenizer (transformers ``EncodecModel`` with
+Voila-Tokenizer's shape: 16 kHz, hop 640, 4 codebooks of 2048 at 1.1 kbps; random weights, tiny
+dimensions) loaded by the bridge's loading code, and a **test double** of ``VoilaAutonomousModel`` and
+its text tokenizer with the real call signatures (``forward(input_ids [1, n, 2·nq], attention_mask,
+position_ids, past_key_values, ref_embs, ref_embs_mask, use_cache, return_dict)`` → ``logits``,
+``last_hidden_state``, ``past_key_values``, ``voila_pred``; ``audio_transformer.inference(hidden,
+temperature, top_k)`` → ``[1, 1, nq]``) and a scripted behaviour; it is not the model. Untested here:
+``VoilaAutonomous.load_lm`` (``VoilaAutonomousModel.from_pretrained`` from the repository's
+``model.py`` and ``AutoTokenizer.from_pretrained``), which needs the real checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from clients.errors import MPEError  # noqa: E402
+from clients.messages import EpisodeStart  # noqa: E402
+from clients.sdk import BridgeClient, BridgeOptions  # noqa: E402
+from model_bridges.voila import VoilaAutonomous  # noqa: E402
+from server.app import BackgroundServer  # noqa: E402
+from server.auth import create_token  # noqa: E402
+from server.engine.export import load_track  # noqa: E402
+from server.engine.leasing import create_run  # noqa: E402
+from tests.api_fixtures import wait_run  # noqa: E402
+from tests.test_context_frames import episode_of  # noqa: E402
+
+FRAME = 1280  # 80 ms at 16 kHz
+NQ, CARD = 4, 2048
+SPECIALS = ["<pad>", "<unk>", "</s>", "<SYSTEM>", "</SYSTEM>", "<stream_chat>", "<chat_audio_output>",
+            "<au_chat_ref_start>", "<au_chat_ref>", "<au_chat_ref_end>", "<|HUMAN|>", "<|VOILA|>", "<au_token>"]
+WORDS = ["hello", ".", "You", "are", "Aria"]
+SPEAK_AT, END_AT = 8, 20  # audio steps after which the double starts a turn, and ends it
+
+
+class TokenizerDouble:
+    """A Llama-style tokenizer's calls the bridge makes; specials, a few words, then <|0|> … <|8191|>."""
+
+    def __init__(self, audio_tokens: bool = True):
+        vocab = SPECIALS + WORDS + ([f"<|{i}|>" for i in range(NQ * CARD)] if audio_tokens else [])
+        self.ids = {t: i for i, t in enumerate(vocab)}
+        self.vocab = vocab
+        self.unk_token_id, self.eos_token_id, self.pad_token_id = 1, 2, 0
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return self.ids.get(token, self.unk_token_id)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [self.ids.get(t, 1) for t in re.findall(r"<[^>]+>|[^\s<.]+|\.", text)]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return " ".join(self.vocab[i] for i in ids if not (skip_special_tokens and self.vocab[i] in SPECIALS))
+
+
+class LMDouble(torch.nn.Module):
+    """Scripted: listens (``<au_token>``) for SPEAK_AT audio steps, then its head says speak and it
+    writes "hello ." before the audio goes on; at END_AT it ends the turn with eos. Its audio codes are
+    random (the global torch generator, which the bridge seeds) plus the newest user codes."""
+
+    def __init__(self, tok: TokenizerDouble):
+        super().__init__()
+        self.config = SimpleNamespace(num_codebooks=NQ, codebook_size=CARD, max_position_embeddings=4096)
+        self.tok, self.vocab = tok, len(tok.vocab)
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.audio_transformer = SimpleNamespace(inference=self.inference)
+        self.calls: list[dict] = []
+
+    def inference(self, inp, temperature=0, top_k=0):
+        assert inp.shape[-1] == 8 and temperature == 0.8 and top_k == 50
+        return (torch.randint(0, CARD, (1, 1, NQ)) + self._user % CARD) % CARD
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                inputs_embeds=None, ref_embs=None, ref_embs_mask=None, use_cache=None, return_dict=None, **_):
+        assert input_ids.dtype == torch.long and input_ids.shape[0] == 1 and input_ids.shape[2] == 2 * NQ
+        n, past = input_ids.shape[1], past_key_values.get_seq_length()
+        assert attention_mask.shape == (1, past + n) and position_ids[0].tolist() == list(range(past, past + n))
+        if past == 0:
+            self.rows, self.queue, self.audio_rows = [], [], 0
+        self.calls.append({"n": n, "ref": ref_embs is not None, "rows": input_ids[0].clone()})
+        past_key_values.update(torch.zeros(1, 1, n, 1), torch.zeros(1, 1, n, 1), 0)
+        last = input_ids[0, -1]
+        self._user = last[:NQ]
+        audio_min = self.tok.ids["<|0|>"]
+        if n == 1 and int(last[0]) >= audio_min:
+            self.audio_rows += 1
+        head, token = 0, self.tok.ids["<au_token>"]
+        if self.queue:
+            token = self.queue.pop(0)
+        elif self.audio_rows == SPEAK_AT and n == 1 and int(last[0]) >= audio_min:
+            head, self.queue = 1, [self.tok.ids["hello"], self.tok.ids["."]]
+        elif self.audio_rows == END_AT and n == 1 and int(last[0]) >= audio_min:
+            token = self.tok.eos_token_id
+        logits = torch.zeros(1, n, self.vocab)
+        logits[0, -1, token] = 1e4
+        pred = torch.zeros(1, n, 2)
+        pred[0, -1, head] = 1.0
+        return SimpleNamespace(logits=logits, last_hidden_state=torch.zeros(1, n, 8), past_key_values=past_key_values,
+                               voila_pred=pred)
+
+
+class OnDouble(VoilaAutonomous):
+    audio_tokens = True
+
+    def load_lm(self, directory):
+        tok = TokenizerDouble(self.audio_tokens)
+        return LMDouble(tok), tok
+
+
+@pytest.fixture(scope="module")
+def codec_dir(tmp_path_factory):
+    from transformers import EncodecConfig, EncodecModel
+
+    torch.manual_seed(0)
+    cfg = EncodecConfig(sampling_rate=16000, upsampling_ratios=[8, 5, 4, 4], hidden_size=8, num_filters=4,
+                        codebook_size=CARD, codebook_dim=8, target_bandwidths=[1.1], num_lstm_layers=1,
+                        audio_channels=1, use_causal_conv=True)
+    path = tmp_path_factory.mktemp("voila") / "tokenizer"
+    codec = EncodecModel(cfg)
+    with torch.no_grad():  # codebooks start as zeros: fill them with encoder outputs, so codes follow the input
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(16, 1, 640 * 128, generator=g) * torch.linspace(0.01, 0.5, 16)[:, None, None]
+        vectors = codec.encoder(x).permute(0, 2, 1).reshape(-1, 8)
+        for layer in codec.quantizer.layers:
+            layer.codebook.embed.copy_(vectors[torch.randperm(len(vectors), generator=g)[:CARD]])
+    codec.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def voila(codec_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("voila-lm")
+    np.save(d / "ref.npy", np.linspace(-1, 1, 256, dtype=np.float32))
+    return OnDouble(checkpoint=str(d), tokenizer=str(codec_dir), ref_emb=str(d / "ref.npy"), threads="1",
+                    warmup_frames="2", model_name="voila-double")
+
+
+def voice(frames: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(frames * FRAME) / 16000
+    return (6000 * np.sin(2 * np.pi * (180 + 40 * seed) * t) + rng.normal(0, 800, len(t))).astype(np.int16)
+
+
+def play(bridge, room):
+    bridge.reset(EpisodeStart(episode_id="e", clock="lockstep", sample_rate=16000, frame_samples=FRAME))
+    bridge.model.calls.clear()
+    out = []
+    for s in range(len(room) // FRAME):
+        pcm = bridge.step(s, room[s * FRAME:(s + 1) * FRAME])
+        assert pcm.dtype == np.int16 and pcm.shape == (FRAME,)
+        out.append(pcm)
+    return np.concatenate(out)
+
+
+def audio_user_rows(calls, audio_min):
+    """The user halves of the audio rows the LM was given, in order."""
+    return [c["rows"][0, :NQ] for c in calls if c["n"] == 1 and int(c["rows"][0, 0]) >= audio_min]
+
+
+def test_two_audio_steps_per_frame_markers_consume_no_audio(voila):
+    """Per 80 ms frame exactly two audio steps (25 Hz codec); the turn's markers (<|VOILA|>, the text,
+    eos) are extra steps written in both channels; the text is sent; the prompt goes first, with the
+    speaker embedding only there."""
+    n = 25
+    out = play(voila, voice(n, 1))
+    calls, counts = voila.model.calls, voila.counts
+    assert counts["audio_steps"] == 2 * n and counts["marker_steps"] == 4 and counts["turns"] == 1
+    assert counts["forced_audio_steps"] == 0
+    assert calls[0]["n"] == len(voila.prompt_ids) and calls[0]["ref"] and not any(c["ref"] for c in calls[1:])
+    assert len(calls) == 2 * n + 4  # one forward pass per step, each over the newest position only
+    tok = voila.tokenizer
+    markers = [c["rows"][0] for c in calls[1:] if int(c["rows"][0, 0]) < voila.audio_min]
+    assert [int(m[0]) for m in markers] == [tok.ids["<|VOILA|>"], tok.ids["hello"], tok.ids["."], 2]
+    assert all(bool((m == m[0]).all()) for m in markers)  # the same token in both channels
+    texts = [m["text"] for m in voila._outbox if m["type"] == "text"]
+    assert texts == ["hello ."]
+    assert out.any()
+
+
+def test_causal_user_codes_and_fresh_state(voila):
+    """The user codes given to the LM up to a frame do not depend on later room audio; changing the room
+    changes the codes from there on and the answer; the same room gives the same answer after a reset."""
+    a = voice(20, 2)
+    b = a.copy()
+    b[12 * FRAME:] = voice(20, 3)[12 * FRAME:]
+    out_a = play(voila, a)
+    rows_a = audio_user_rows(voila.model.calls, voila.audio_min)
+    out_b = play(voila, b)
+    rows_b = audio_user_rows(voila.model.calls, voila.audio_min)
+    # audio step k appends user codec frame k (room samples up to (k + 1) · 640)
+    for k in range(2 * 12):
+        assert torch.equal(rows_a[k], rows_b[k]), k
+    assert not all(torch.equal(rows_a[k], rows_b[k]) for k in range(2 * 12, len(rows_a)))
+    assert not np.array_equal(out_a, out_b) and np.array_equal(out_a[:12 * FRAME], out_b[:12 * FRAME])
+    assert np.array_equal(play(voila, a), out_a)
+    stats = [m["data"]["model"] for m in voila._outbox if m["type"] == "stats" and "model" in m["data"]]
+    assert stats[-1]["frame_rate_hz"] == 25.0 and stats[-1]["reset_ms"] >= 0 and stats[-1]["codebooks"] == NQ
+
+
+def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path):
+    plain = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0")
+    prompted = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0",
+                        instructions="You are Aria")
+    tok = plain.tokenizer
+    assert tok.decode(plain.prompt_ids) == ("<SYSTEM> <stream_chat> <chat_audio_output> <au_chat_ref_start> "
+                                            "<au_chat_ref> <au_chat_ref_end> </SYSTEM> <|HUMAN|>")
+    assert prompted.prompt_ids == plain.prompt_ids[:-2] + tok.encode("You are Aria") + plain.prompt_ids[-2:]
+    for bridge, source in ((plain, "none"), (prompted, "option")):
+        play(bridge, voice(2, 1))
+        rec = [m["data"]["instructions"] for m in bridge._outbox if "instructions" in m.get("data", {})][-1]
+        assert rec["source"] == source
+
+
+def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch):
+    def code(cls=OnDouble, **options) -> str:
+        with pytest.raises(MPEError) as info:
+            cls(checkpoint=str(tmp_path), warmup_frames="0", **options)
+        return info.value.code
+
+    assert code(tokenizer=str(tmp_path / "absent")) == "model_missing_weights"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hub"))
+    assert code() == "model_missing_weights"  # maitrix-org/Voila-Tokenizer is not in the (empty) cache
+    assert code(VoilaAutonomous, tokenizer=str(codec_dir), code=str(tmp_path / "no-clone")) == "model_missing_package"
+
+    class NoAudioTokens(OnDouble):
+        audio_tokens = False
+
+    assert code(NoAudioTokens, tokenizer=str(codec_dir)) == "model_bad_checkpoint"
+    assert code(tokenizer=str(codec_dir), top_p="0.9") == "bridge_config"
+
+
+async def test_lockstep_episode_through_the_server(settings, db, mini_suite, monkeypatch, voila):
+    """A real episode in lockstep, the bridge at 16 kHz: every slot recorded, every room frame stepped once
+    (two audio steps each), the scripted turn heard in the assistant track, the stats stored."""
+    token = create_token(db, "local")
+    run = create_run(db, team="local", model="voila-double", suite_path=str(mini_suite), clock="lockstep",
+                     limit=1, conditions=["explicit"])
+    async with BackgroundServer(settings) as server:
+        client = BridgeClient(voila, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05))
+        task = asyncio.create_task(client.run())
+        try:
+            p = await wait_run(db, run, [task], 240)
+        finally:
+            client.stop()
+            await asyncio.gather(task, return_exceptions=True)
+    assert p.completed == p.total == 1 and p.failed_attempts == 0
+    ep, att, _ = episode_of(db, run, "explicit")
+    assert att.stats["model"]["family"] == "voila" and att.stats["model"]["frames"] > 0
+    assert att.stats["instructions"] == {"source": "none", "offered": False}
+    room, assistant = load_track(db, att.id, "room"), load_track(db, att.id, "assistant")
+    assert att.n_frames == len(room) // 1920
+    assert voila.timer.summary()["frames"] == att.n_frames  # every room frame reached the model, once
+    assert voila.counts["audio_steps"] == 2 * att.n_frames and voila.counts["turns"] == 1
+    assert assistant.any()
