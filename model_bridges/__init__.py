@@ -23,6 +23,7 @@ def register(name: str):
 def load_all() -> None:
     """Import every bridge module of this package (each registers its bridges)."""
     from model_bridges import (  # noqa: F401
+        freeze_omni,
         freeze_omni_sio,
         gemini_live,
         minicpm_duplex,

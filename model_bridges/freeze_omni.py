@@ -1,0 +1,283 @@
+"""``freeze-omni``: Freeze-Omni (VITA-MLLM) run in this process with the repository's own modules.
+
+Freeze-Omni ships its inference code as a repository: ``code=DIR`` is a clone of VITA-MLLM/Freeze-Omni
+(``models/pipeline.py``: ``inferencePipeline``; ``models/decoder/llm2tts.py``: ``llm2TTS``;
+``web/vad.py``: ``VAD``). Its demo server (``bin/server.py``) runs listening and speaking in two
+threads; this bridge runs the same steps in the same order, serialised into the room's frames:
+
+- **Listening, per 160 ms chunk.** The room is resampled to 16 kHz (soxr, streaming, causal) and cut
+  into chunks of ``VAD.get_chunk_size()`` samples (2560: 16 fbank frames of 10 ms). ``VAD.predict``
+  (Silero VAD plus 80-bin fbank features with 3 frames of overlap) gives ``sl`` at a speech start
+  (with the features of the 6 chunks before it), ``cl`` while in a dialogue, ``el`` at 2 s of
+  silence. On ``sl`` the LLM state is a copy of the latest one (the system role, or the last reply's),
+  the 6 earlier chunks are prefilled (the first as ``sl``) and the current one as ``cl``; each further
+  ``cl`` chunk goes through ``speech_dialogue`` while the **state classifier** says ``cl``. It says
+  ``ss`` (the user is done and the model should answer) or ``el`` (not for the model: no answer).
+- **Speaking.** On ``ss`` the current reply (if any) is interrupted — its unplayed audio is dropped
+  from the playout buffer, as the demo drops its queue — and a new reply starts: ``speech_dialogue``
+  with stat ``ss`` then ``cs`` gives one text token and hidden state per call until ``<|im_end|>``;
+  the text is cut into segments at punctuation (after at least 4 tokens; commas too for the first
+  segment or after 20 tokens), each segment goes through ``post_process`` and ``llm2TTS.run`` with
+  the checkpoint's ``server.json`` decoder settings (the first segment with the first-pack ones and
+  its leading samples below 0.03 cut), and its 24 kHz pieces go into the playout buffer.
+- **Pacing.** The demo's speaking thread runs as fast as the GPU goes; here a reply advances by
+  ``llm_steps_per_frame`` calls (LLM tokens or TTS pieces; default 4) in every room frame, after the
+  frame's listening. In lockstep that is the whole difference; in realtime a reply whose steps are
+  slower than its audio shows as underruns in the playout stats.
+
+Latency by design: an answer cannot start before the classifier's ``ss``, which comes on a chunk
+after the question's end (160 ms chunks), plus the first segment's tokens and TTS. The model code
+places everything on ``cuda`` and computes in bfloat16 autocast (float32 where bf16 is missing):
+``device`` must be a CUDA device (``cuda:N`` selects it) and ``dtype`` bfloat16.
+The duty is the spoken preamble only; ``instructions=`` becomes the system role (``prompt_text``
+in the demo), recorded in the stats; without it the checkpoint's own chat template role is used.
+Teacher forcing is not offered (no call takes the model's own past audio).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from clients.errors import ModelBadCheckpoint
+from model_bridges import register
+from model_bridges.inprocess import InProcessBridge, import_model_code, need_file, resolve_checkpoint
+from model_bridges.playout import BridgeConfigError, PlayoutBuffer, Rechunker, float_to_pcm16, opt_float, opt_int
+
+IN_RATE, OUT_RATE = 16_000, 24_000
+TTS_DIM = 896  # the decoder's input rows: the authors reshape the LLM's embeddings and hidden states to it
+REPO = "https://github.com/VITA-MLLM/Freeze-Omni"
+# bin/inference.py's decoder settings, used where the checkpoint has no server.json
+DECODER_DEFAULTS = {"decoder_first_chunk_size": 40, "decoder_chunk_size": 40, "decoder_chunk_overlap_size": 10,
+                    "decoder_top_k": 2, "decoder_penalty_window_size": -1, "decoder_penalty": 1.1,
+                    "decoder_N": 2401, "decoder_seg_threshold_first_pack": 0.01, "decoder_seg_threshold": 0.01}
+FIRST_PACK_FLOOR = 0.03  # the first segment starts at its first sample above this (bin/server.py)
+SENTENCE_SUFFIXES = ("。", "：", "？", "！", ".", "?", "!", "\n")
+CLAUSE_SUFFIXES = (",", "，", ":") + SENTENCE_SUFFIXES
+HISTORY_CHUNKS = 6  # chunks before a speech start that are prefilled with it
+
+
+@register("freeze-omni")
+class FreezeOmni(InProcessBridge):
+    """Options: ``checkpoint`` (Freeze-Omni's ``checkpoints`` directory or hub id, e.g.
+    ``VITA-MLLM/Freeze-Omni``: ``audiollm/``, ``decoder/``, ``codec/``, ``server.json``), ``llm``
+    (Qwen2-7B-Instruct: a directory or hub id), ``code`` (a clone of VITA-MLLM/Freeze-Omni),
+    ``top_k``/``top_p``/``temperature`` (default 20/0.8/0.8, the authors' demo script),
+    ``llm_steps_per_frame`` (default 4), ``max_reply_tokens`` (default 500, as the demo),
+    ``instructions``/``instructions_file`` (the system role), and the common ones."""
+
+    name = "freeze-omni"
+    family = "freeze-omni"
+    takes_text_prompt = True
+
+    def __init__(self, checkpoint: str = "", **options: Any):
+        super().__init__(checkpoint, **options)
+        o = self.options
+        self.llm_id = str(o.pop("llm", "") or "")
+        self.code_dir = str(o.pop("code", "") or "")
+        self.sampling = {"top_k": opt_int(o, "top_k", 20), "top_p": opt_float(o, "top_p", 0.8),
+                         "temperature": opt_float(o, "temperature", 0.8)}
+        self.steps_per_frame = opt_int(o, "llm_steps_per_frame", 4)
+        self.max_reply_tokens = opt_int(o, "max_reply_tokens", 500)
+        if not self.llm_id:
+            raise BridgeConfigError("freeze-omni: give llm=DIR (Qwen2-7B-Instruct, a directory or hub id)")
+        if self.steps_per_frame < 1:
+            raise BridgeConfigError("freeze-omni: llm_steps_per_frame is at least 1")
+        self.start()
+
+    # loading ------------------------------------------------------------------------------
+
+    def load_parts(self, directory: Path, llm_dir: Path):
+        """The repository's pipeline (encoder, adapter, LLM, state classifier), speech decoder and VAD."""
+        if not self.device.startswith("cuda") or self.dtype_name != "bfloat16":
+            raise BridgeConfigError("freeze-omni: its code runs on cuda in bfloat16 autocast only "
+                                    "(--device cuda, --dtype bfloat16)")
+        import torch
+
+        if ":" in self.device:
+            torch.cuda.set_device(self.device)
+        pipeline = import_model_code(self.code_dir, "models.pipeline", "freeze-omni", REPO)
+        llm2tts = import_model_code(self.code_dir, "models.decoder.llm2tts", "freeze-omni", REPO)
+        vad = import_model_code(self.code_dir, "web.vad", "freeze-omni", REPO)
+        args = SimpleNamespace(model_path=str(directory), llm_path=str(llm_dir), **self.sampling)
+        try:
+            return pipeline.inferencePipeline(args), llm2tts.llm2TTS(str(directory)), vad.VAD()
+        except (KeyError, ValueError) as exc:
+            raise ModelBadCheckpoint(f"freeze-omni: the checkpoint does not fit ({type(exc).__name__}: "
+                                     f"{str(exc)[:300]})") from None
+
+    def load(self) -> None:
+        import torch
+
+        self.torch = torch
+        directory = resolve_checkpoint(self.checkpoint, self.allow_download)
+        for name, what in (("audiollm/final.pt", "the speech encoder and adapter"),
+                           ("audiollm/train.yaml", "the model config"), ("audiollm/global_cmvn", "the CMVN"),
+                           ("decoder/final.pt", "the speech decoder"), ("decoder/model.json", "its config"),
+                           ("codec/final.pt", "the codec"), ("codec/model.json", "its config")):
+            need_file(directory, name, what)
+        llm_dir = resolve_checkpoint(self.llm_id, self.allow_download)
+        need_file(llm_dir, "config.json", "the LLM config")
+        self.decoder_cfg = dict(DECODER_DEFAULTS)
+        server_json = directory / "server.json"
+        if server_json.is_file():
+            try:
+                self.decoder_cfg |= json.loads(server_json.read_text("utf-8"))
+            except ValueError as exc:
+                raise ModelBadCheckpoint(f"freeze-omni: server.json is not valid JSON ({exc})") from None
+        self.pipeline, self.tts, self.vad = self.load_parts(directory, llm_dir)
+        self.chunk_samples = int(self.vad.get_chunk_size())
+        # the system role is prefilled once; every episode starts from a copy of it (the demo's reset)
+        self.system_role = self.pipeline.speech_dialogue(None, stat="pre", role=self.text_prompt)
+
+    def describe(self) -> dict[str, Any]:
+        return {"chunk_ms": 1000 * self.chunk_samples // IN_RATE, "input_rate": IN_RATE, "output_rate": OUT_RATE,
+                "sampling": self.sampling, "llm_steps_per_frame": self.steps_per_frame}
+
+    # per episode ----------------------------------------------------------------------------
+
+    def fresh_state(self) -> None:
+        self.vad.reset_vad()
+        self.latest = copy.deepcopy(self.system_role)  # the demo's generate_outputs
+        self.listening: dict | None = None
+        self.reply = None
+        self.reply_no = 0
+        self.rechunk = Rechunker(self.chunk_samples, self.sample_rate, IN_RATE)
+        self._slot = 0
+        self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
+        self.counts = {"chunks": 0, "speech_starts": 0, "vad_ends": 0, "answers": 0, "dismissed": 0,
+                       "interrupted": 0, "tokens": 0, "segments": 0}
+
+    def compute(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        self._slot = seq
+        with self.torch.no_grad():
+            for chunk in self.rechunk.push(room):
+                self.listen(chunk)
+            for _ in range(self.steps_per_frame):
+                if self.reply is None or next(self.reply, StopIteration) is StopIteration:
+                    self.reply = None
+                    break
+        return self.playout.pull()
+
+    # listening (bin/server.py send_pcm and llm_prefill) ------------------------------------------
+
+    def listen(self, chunk: np.ndarray) -> None:
+        self.counts["chunks"] += 1
+        res = self.vad.predict(chunk.astype(np.float32))
+        status = res.get("status")
+        if status == "sl":
+            self.counts["speech_starts"] += 1
+            out = copy.deepcopy(self.latest)
+            out.update(adapter_cache=None, encoder_cache=None, pe_index=0, stat="sl", last_id=None)
+            out.pop("text", None)
+            out.pop("hidden_state", None)
+            self.listening = out
+            for i, feature in enumerate(res["feature_last_chunk"]):
+                self.prefill("sl" if i == 0 else "cl", feature, first=True)
+            self.prefill("cl", res["feature"])
+        elif status in ("cl", "el") and self.listening is not None:
+            self.prefill(status, res["feature"])
+
+    def prefill(self, status: str, feature, first: bool = False) -> None:
+        torch, dialogue = self.torch, self.pipeline.speech_dialogue
+        out = self.listening
+        if status == "sl":
+            out = dialogue(torch.as_tensor(np.asarray(feature, dtype=np.float32)), **out)
+        elif status == "el":
+            self.vad.in_dialog = False
+            self.counts["vad_ends"] += 1
+        else:
+            if out["stat"] == "cl":
+                out = dialogue(torch.as_tensor(np.asarray(feature, dtype=np.float32)), **out)
+            if first:
+                out["stat"] = "cl"
+            if out["stat"] == "el":
+                self.vad.in_dialog = False
+                self.counts["dismissed"] += 1
+            elif out["stat"] == "ss":
+                self.vad.in_dialog = False
+                self.interrupt()
+                self.counts["answers"] += 1
+                self.reply = self.speak(out)
+        self.listening = out
+
+    def interrupt(self) -> None:
+        """A new answer starts: the running reply stops and what it left unplayed is dropped."""
+        active = self.reply is not None
+        if active:
+            self.reply.close()
+            self.reply = None
+        if self.playout.flush() or active:
+            self.counts["interrupted"] += 1
+
+    # speaking (bin/server.py generate and decoder) ------------------------------------------------
+
+    def speak(self, out: dict):
+        """A reply, one model call per ``next``: the LLM's tokens and the decoder's pieces."""
+        dialogue = self.pipeline.speech_dialogue
+        item = f"reply{self.reply_no}"
+        self.reply_no += 1
+        out = dialogue(None, **out)
+        self.latest = out
+        hidden, text, last, pieces = [], "", "", 0
+        if out["stat"] == "cs":
+            hidden.append(out["hidden_state"])
+            self.counts["tokens"] += 1
+        yield
+        while out["stat"] == "cs" and len(out["past_tokens"]) <= self.max_reply_tokens:
+            out = {k: v for k, v in out.items() if k not in ("text", "hidden_state")}
+            out = dialogue(None, **out)
+            self.latest = out
+            if out["stat"] != "cs":
+                break
+            self.counts["tokens"] += 1
+            hidden.append(out["hidden_state"])
+            new = out["text"][len(last):]
+            if "\ufffd" in new:  # an incomplete UTF-8 sequence: wait for the next token
+                yield
+                continue
+            text += new
+            suffixes = CLAUSE_SUFFIXES if pieces == 0 or len(hidden) >= 20 else SENTENCE_SUFFIXES
+            if new.endswith(suffixes) and len(hidden) >= 4 and not (new.endswith(".") and last[-1:].isdigit()):
+                pieces = yield from self.synthesize(hidden, text, pieces, item)
+                hidden, text = [], ""
+            last = out["text"]
+            yield
+        if hidden:
+            yield from self.synthesize(hidden, text, pieces, item)
+        self.playout.end_item(item)
+
+    def synthesize(self, hidden: list, text: str, pieces: int, item: str):
+        torch, cfg, model = self.torch, self.decoder_cfg, self.pipeline.model
+        states = torch.cat(hidden).squeeze(1)
+        text = self.pipeline.post_process(text)
+        self.emit_text(self._slot, text)
+        self.counts["segments"] += 1
+        ids = torch.tensor(model.tokenizer.encode(text)).to(states.device)
+        embeddings = model.llm_decoder.model.embed_tokens(ids)
+        first = pieces == 0
+        chunk = cfg["decoder_first_chunk_size"] if first else cfg["decoder_chunk_size"]
+        threshold = cfg["decoder_seg_threshold_first_pack"] if first else cfg["decoder_seg_threshold"]
+        for piece in self.tts.run(embeddings.reshape(-1, TTS_DIM).unsqueeze(0), cfg["decoder_top_k"],
+                                  states.reshape(-1, TTS_DIM).unsqueeze(0), chunk, cfg["decoder_chunk_overlap_size"],
+                                  cfg["decoder_penalty_window_size"], cfg["decoder_penalty"], cfg["decoder_N"],
+                                  threshold):
+            wave = piece.squeeze().float().cpu().numpy().reshape(-1)
+            if pieces == 0:
+                loud = np.flatnonzero(np.abs(wave) > FIRST_PACK_FLOOR)
+                wave = wave[loud[0]:] if len(loud) else wave
+            pieces += 1
+            self.playout.push(float_to_pcm16(wave), item)
+            yield
+        return pieces
+
+    def model_stats(self) -> dict[str, Any]:
+        out = super().model_stats()
+        if hasattr(self, "counts"):
+            out |= {"steps": dict(self.counts), "playout": self.playout.stats()}
+        return out

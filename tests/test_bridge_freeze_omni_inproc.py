@@ -1,0 +1,302 @@
+"""The in-process ``freeze-omni`` bridge against test doubles of Freeze-Omni's modules with their exact
+call signatures: ``VAD`` (``get_chunk_size()``, ``reset_vad()``, ``in_dialog``, ``predict(audio)`` →
+``{status, feature_last_chunk, feature}``), ``inferencePipeline`` (``speech_dialogue(audio, role, stat,
+past_key_values, last_id, past_tokens, adapter_cache, encoder_cache, pe_index)`` with the stats ``pre``,
+``sl``, ``cl``, ``ss``, ``cs``, ``el``; ``post_process``; ``model.tokenizer``,
+``model.llm_decoder.model.embed_tokens``) and ``llm2TTS.run(hidden, top_k, prefix, codec_chunk_size,
+codec_padding_size, penalty_window_size, penalty, N, seg_threshold)``, with a scripted behaviour (they
+are not the model). Untested here: ``FreezeOmni.load_parts`` past its device check (the repository's
+``inferencePipeline(args)``, ``llm2TTS(model_path)`` and ``VAD()``), which need the real checkpoint and
+a GPU."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("soxr")
+
+from clients.errors import MPEError  # noqa: E402
+from clients.messages import EpisodeStart  # noqa: E402
+from clients.sdk import BridgeClient, BridgeOptions  # noqa: E402
+from model_bridges.freeze_omni import FreezeOmni  # noqa: E402
+from server.app import BackgroundServer  # noqa: E402
+from server.auth import create_token  # noqa: E402
+from server.engine.export import load_track  # noqa: E402
+from server.engine.leasing import create_run  # noqa: E402
+from tests.api_fixtures import wait_run  # noqa: E402
+from tests.test_context_frames import episode_of  # noqa: E402
+
+FRAME, CHUNK = 1920, 2560
+WORDS = ["Yes", ",", "it", "is", "nine", ".", "That", "is", "all", "."]
+LOUD, DISMISS = 0.01, 0.2  # chunk RMS: speech; a chunk this loud makes the classifier say "not for me"
+
+
+class VADDouble:
+    """Speech start on the first chunk above LOUD (with the 6 chunks before it), end after 12 quiet
+    chunks in a dialogue; a chunk's "feature" is its RMS repeated, shaped like the real [1, 19, 80]."""
+
+    def __init__(self):
+        self.reset_vad()
+
+    def get_chunk_size(self):
+        return CHUNK
+
+    def reset_vad(self):
+        self.in_dialog, self.quiet = False, 0
+        self.history = [np.zeros((1, 19, 80), np.float32)] * 10
+
+    def predict(self, audio):
+        assert audio.dtype == np.float32 and audio.shape == (CHUNK,)
+        level = float(np.sqrt(np.mean(audio ** 2)))
+        feature = np.full((1, 19, 80), level, np.float32)
+        if self.in_dialog:
+            self.quiet = self.quiet + 1 if level < LOUD else 0
+            if self.quiet >= 12:
+                self.quiet = 0
+                return {"status": "el", "feature_last_chunk": None, "feature": feature.tolist()}
+            return {"status": "cl", "feature_last_chunk": None, "feature": feature.tolist()}
+        if level >= LOUD:
+            self.in_dialog, self.quiet = True, 0
+            return {"status": "sl", "feature_last_chunk": [h.tolist() for h in self.history[-6:]],
+                    "feature": feature.tolist()}
+        self.history = self.history[1:] + [feature]
+        return {"status": None}
+
+
+class TokenizerDouble:
+    def encode(self, text):
+        return [len(w) for w in text.split()]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(WORDS[i] for i in ids)
+
+
+class PipelineDouble:
+    """The KV cache is a list mutated in place, like the real cache: ('role', text), ('a', level) per
+    audio chunk, ('ss',), ('t', i) per token. After two loud chunks, a quiet one ends the question:
+    ``ss``, or ``el`` when a chunk was above DISMISS. A reply is WORDS, then <|im_end|> (stat ``sl``)."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, list]] = []
+        self.model = type("M", (), {})()
+        self.model.tokenizer = TokenizerDouble()
+        self.model.llm_decoder = type("D", (), {})()
+        self.model.llm_decoder.model = torch.nn.Module()
+        self.model.llm_decoder.model.embed_tokens = torch.nn.Embedding(16, 896 * 4)
+
+    def speech_dialogue(self, audio, role=None, stat="sl", past_key_values=None, last_id=None, past_tokens=None,
+                        adapter_cache=None, encoder_cache=None, pe_index=0):
+        self.calls.append((stat, copy.deepcopy(past_key_values)))
+        out = {"past_key_values": past_key_values, "stat": stat, "last_id": last_id, "adapter_cache": adapter_cache,
+               "encoder_cache": encoder_cache, "pe_index": pe_index}
+        if stat == "pre":
+            return out | {"past_key_values": [("role", role)], "stat": "sl"}
+        assert past_key_values is not None, "must set system role first!!!"
+        if stat in ("sl", "cl"):
+            assert audio.shape == (1, 19, 80) and audio.dtype == torch.float32
+            past_key_values.append(("a", round(float(audio.mean()), 4)))
+            heard = []
+            for e in reversed(past_key_values):
+                if e[0] != "a":
+                    break
+                heard.append(e[1])
+            loud = [x for x in heard if x >= LOUD]
+            out["adapter_cache"], out["encoder_cache"], out["pe_index"] = "cnn", "enc", pe_index + 1
+            out["stat"] = "cl"
+            if len(loud) >= 2 and heard[0] < LOUD:
+                out["stat"] = "el" if max(loud) >= DISMISS else "ss"
+            return out
+        if stat == "ss":
+            past_key_values.append(("ss",))
+        n = 0
+        for e in reversed(past_key_values):
+            if e[0] == "ss":
+                break
+            n += 1
+        if n >= len(WORDS):
+            return out | {"stat": "sl", "last_id": None}
+        past_key_values.append(("t", n))
+        tokens = (past_tokens or []) + [n]
+        return out | {"stat": "cs", "last_id": torch.tensor([[n]]), "past_tokens": tokens,
+                      "text": self.model.tokenizer.decode(tokens), "hidden_state": torch.full((1, 1, 896), float(n))}
+
+    def post_process(self, text):
+        return text.replace(" ,", ",").replace(" .", ".").strip()
+
+
+def piece(seconds, freq, lead=0.0):
+    t = np.arange(int(seconds * 24000)) / 24000
+    return torch.from_numpy(np.concatenate([np.zeros(int(lead * 24000)), 0.3 * np.sin(2 * np.pi * freq * t)])
+                            .astype(np.float32))[None, None]
+
+
+class TTSDouble:
+    """Two pieces per segment: 50 ms of near-silence then a tone, and another tone."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+
+    def run(self, hidden, top_k, prefix, codec_chunk_size=40, codec_padding_size=10, penalty_window_size=-1,
+            penalty=1.1, N=2401, seg_threshold=0.01):
+        assert hidden.shape[0] == 1 and hidden.shape[2] == 896 and prefix.shape[2] == 896
+        self.calls.append({"chunk": codec_chunk_size, "threshold": seg_threshold, "rows": prefix.shape[1]})
+        yield piece(0.25, 300, lead=0.05)
+        yield piece(0.3, 450)
+
+
+class OnDouble(FreezeOmni):
+    def load_parts(self, directory, llm_dir):
+        return PipelineDouble(), TTSDouble(), VADDouble()
+
+
+def checkpoint_dirs(root):
+    ckpt, llm = root / "checkpoints", root / "Qwen2-7B-Instruct"
+    for name in ("audiollm/final.pt", "audiollm/train.yaml", "audiollm/global_cmvn", "decoder/final.pt",
+                 "decoder/model.json", "codec/final.pt", "codec/model.json"):
+        (ckpt / name).parent.mkdir(parents=True, exist_ok=True)
+        (ckpt / name).write_bytes(b"")
+    (ckpt / "server.json").write_text('{"decoder_first_chunk_size": 20, "decoder_seg_threshold_first_pack": 0.1}')
+    llm.mkdir()
+    (llm / "config.json").write_text("{}")
+    return ckpt, llm
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    return checkpoint_dirs(tmp_path)
+
+
+def make(dirs, **options):
+    ckpt, llm = dirs
+    return OnDouble(checkpoint=str(ckpt), llm=str(llm), warmup_frames="2", **options)
+
+
+def tone(room, start_s, seconds, amp, freq=220):
+    i = int(start_s * 24000)
+    t = np.arange(int(seconds * 24000)) / 24000
+    room[i:i + len(t)] = (amp * 32767 * np.sin(2 * np.pi * freq * t)).astype(np.int16)
+
+
+def run(bridge, room):
+    bridge.reset(EpisodeStart(episode_id="e", clock="lockstep", sample_rate=24000, frame_samples=FRAME))
+    out = [bridge.step(s, room[s * FRAME:(s + 1) * FRAME]) for s in range(len(room) // FRAME)]
+    return np.concatenate([np.zeros(FRAME, np.int16) if o is None else o for o in out])
+
+
+def expected_reply() -> np.ndarray:
+    from model_bridges.playout import float_to_pcm16
+
+    first = piece(0.25, 300, lead=0.05)[0, 0].numpy()
+    first = first[np.flatnonzero(np.abs(first) > 0.03)[0]:]
+    rest = [piece(0.3, 450), piece(0.25, 300, lead=0.05), piece(0.3, 450)]
+    return float_to_pcm16(np.concatenate([first] + [p[0, 0].numpy() for p in rest]))
+
+
+def test_a_question_is_answered_in_segments_played_whole(dirs):
+    """Chunks of 160 ms reach the VAD; the speech start prefills the 6 chunks before it then the current
+    one; the classifier's ``ss`` starts the reply; both segments are synthesised (the first with the
+    first-pack settings of server.json, its leading quiet cut) and play gap-free, all of it, once."""
+    bridge = make(dirs)
+    room = np.zeros(75 * FRAME, np.int16)  # 6 s
+    tone(room, 1.0, 0.6, 0.1)
+    out = run(bridge, room)
+    c = bridge.counts
+    assert c["chunks"] == len(room) * 2 // 3 // CHUNK and c["speech_starts"] == 1 and c["answers"] == 1
+    assert c["dismissed"] == 0 and c["segments"] == 2 and c["tokens"] == len(WORDS) and c["vad_ends"] == 0  # ss ends the dialogue
+    stats = [call[0] for call in bridge.pipeline.calls]
+    first_sl = stats.index("sl", 1)
+    assert stats[first_sl:first_sl + 7] == ["sl"] + ["cl"] * 6  # 5 history chunks as cl, then the current one
+    assert bridge.tts.calls[0]["chunk"] == 20 and bridge.tts.calls[0]["threshold"] == 0.1  # first pack
+    assert bridge.tts.calls[1]["chunk"] == 40 and bridge.tts.calls[1]["threshold"] == 0.01
+    want = expected_reply()
+    start = int(np.flatnonzero(out)[0])
+    assert start >= int(1.6 * 24000)  # never before the question has ended
+    assert np.array_equal(out[start:start + len(want)], want) and not out[start + len(want):].any()
+    assert [m["text"] for m in bridge._outbox if m["type"] == "text"] == ["Yes, it is nine.", "That is all."]
+
+
+def test_not_for_the_model_no_answer_and_a_new_question_interrupts(dirs):
+    bridge = make(dirs)
+    room = np.zeros(60 * FRAME, np.int16)
+    tone(room, 1.0, 0.6, 0.5)  # the classifier says el
+    assert not run(bridge, room).any()
+    assert bridge.counts["dismissed"] == 1 and bridge.counts["answers"] == 0
+    room = np.zeros(75 * FRAME, np.int16)
+    tone(room, 1.0, 0.6, 0.1)
+    tone(room, 2.0, 0.4, 0.1, freq=330)  # a second question while the first answer plays
+    out = run(bridge, room)
+    assert bridge.counts["answers"] == 2 and bridge.counts["interrupted"] == 1
+    # the second listening started from a copy of the state the first reply had reached
+    sl = [cache for stat, cache in bridge.pipeline.calls if stat == "sl"]
+    assert any(e[0] == "t" for e in sl[-1]) and sl[-1][0] == ("role", None)
+    first_reply = expected_reply()
+    start = int(np.flatnonzero(out)[0])
+    assert bridge.playout.stats()["flushes"] == 1 and bridge.playout.stats()["dropped_ms"] > 0
+    assert not np.array_equal(out[start:start + len(first_reply)], first_reply)  # cut short, then reply 2
+    assert out[int(3.2 * 24000):].any()
+
+
+def test_fresh_state_and_the_system_role_only_as_an_option(dirs):
+    bridge = make(dirs)
+    room = np.zeros(50 * FRAME, np.int16)
+    tone(room, 1.0, 0.6, 0.1)
+    first = run(bridge, room)
+    assert np.array_equal(run(bridge, room), first) and first.any()
+    calls = bridge.pipeline.calls
+    assert [s for s, _ in calls].count("pre") == 1  # prefilled once at load; each episode copies it
+    sl = [cache for stat, cache in calls if stat == "sl"]
+    assert sl[-1] == [("role", None)]  # nothing of the episode before
+    rec = [m["data"]["instructions"] for m in bridge._outbox if "instructions" in m.get("data", {})][-1]
+    assert rec["source"] == "none"
+    prompted = make(dirs, instructions="You are Aria.")
+    assert prompted.pipeline.calls[0] == ("pre", None) and prompted.system_role["past_key_values"] == [
+        ("role", "You are Aria.")]
+
+
+def test_errors_have_stable_codes(dirs, tmp_path):
+    ckpt, llm = dirs
+
+    def code(cls=OnDouble, **options) -> str:
+        with pytest.raises(MPEError) as info:
+            cls(warmup_frames="0", **options)
+        return info.value.code
+
+    assert code(checkpoint=str(ckpt)) == "bridge_config"  # no llm
+    assert code(checkpoint=str(ckpt), llm=str(tmp_path / "absent")) == "model_missing_weights"
+    (ckpt / "decoder" / "final.pt").unlink()
+    assert code(checkpoint=str(ckpt), llm=str(llm)) == "model_missing_weights"
+    (ckpt / "decoder" / "final.pt").write_bytes(b"")
+    (ckpt / "server.json").write_text("{")
+    assert code(checkpoint=str(ckpt), llm=str(llm)) == "model_bad_checkpoint"
+    (ckpt / "server.json").unlink()
+    assert code(FreezeOmni, checkpoint=str(ckpt), llm=str(llm)) == "bridge_config"  # the CPU: cuda only
+    assert code(checkpoint=str(ckpt), llm=str(llm), chunk_ms="200") == "bridge_config"
+
+
+async def test_lockstep_episode_through_the_server(settings, db, mini_suite, tmp_path):
+    """A real episode in lockstep: every room frame stepped once, every 160 ms chunk through the VAD, the
+    answers' audio in the recorded assistant track, the stats stored."""
+    bridge = OnDouble(checkpoint=str(checkpoint_dirs(tmp_path)[0]), llm=str(tmp_path / "Qwen2-7B-Instruct"),
+                      warmup_frames="2", model_name="freeze-omni-double")
+    token = create_token(db, "local")
+    run_id = create_run(db, team="local", model="freeze-omni-double", suite_path=str(mini_suite),
+                        clock="lockstep", limit=1, conditions=["explicit"])
+    async with BackgroundServer(settings) as server:
+        client = BridgeClient(bridge, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05))
+        task = asyncio.create_task(client.run())
+        try:
+            p = await wait_run(db, run_id, [task], 240)
+        finally:
+            client.stop()
+            await asyncio.gather(task, return_exceptions=True)
+    assert p.completed == p.total == 1 and p.failed_attempts == 0
+    _, att, _ = episode_of(db, run_id, "explicit")
+    assert bridge.timer.summary()["frames"] == att.n_frames
+    assert bridge.counts["chunks"] == att.n_frames * FRAME * 2 // 3 // CHUNK
+    assert bridge.counts["answers"] >= 1 and att.stats["model"]["family"] == "freeze-omni"
+    assert load_track(db, att.id, "assistant").any()
