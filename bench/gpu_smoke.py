@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clients.messages import EpisodeStart  # noqa: E402
 from model_bridges import create_bridge  # noqa: E402
 
-FRAME, RATE, SLOT_S = 1920, 24_000, 0.08
+SLOT_S = 0.08
+FRAME, RATE = 1920, 24_000  # the wire default; a bridge that speaks 16 kHz (voila) sets them in main()
 
 
 def room_audio(path: str | None, seconds: float) -> np.ndarray:
@@ -44,9 +45,14 @@ def room_audio(path: str | None, seconds: float) -> np.ndarray:
         import soundfile as sf
 
         x, rate = sf.read(path, dtype="int16", always_2d=True)
-        if rate != RATE:
-            raise SystemExit(f"{path}: {rate} Hz, expected {RATE}")
-        x = np.resize(x[:, 0], n)
+        if rate != 24_000:
+            raise SystemExit(f"{path}: {rate} Hz, expected 24000")
+        x = x[:, 0]
+        if RATE != rate:  # the bridge speaks 16 kHz: resampled as the server would
+            import soxr
+
+            x = np.round(soxr.resample(x.astype(np.float32), rate, RATE)).astype(np.int16)
+        x = np.resize(x, n)
     else:  # a voice-like signal: a gliding harmonic tone with syllable-rate bursts, over low noise
         t = np.arange(n) / RATE
         f0 = 140 + 30 * np.sin(2 * np.pi * 0.5 * t)
@@ -99,12 +105,15 @@ def main() -> None:
     p.add_argument("--dtype", default="")
     p.add_argument("--seconds", type=float, default=8.0, help="length of each lockstep episode")
     p.add_argument("--realtime-seconds", type=float, default=8.0)
-    p.add_argument("--room", help="room audio, a 24 kHz mono WAV (default: synthetic)")
+    p.add_argument("--room", help="room audio, a 24 kHz mono WAV (default: synthetic; resampled for a 16 kHz "
+                                  "bridge)")
     p.add_argument("--opt", action="append", default=[], help="bridge option key=value (repeatable)")
     a = p.parse_args()
     options = dict(o.split("=", 1) for o in a.opt)
     t = time.perf_counter()
     bridge = create_bridge(a.model, checkpoint=a.checkpoint, device=a.device, dtype=a.dtype, **options)
+    global FRAME, RATE
+    FRAME, RATE = bridge.frame_samples, bridge.sample_rate
     print(f"{a.model}: loaded and warmed up in {time.perf_counter() - t:.1f} s on {a.device}; "
           f"{bridge.model_stats().get('parameters', '')}")
     room = room_audio(a.room, a.seconds)
