@@ -6,7 +6,8 @@ tokenises a whole recording first and then runs ``VoilaAutonomousModel.run_gener
 bridge turns that loop into a per-step function, in the same order of operations:
 
 - **Audio and frame rate.** Voila-Tokenizer is an Encodec model (transformers ``EncodecModel``) at
-  16 kHz used at 1.1 kbps: 4 codebooks of 2048 codes at **25 Hz** (hop 640 samples, 40 ms). The
+  16 kHz used at 1.1 kbps, **25 Hz** (hop 640 samples, 40 ms); the codebooks (``num_codebooks``,
+  ``codebook_size``) come from the LM's config and must match what the tokenizer gives. The
   bridge speaks 16 kHz on the wire (1280-sample frames, the server resamples), so one room frame is
   exactly two codec frames, and one answer frame is two codec frames decoded.
 - **Two channels.** Each LM position holds ``2 × num_codebooks`` ids: the user's codec frame, then

@@ -1,6 +1,6 @@
-"""The in-process ``voila`` bridge: a real Encodec audio tokenizer (transformers ``EncodecModel`` with
-Voila-Tokenizer's shape: 16 kHz, hop 640, 4 codebooks of 2048 at 1.1 kbps; random weights, tiny
-dimensions) loaded by the bridge's loading code, and a **test double** of ``VoilaAutonomousModel`` and
+"""The in-process ``voila`` bridge: a real Encodec audio tokenizer (transformers ``EncodecModel`` at
+Voila-Tokenizer's rate and bandwidth: 16 kHz, hop 640, 1.1 kbps, here 4 codebooks of 2048; random
+weights, tiny dimensions) loaded by the bridge's loading code, and a **test double** of ``VoilaAutonomousModel`` and
 its text tokenizer with the real call signatures (``forward(input_ids [1, n, 2·nq], attention_mask,
 position_ids, past_key_values, ref_embs, ref_embs_mask, use_cache, return_dict)`` → ``logits``,
 ``last_hidden_state``, ``past_key_values``, ``voila_pred``; ``audio_transformer.inference(hidden,
