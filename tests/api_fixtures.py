@@ -133,6 +133,19 @@ async def wait_run(db: Database, run_id: str, tasks=(), timeout: float = 120) ->
         await asyncio.sleep(0.05)
 
 
+async def serve_run(settings: Settings, db: Database, bridge: Bridge, run_id: str, timeout: float = 240) -> RunProgress:
+    """Serve ``run_id`` with ``bridge`` through a real server over a real WebSocket until the run ends."""
+    token = create_token(db, "local")
+    async with BackgroundServer(settings) as server:
+        client = BridgeClient(bridge, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05))
+        task = asyncio.create_task(client.run())
+        try:
+            return await wait_run(db, run_id, [task], timeout)
+        finally:
+            client.stop()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 @asynccontextmanager
 async def bridge(world: World, b: Bridge, token: str | None = None, server: str | None = None):
     client = BridgeClient(b, BridgeOptions(server=server or world.ws, token=token or world.tokens["admin"],

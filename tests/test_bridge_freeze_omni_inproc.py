@@ -11,7 +11,6 @@ a GPU."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 
 import numpy as np
@@ -22,13 +21,10 @@ pytest.importorskip("soxr")
 
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import EpisodeStart  # noqa: E402
-from clients.sdk import BridgeClient, BridgeOptions  # noqa: E402
 from model_bridges.freeze_omni import FreezeOmni  # noqa: E402
-from server.app import BackgroundServer  # noqa: E402
-from server.auth import create_token  # noqa: E402
 from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
-from tests.api_fixtures import wait_run  # noqa: E402
+from tests.api_fixtures import serve_run  # noqa: E402
 from tests.test_context_frames import episode_of  # noqa: E402
 
 FRAME, CHUNK = 1920, 2560
@@ -283,17 +279,9 @@ async def test_lockstep_episode_through_the_server(settings, db, mini_suite, tmp
     answers' audio in the recorded assistant track, the stats stored."""
     bridge = OnDouble(checkpoint=str(checkpoint_dirs(tmp_path)[0]), llm=str(tmp_path / "Qwen2-7B-Instruct"),
                       warmup_frames="2", model_name="freeze-omni-double")
-    token = create_token(db, "local")
     run_id = create_run(db, team="local", model="freeze-omni-double", suite_path=str(mini_suite),
                         clock="lockstep", limit=1, conditions=["explicit"])
-    async with BackgroundServer(settings) as server:
-        client = BridgeClient(bridge, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05))
-        task = asyncio.create_task(client.run())
-        try:
-            p = await wait_run(db, run_id, [task], 240)
-        finally:
-            client.stop()
-            await asyncio.gather(task, return_exceptions=True)
+    p = await serve_run(settings, db, bridge, run_id)
     assert p.completed == p.total == 1 and p.failed_attempts == 0
     _, att, _ = episode_of(db, run_id, "explicit")
     assert bridge.timer.summary()["frames"] == att.n_frames

@@ -5,7 +5,6 @@ and real episodes through the real server in lockstep (context frames included).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 
@@ -16,14 +15,11 @@ pytest.importorskip("moshi", reason="the [moshi] extra (make setup installs it)"
 
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import EpisodeStart  # noqa: E402
-from clients.sdk import BridgeClient, BridgeOptions  # noqa: E402
 from model_bridges import create_bridge  # noqa: E402
-from server.app import BackgroundServer  # noqa: E402
-from server.auth import create_token  # noqa: E402
 from server.engine.clips import episode_audio, load_suite  # noqa: E402
 from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
-from tests.api_fixtures import wait_run  # noqa: E402
+from tests.api_fixtures import serve_run  # noqa: E402
 from tests.context_support import FRAME, context_suite, expected_tracks, register  # noqa: E402
 from tests.moshi_support import write_tiny_moshi  # noqa: E402
 from tests.test_context_frames import episode_of  # noqa: E402
@@ -143,7 +139,6 @@ async def test_lockstep_episodes_through_the_server(settings, db, mini_suite, tm
     (the second episode does not depend on the first), and the stats carry the compute figures."""
     register(monkeypatch)
     suite = context_suite(mini_suite, tmp_path / "ctx")
-    token = create_token(db, "local")
     run = create_run(db, team="local", model=NAME, suite_path=str(suite), clock="lockstep", limit=1,
                      conditions=["explicit", "implicit"])
     served: list[str] = []
@@ -154,14 +149,7 @@ async def test_lockstep_episodes_through_the_server(settings, db, mini_suite, tm
         reset(episode)
 
     monkeypatch.setattr(moshi, "reset", tracking_reset)
-    async with BackgroundServer(settings) as server:
-        client = BridgeClient(moshi, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05))
-        task = asyncio.create_task(client.run())
-        try:
-            p = await wait_run(db, run, [task], 240)
-        finally:
-            client.stop()
-            await asyncio.gather(task, return_exceptions=True)
+    p = await serve_run(settings, db, moshi, run)
     monkeypatch.undo()
     assert p.completed == p.total == 2 and p.failed_attempts == 0
     loaded = load_suite(suite)

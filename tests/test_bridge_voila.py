@@ -10,7 +10,6 @@ temperature, top_k)`` → ``[1, 1, nq]``) and a scripted behaviour; it is not th
 
 from __future__ import annotations
 
-import asyncio
 import re
 from types import SimpleNamespace
 
@@ -22,13 +21,10 @@ transformers = pytest.importorskip("transformers")
 
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import EpisodeStart  # noqa: E402
-from clients.sdk import BridgeClient, BridgeOptions  # noqa: E402
 from model_bridges.voila import VoilaAutonomous  # noqa: E402
-from server.app import BackgroundServer  # noqa: E402
-from server.auth import create_token  # noqa: E402
 from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
-from tests.api_fixtures import wait_run  # noqa: E402
+from tests.api_fixtures import serve_run  # noqa: E402
 from tests.test_context_frames import episode_of  # noqa: E402
 
 FRAME = 1280  # 80 ms at 16 kHz
@@ -237,17 +233,9 @@ def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch):
 async def test_lockstep_episode_through_the_server(settings, db, mini_suite, monkeypatch, voila):
     """A real episode in lockstep, the bridge at 16 kHz: every slot recorded, every room frame stepped once
     (two audio steps each), the scripted turn heard in the assistant track, the stats stored."""
-    token = create_token(db, "local")
     run = create_run(db, team="local", model="voila-double", suite_path=str(mini_suite), clock="lockstep",
                      limit=1, conditions=["explicit"])
-    async with BackgroundServer(settings) as server:
-        client = BridgeClient(voila, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05))
-        task = asyncio.create_task(client.run())
-        try:
-            p = await wait_run(db, run, [task], 240)
-        finally:
-            client.stop()
-            await asyncio.gather(task, return_exceptions=True)
+    p = await serve_run(settings, db, voila, run)
     assert p.completed == p.total == 1 and p.failed_attempts == 0
     ep, att, _ = episode_of(db, run, "explicit")
     assert att.stats["model"]["family"] == "voila" and att.stats["model"]["frames"] > 0
