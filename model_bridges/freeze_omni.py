@@ -116,6 +116,8 @@ class FreezeOmni(InProcessBridge):
 
         self.torch = torch
         directory = resolve_checkpoint(self.checkpoint, self.allow_download)
+        if not (directory / "audiollm").is_dir() and (directory / "checkpoints" / "audiollm").is_dir():
+            directory = directory / "checkpoints"  # the hub repository holds the model_path as checkpoints/
         for name, what in (("audiollm/final.pt", "the speech encoder and adapter"),
                            ("audiollm/train.yaml", "the model config"), ("audiollm/global_cmvn", "the CMVN"),
                            ("decoder/final.pt", "the speech decoder"), ("decoder/model.json", "its config"),

@@ -272,6 +272,8 @@ def test_errors_have_stable_codes(dirs, tmp_path):
     (ckpt / "server.json").unlink()
     assert code(FreezeOmni, checkpoint=str(ckpt), llm=str(llm)) == "bridge_config"  # the CPU: cuda only
     assert code(checkpoint=str(ckpt), llm=str(llm), chunk_ms="200") == "bridge_config"
+    repo_root = OnDouble(checkpoint=str(ckpt.parent), llm=str(llm), warmup_frames="0")  # holds checkpoints/
+    assert repo_root.describe()["chunk_ms"] == 160
 
 
 async def test_lockstep_episode_through_the_server(settings, db, mini_suite, tmp_path):
