@@ -245,3 +245,17 @@ async def test_lockstep_episode_through_the_server(settings, db, mini_suite, mon
     assert voila.timer.summary()["frames"] == att.n_frames  # every room frame reached the model, once
     assert voila.counts["audio_steps"] == 2 * att.n_frames and voila.counts["turns"] == 1
     assert assistant.any()
+
+
+def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path):
+    """Past ``max_marker_steps`` markers in a row the next step is taken as audio (counted); a context past
+    the LM's ``max_position_embeddings`` ends the step with ``model_error``, not with silence."""
+    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", max_marker_steps="1")
+    play(bridge, voice(15, 1))
+    # <|VOILA|> is one marker; the "hello" step that follows is taken as audio; ".", eos are markers again
+    assert bridge.counts["forced_audio_steps"] == 1 and bridge.counts["marker_steps"] == 3
+    assert bridge.counts["audio_steps"] == 30
+    bridge.max_positions = len(bridge.prompt_ids) + 10  # as read from the LM's max_position_embeddings
+    with pytest.raises(MPEError) as info:
+        play(bridge, voice(15, 1))
+    assert info.value.code == "model_error" and "context is full" in str(info.value)
