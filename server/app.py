@@ -20,6 +20,7 @@ from server.engine.leasing import leasable_groups
 from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
 from server.engine.protocols import HttpProtocol, WebSocketProtocol
+from server.engine.shared_slots import SharedSlots
 from server.engine.worksignal import WorkSignal
 from server.settings import Settings, default_server_id
 
@@ -31,13 +32,14 @@ class ServerState:
     server_id: str
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     live: LiveHub = field(default_factory=LiveHub)  # issue 5: live listeners of running attempts
-    limits: ServerLimits | None = None  # this process's limits (docs/api.md "Limits"); from settings by default
+    limits: ServerLimits | None = None  # the limits (docs/api.md "Limits"); from settings by default
     work: WorkSignal | None = None  # wakes idle bridges when work may have appeared (started by the app)
     status: GroupStatus | None = None  # what idle bridges are told, per group
 
     def __post_init__(self) -> None:
-        if self.limits is None:
-            self.limits = ServerLimits(self.settings)
+        if self.limits is None:  # on PostgreSQL the per-team connection limits hold for every process
+            shared = SharedSlots(self.db, self.server_id, self.settings.slot_ttl_s) if self.db.is_postgres else None
+            self.limits = ServerLimits(self.settings, shared=shared)
         if self.work is None:
             self.work = WorkSignal(self.db, leasable_groups, self.settings.wake_poll_s)
         if self.status is None:
@@ -56,11 +58,15 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         server_id = settings.server_id or default_server_id()
         app.state.mpe = state = ServerState(settings=settings, db=db, server_id=server_id)
         await state.work.start()
+        if state.limits.shared is not None:
+            await state.limits.shared.start()
         try:
             yield
         finally:
             state.stopping.set()
             await state.work.stop()
+            if state.limits.shared is not None:
+                await state.limits.shared.stop()
             db.dispose()
 
     app = FastAPI(title="Duplex-MPE", version="0.1.0", lifespan=lifespan,

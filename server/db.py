@@ -30,12 +30,15 @@ from sqlalchemy import (
     create_engine,
     event,
     false,
+    func,
+    select,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
+from server.core.limits import SlotKind
 from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunStatus
 
 # What a database says when it is away or full (its connection refused or reset, the server
@@ -244,6 +247,21 @@ class BridgeRow(Base):
     disconnected_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class ConnectionSlot(Base):
+    """One open bridge or listen socket of a team, held by the server process ``server_id`` until
+    ``expires_at`` (which that process renews while the socket is open): the per-team connection
+    limits of every process on one PostgreSQL (server/engine/shared_slots.py). A process that dies
+    stops renewing, and its rows stop counting once they expire."""
+
+    __tablename__ = "connection_slots"
+    __table_args__ = (Index("ix_connection_slots_team", "team", "kind", "expires_at"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[SlotKind] = mapped_column(StatusType(SlotKind))
+    server_id: Mapped[str] = mapped_column(String(100))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 # --- engine, sessions, migrations -------------------------------------------------------
 
 
@@ -315,6 +333,13 @@ class Database:
 
 def now() -> float:
     return time.time()
+
+
+def advisory_xact_lock(s: Session, key: str) -> None:
+    """PostgreSQL: hold the advisory lock of ``key`` until ``s`` commits (units of work on one key
+    then run one at a time, in every process on the database). Nothing on SQLite."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
 
 
 # --- scoring (DESIGN §6, §8): transcripts and verdicts cached by content hash ------------------

@@ -49,12 +49,18 @@ class Settings(BaseSettings):
     listen_send_timeout_s: float = Field(default=20.0, gt=0, description="a stalled listener's socket is reset")
     # REST API: runs may name a suite directory only below this root (unset: registered suites only).
     suites_root: Path | None = None
-    # Limits (docs/api.md "Limits"). Connections and rates are counted by each server process on
-    # its own; queued episodes in the database. 0 turns a limit off. Admin tokens are exempt from
-    # the per-team connection limits, not from the others.
-    max_bridges_per_team: int = Field(default=32, ge=0, description="bridge connections of a team, per process")
-    max_listeners_per_team: int = Field(default=32, ge=0, description="listen sockets of a team, per process")
+    # Limits (docs/api.md "Limits"). Rates and an episode's listeners are counted by each server
+    # process on its own; the per-team connections in memory on SQLite and, on PostgreSQL, in the
+    # database for every process (a slot of a process that died counts until slot_ttl_s has passed);
+    # queued episodes in the database. 0 turns a limit off. Admin tokens are exempt from the
+    # per-team connection limits, not from the others.
+    max_bridges_per_team: int = Field(default=32, ge=0, description="bridge connections of a team "
+                                      "(PostgreSQL: on every server process of the database together)")
+    max_listeners_per_team: int = Field(default=32, ge=0, description="listen sockets of a team "
+                                        "(PostgreSQL: on every server process of the database together)")
     max_listeners_per_episode: int = Field(default=64, ge=0, description="listen sockets of an episode, per process")
+    slot_ttl_s: float = Field(default=30.0, gt=0, description="PostgreSQL: a process renews its connection slots "
+                              "every third of this; those of a process that died stop counting this long after")
     max_queued_episodes_per_team: int = Field(default=20_000, ge=0, description="checked when a run is created")
     rest_burst: int = Field(default=120, ge=1, description="REST requests a token may make at once")
     rest_rate_per_s: float = Field(default=20.0, ge=0, description="REST requests per token and second, on average")

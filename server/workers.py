@@ -33,6 +33,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from clients.errors import MPEError
+from server.engine.limits import worker_rates
 from server.settings import Settings, default_server_id
 
 log = logging.getLogger("mpe.workers")
@@ -179,7 +180,8 @@ class Supervisor:
 
     def _start(self, w: _Worker) -> None:
         parent, child = self.ctx.Pipe(duplex=False)
-        settings = self.settings.model_copy(update={"server_id": w.server_id})
+        settings = self.settings.model_copy(update={"server_id": w.server_id,  # and its share of the rates
+                                                    **worker_rates(self.settings, len(self.workers))})
         w.proc = self.ctx.Process(target=_worker_main, name=f"mpe-worker-{w.index}",
                                   args=(settings, w.index, self.host, self.port, child), daemon=False)
         w.proc.start()

@@ -288,10 +288,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(settings, port, *args: str, stderr=subprocess.PIPE) -> subprocess.Popen:
-    """``mpe serve`` (with ``args``, e.g. ``--workers 2``) in a process of its own, once it accepts."""
+def _start_server(settings, port, *args: str, stderr=subprocess.PIPE, env: dict[str, str] | None = None
+                  ) -> subprocess.Popen:
+    """``mpe serve`` (with ``args``, e.g. ``--workers 2``; ``env``: more of its settings) in a process
+    of its own, once it accepts."""
     env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), MPE_LEASE_S="2",
-               MPE_POLL_S="0.05", MPE_FLUSH_S="0.2")
+               MPE_POLL_S="0.05", MPE_FLUSH_S="0.2", **(env or {}))
     proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port), *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=stderr)
     t0 = time.monotonic()

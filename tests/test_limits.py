@@ -14,23 +14,27 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 import websockets
-from sqlalchemy import select
+from sqlalchemy import delete, func, select, update
 
 from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, RetryLater
 from clients.sdk import BridgeClient, BridgeOptions
 from server.api.errors import HTTP_STATUS
-from server.auth import Principal, Scope
-from server.core.limits import RateLimiter, Slots, TokenBucket
-from server.db import Episode
+from server.auth import Principal, Scope, create_token
+from server.core.limits import RateLimiter, SlotKind, Slots, TokenBucket
+from server.db import ConnectionSlot, Database, Episode
 from server.engine.leasing import cancel_run, create_run
-from server.engine.limits import ServerLimits
+from server.engine.limits import ServerLimits, worker_rates
+from server.engine.shared_slots import SharedSlots
 from server.settings import Settings
-from tests.api_fixtures import Quiet, Scripted, bridge, wait_run, world_on
+from tests.api_fixtures import Quiet, Scripted, bridge, make_settings, wait_run, world_on
+from tests.conftest import database_url
+from tests.test_engine_e2e import _free_port, _start_server
 
 KINDS = pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 T = 10.0  # a bound on every wait (each should take well under a second)
@@ -456,3 +460,99 @@ async def test_connection_attempts_and_failed_authentications_over_an_addresss_r
                 await asyncio.gather(task, return_exceptions=True)
             assert task.exception() is None
         await ws.close()
+
+
+# --- across server processes (PostgreSQL) ---------------------------------------------------
+
+
+def test_shared_slots_count_every_process_and_a_dead_ones_expire(tmp_path):
+    """Two processes' slot tables on one database (two SharedSlots, as two servers hold them): a
+    team's limit counts both, per kind; a slot given back frees at once; renewal keeps a slot; the
+    slots of a process that stopped renewing stop counting once expired, and are deleted."""
+    with database_url("postgres", tmp_path) as url:
+        db = Database(url)
+        try:
+            a, b = SharedSlots(db, "proc-a", ttl_s=30.0), SharedSlots(db, "proc-b", ttl_s=30.0)
+            first = a.acquire("alpha", SlotKind.bridge, 2)
+            assert first is not None and b.acquire("alpha", SlotKind.bridge, 2) is not None
+            assert a.acquire("alpha", SlotKind.bridge, 2) is None and b.acquire("alpha", SlotKind.bridge, 2) is None
+            assert b.acquire("alpha", SlotKind.listener, 1) is not None  # another kind: its own count
+            assert b.acquire("beta", SlotKind.bridge, 2) is not None  # another team: its own count
+            a.release(first)
+            a.release(first)  # idempotent
+            assert b.acquire("alpha", SlotKind.bridge, 2) is not None
+            assert (a.count("alpha", SlotKind.bridge), b.count("alpha", SlotKind.listener)) == (2, 1)
+            # b dies: its rows are left to expire (here: moved to the past, as a renewal that stopped)
+            with db.session() as s:
+                s.execute(update(ConnectionSlot).where(ConnectionSlot.server_id == "proc-b")
+                          .values(expires_at=func.now() - timedelta(seconds=1)))
+            assert a.count("alpha", SlotKind.bridge) == 0
+            a.renew()  # a's own (none of alpha's left) are untouched by b's death
+            assert a.acquire("alpha", SlotKind.bridge, 2) is not None and a.acquire("alpha", SlotKind.bridge, 2)
+            with db.session() as s:  # taking a slot of alpha deleted alpha's expired rows
+                left = s.execute(select(ConnectionSlot.server_id, ConnectionSlot.team)
+                                 .order_by(ConnectionSlot.server_id)).all()
+            assert [tuple(r) for r in left] == [("proc-a", "alpha"), ("proc-a", "alpha"), ("proc-b", "beta")]
+            # a renewal re-inserts a slot the database lost, and pushes the expiry on
+            with db.session() as s:
+                s.execute(delete(ConnectionSlot).where(ConnectionSlot.server_id == "proc-a"))
+            a.renew()
+            assert a.count("alpha", SlotKind.bridge) == 2
+        finally:
+            db.dispose()
+
+
+async def test_a_teams_bridges_are_limited_across_two_server_processes(tmp_path):
+    """Two real ``mpe serve`` processes on one PostgreSQL, a limit of 2 bridges per team: one bridge
+    on each, and a third is refused (``too_many_bridges``, 1013) on either; one that leaves frees
+    its slot for the other process; a process killed (SIGKILL) holds its slots until they expire,
+    then the other takes them."""
+    with database_url("postgres", tmp_path) as url:
+        settings = make_settings(url, tmp_path)
+        db = await asyncio.to_thread(Database, url)
+        token = create_token(db, "alpha")
+        procs = []
+        try:
+            servers = []
+            for name in ("proc-a", "proc-b"):
+                port = _free_port()
+                procs.append(await asyncio.to_thread(_start_server, settings, port, env={
+                    "MPE_SERVER_ID": name, "MPE_MAX_BRIDGES_PER_TEAM": "2", "MPE_SLOT_TTL_S": "3"}))
+                servers.append(type("Server", (), {"ws": f"ws://127.0.0.1:{port}"}))
+            a, b = servers
+            on_a, first = await bridge_socket(a, token)
+            on_b, second = await bridge_socket(b, token)
+            assert (first["type"], second["type"]) == ("welcome", "welcome")
+            for server in (a, b):  # the third, whichever process it reaches
+                err, code = await refused(bridge_socket, server, token)
+                assert (err["code"], code) == ("too_many_bridges", 1013)
+                assert "to the servers of this database" in err["message"]
+            await on_a.close()
+            again = await eventually(bridge_socket, b, token, accept="welcome")  # a's slot, now b's
+            procs[1].kill()  # b dies holding both slots
+            procs[1].wait()
+            with db.session() as s:
+                assert s.scalar(select(func.count()).select_from(ConnectionSlot)
+                                .where(ConnectionSlot.server_id == "proc-b")) == 2
+            for ws in (on_b, again):
+                await ws.close()
+            held = [await eventually(bridge_socket, a, token, accept="welcome") for _ in range(2)]  # once expired
+            err, code = await refused(bridge_socket, a, token)
+            assert err["code"] == "too_many_bridges"
+            with db.session() as s:
+                assert s.scalars(select(ConnectionSlot.server_id)).all() == ["proc-a", "proc-a"]
+            for ws in held:
+                await ws.close()
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+            db.dispose()
+
+
+def test_each_worker_enforces_its_share_of_the_rates(tmp_path):
+    s = Settings(data_dir=tmp_path, rest_burst=120, rest_rate_per_s=20, connect_burst=3, connect_rate_per_s=10)
+    assert worker_rates(s, 1) == {"rest_burst": 120, "rest_rate_per_s": 20, "connect_burst": 3, "connect_rate_per_s": 10}
+    assert worker_rates(s, 4) == {"rest_burst": 30, "rest_rate_per_s": 5, "connect_burst": 1, "connect_rate_per_s": 2.5}
+    off = Settings(data_dir=tmp_path, rest_rate_per_s=0, connect_rate_per_s=0)
+    assert (worker_rates(off, 3)["rest_rate_per_s"], worker_rates(off, 3)["connect_rate_per_s"]) == (0, 0)  # off stays off

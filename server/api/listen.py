@@ -273,7 +273,7 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
         p = await asyncio.to_thread(limits.authenticate, address, _principal, state.db, ws, episode_id)
         texts, public = await asyncio.to_thread(_check, state.db, p, episode_id)
         # one slot per socket, whatever it does (waits for a queued episode, streams, tails the database)
-        slot = limits.listener(p, episode_id)
+        slot = await asyncio.to_thread(limits.listener, p, episode_id)
         stream = Stream(ws, state, episode_id, texts, public)
         # a revoked or expired token closes the socket (the stream then ends as if the client left)
         watch = TokenWatch(state.db, p.token_id,
@@ -296,7 +296,7 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
         if watch is not None:
             watch.cancel()
         if slot is not None:
-            slot.release()
+            await asyncio.to_thread(slot.release)
 
 
 async def _close(ws: WebSocket, code: int, err: str | None = None, message: str = "",

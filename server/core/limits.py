@@ -11,8 +11,16 @@ import math
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
+from enum import StrEnum
 
 MAX_KEYS = 10_000  # buckets kept per limiter; the least recently used goes first
+
+
+class SlotKind(StrEnum):
+    """What a per-team connection slot is held for."""
+
+    bridge = "bridge"
+    listener = "listener"
 
 
 @dataclass

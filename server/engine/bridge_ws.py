@@ -188,7 +188,7 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         state.limits.connection(address)  # docs/api.md "Limits": before anything costs the database
         principal = await asyncio.to_thread(state.limits.authenticate, address, authenticate, state.db,
                                             socket_token(ws), Scope.bridge)
-        slot = state.limits.bridge(principal)  # held until the connection ends, from before hello
+        slot = await asyncio.to_thread(state.limits.bridge, principal)  # held until the connection ends, from before hello
         hello = await _receive_hello(ws, settings.handshake_timeout_s)
         if hello.wants_reference and not principal.admin:
             raise Forbidden("only an admin token may ask for the reference (hello.wants_reference)")
@@ -221,7 +221,7 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         await _close_with_error(ws, err.code, err.message, err.close_code)
     finally:
         if slot is not None:
-            slot.release()
+            await asyncio.to_thread(slot.release)
         if reader is not None:
             reader.cancel()
         if watch is not None:

@@ -34,7 +34,7 @@ from server.core.status import (
     EpisodeStatus,
     RunStatus,
 )
-from server.db import Attempt, Database, Episode, Run, new_id, now, utcnow
+from server.db import Attempt, Database, Episode, Run, advisory_xact_lock, new_id, now, utcnow
 from server.db import Suite as SuiteRow
 from server.engine.clips import episode_audio, load_suite
 from server.engine.registry import PLUGINS, get_benchmark
@@ -226,7 +226,7 @@ def _check_queue(s: Session, team: str, adding: int, limit: int) -> None:
     if s.get_bind().dialect.name == "sqlite":
         s.execute(update(Run).where(false()).values(status=Run.status).execution_options(synchronize_session=False))
     else:
-        s.execute(select(func.pg_advisory_xact_lock(func.hashtext("mpe-queue:" + team))))
+        advisory_xact_lock(s, "mpe-queue:" + team)
     queued = queued_episodes(s, team)
     if queued + adding > limit:
         raise RetryLater(f"team {team} has {queued} episodes queued and this run would add {adding}: over the "

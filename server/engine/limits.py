@@ -2,12 +2,15 @@
 attempts and failed authentications per client address, and concurrent bridge and listen
 sockets per team and per episode.
 
-Everything here is counted in this process only, on the pure state of server.core.limits (with
-the monotonic clock and one lock): with several server processes on one database, each has
-its own counts. The queued episodes of a team are counted in the database when a run is
-created (server.engine.leasing.create_run). Admin tokens are exempt from the per-team connection
-limits (they are the operator's: an admin bridge serves every team), not from the per-episode
-listener cap nor from the rates.
+The rates and an episode's listener cap are counted in this process only, on the pure state of
+server.core.limits (with the monotonic clock and one lock). The per-team connection limits are
+counted in memory on SQLite (one server process) and in the database on PostgreSQL, for every
+server process on it at once (server.engine.shared_slots): taking and giving back a slot may then
+query the database, so the sockets call :meth:`ServerLimits.bridge`, :meth:`ServerLimits.listener`
+and :meth:`Slot.release` in a thread. The queued episodes of a team are counted in the database
+when a run is created (server.engine.leasing.create_run). Admin tokens are exempt from the
+per-team connection limits (they are the operator's: an admin bridge serves every team), not from
+the per-episode listener cap nor from the rates.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import TypeVar
 
 from clients.errors import AuthError, RetryLater
 from server.auth import Principal
-from server.core.limits import RateLimiter, Slots
+from server.core.limits import RateLimiter, SlotKind, Slots
+from server.engine.shared_slots import SharedSlots
 from server.settings import Settings
 
 T = TypeVar("T")
@@ -42,6 +46,15 @@ def retry_after_header(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
 
 
+def worker_rates(settings: Settings, workers: int) -> dict[str, int | float]:
+    """The rate settings of one of ``workers`` processes on one port (``mpe serve --workers N``): each
+    enforces its share, 1/N of every rate and burst (a burst at least 1), so that a client whose
+    connections the kernel spreads over the N processes gets about the configured total."""
+    return {"rest_burst": max(1, settings.rest_burst // workers), "rest_rate_per_s": settings.rest_rate_per_s / workers,
+            "connect_burst": max(1, settings.connect_burst // workers),
+            "connect_rate_per_s": settings.connect_rate_per_s / workers}
+
+
 class Slot:
     """A held connection slot; :meth:`release` (idempotent) gives it back."""
 
@@ -56,10 +69,13 @@ class Slot:
 
 
 class ServerLimits:
-    """The limits of one server process, from its settings (0: that limit off)."""
+    """The limits of one server process, from its settings (0: that limit off); with ``shared``, the
+    per-team connection limits are those of every process on its database."""
 
-    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic):
-        self.clock = clock
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
+                 shared: SharedSlots | None = None):
+        self.clock, self.shared = clock, shared
+        self._where = "to the servers of this database" if shared is not None else "to this server"
         self._lock = threading.Lock()  # REST dependencies run in worker threads, sockets in the loop
         self.rest = RateLimiter(settings.rest_burst, settings.rest_rate_per_s)
         self.connect = RateLimiter(settings.connect_burst, settings.connect_rate_per_s)
@@ -115,12 +131,22 @@ class ServerLimits:
         RetryLater (``too_many_bridges``)."""
         if p.admin:
             return Slot()
+        return self._team_slot(p.team, SlotKind.bridge, self.bridges, lambda: RetryLater(
+            f"team {p.team} has {self.bridges.limit} bridges connected {self._where}, its limit "
+            "(MPE_MAX_BRIDGES_PER_TEAM); connect again when one has left", code="too_many_bridges"))
+
+    def _team_slot(self, team: str, kind: SlotKind, slots: Slots, over: Callable[[], RetryLater]) -> Slot:
+        """One of ``team``'s slots of ``kind``, in the database when shared (and limited), or ``over()``."""
+        if self.shared is not None and slots.limit is not None:
+            slot_id = self.shared.acquire(team, kind, slots.limit)
+            if slot_id is None:
+                raise over()
+            shared = self.shared
+            return Slot(lambda: shared.release(slot_id))
         with self._lock:
-            if not self.bridges.acquire(p.team):
-                raise RetryLater(f"team {p.team} has {self.bridges.limit} bridges connected to this server, "
-                                 "its limit (MPE_MAX_BRIDGES_PER_TEAM); connect again when one has left",
-                                 code="too_many_bridges")
-        return Slot(lambda: self._release(self.bridges, p.team))
+            if not slots.acquire(team):
+                raise over()
+        return Slot(lambda: self._release(slots, team))
 
     def listener(self, p: Principal, episode_id: str) -> Slot:
         """A slot for one listen socket on ``episode_id`` — waiting for it, live or tailing the
@@ -130,16 +156,19 @@ class ServerLimits:
             if not self.episode_listeners.acquire(episode_id):
                 raise RetryLater(f"this episode has {self.episode_listeners.limit} listeners on this server, "
                                  "its limit (MPE_MAX_LISTENERS_PER_EPISODE); try again later", code="busy")
-            if not p.admin and not self.team_listeners.acquire(p.team):
-                self.episode_listeners.release(episode_id)
-                raise RetryLater(f"team {p.team} has {self.team_listeners.limit} listen sockets open on this "
-                                 "server, its limit (MPE_MAX_LISTENERS_PER_TEAM); close one and try again",
-                                 code="too_many_listeners")
+        team = Slot()
+        if not p.admin:
+            try:
+                team = self._team_slot(p.team, SlotKind.listener, self.team_listeners, lambda: RetryLater(
+                    f"team {p.team} has {self.team_listeners.limit} listen sockets open {self._where}, its "
+                    "limit (MPE_MAX_LISTENERS_PER_TEAM); close one and try again", code="too_many_listeners"))
+            except BaseException:
+                self._release(self.episode_listeners, episode_id)
+                raise
 
         def release() -> None:
             self._release(self.episode_listeners, episode_id)
-            if not p.admin:
-                self._release(self.team_listeners, p.team)
+            team.release()
 
         return Slot(release)
 

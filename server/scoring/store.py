@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import delete, false, func, select, update
+from sqlalchemy import delete, false, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,7 @@ from server.db import (
     ScoringRow,
     TranscriptRow,
     VerdictRow,
+    advisory_xact_lock,
     utcnow,
 )
 from server.scoring.asr import ASRBackend, ASRResult, audio_hash
@@ -163,7 +164,7 @@ def serialise(s: Session, key: str) -> None:
     if s.get_bind().dialect.name == "sqlite":
         sqlite_write_lock(s)
     else:
-        s.execute(select(func.pg_advisory_xact_lock(func.hashtext("mpe-scoring:" + key))))
+        advisory_xact_lock(s, "mpe-scoring:" + key)
 
 
 def latest_scoring(s: Session, source_key: str, config_hash: str) -> ScoringRow | None:
