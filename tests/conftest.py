@@ -24,7 +24,7 @@ PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.
 REALTIME_FILES = frozenset({
     "test_bridge_check.py", "test_bridge_freeze_omni.py", "test_bridge_gemini.py", "test_bridge_minicpm.py",
     "test_bridge_moshi.py", "test_bridge_openai.py", "test_context_frames.py", "test_engine_e2e.py", "test_impairment.py", "test_listen.py",
-    "test_outsider_bridge.py", "test_protocol_errors.py",
+    "test_outsider_bridge.py", "test_protocol_errors.py", "test_faults_storage_realtime.py",
 })
 
 # Tests that assert bounds on wall-clock pacing (frames on their deadlines, a listener from the first
@@ -102,7 +102,9 @@ MINI_SCRIPT = {
 MINI_GOLD = {"p1": "Nine in the evening", "p2": "Two kilometres"}
 
 
-def build_mini_suite(root: Path, say) -> Path:
+def build_mini_suite(root: Path, say, script: dict = MINI_SCRIPT, gold: dict = MINI_GOLD) -> Path:
+    """A suite of ``script`` (pair -> turns of speaker, label, text; ``{aria}`` names Aria in the
+    explicit version only) spoken by piper, in both conditions."""
     clips = root / "clips"
     clips.mkdir(parents=True, exist_ok=True)
 
@@ -116,7 +118,7 @@ def build_mini_suite(root: Path, say) -> Path:
 
     pre, pre_d = clip("clips/preamble.wav", "You are Aria. Answer only when asked.")
     scenarios = []
-    for pair, turns in MINI_SCRIPT.items():
+    for pair, turns in script.items():
         for cond in ("explicit", "implicit"):
             ts = []
             for i, (spk, label, text) in enumerate(turns):
@@ -125,7 +127,7 @@ def build_mini_suite(root: Path, say) -> Path:
                 ts.append(Turn(idx=i, speaker=spk, label=label, text=text, clip=rel, duration_s=d))
             scenarios.append(Scenario(scenario_id=f"s-{pair}", pair_id=pair, condition=cond, n_speakers=3,
                                       t_bucket="middle", attributes={"setting": "kitchen"},
-                                      gold_answer=MINI_GOLD[pair], answer_keys=None, turns=ts))
+                                      gold_answer=gold[pair], answer_keys=None, turns=ts))
     meta = SuiteMeta(name="mini", version="1", generator="scripted", seed=0,
                      voices={"A": "piper:joe@1.0", "B": "piper:joe@1.0", "C": "piper:joe@1.0"},
                      preamble=Preamble(text="You are Aria. Answer only when asked.", clip=pre, duration_s=pre_d))
