@@ -15,7 +15,9 @@ count the server wrote. At the end, from the database, per completed attempt:
 - room frames: dropped (a seq missing from 0..n-1), duplicated, reordered (a seq not above the
   one logged before it) and late (sent more than 10 ms after ``seq × 80 ms``; the largest error);
 - assistant frames: reordered, late (placed at a slot after their seq, §4) and missing slots
-  (fed as silence because nothing arrived), from the attempt's ``stats.server``;
+  (fed as silence because nothing arrived), from the attempt's ``stats.server``, and stalls (a
+  frame placed further behind its seq than the one before it: a bridge that answers one frame per
+  slot keeps a lag once it has one, so one stall makes every later frame late);
 - bridge connections: one row per connection in ``bridges``; more rows than bridges, or rows
   that ended while the soak ran, are disconnects.
 
@@ -114,7 +116,7 @@ def last_task_count(counts: Path) -> int | None:
 
 def sample(pid: int, counts: Path, t0: float, phase: str) -> dict[str, Any]:
     return {"t_s": round(time.monotonic() - t0, 1), "phase": phase, **proc_figures(pid),
-            "asyncio_tasks": last_task_count(counts)}
+            "asyncio_tasks": last_task_count(counts), "load_1min": os.getloadavg()[0]}
 
 
 # --- the recordings -----------------------------------------------------------------------
@@ -124,10 +126,11 @@ def frame_figures(db: Database, attempt_id: str, n_frames: int) -> dict[str, int
     """Dropped, duplicated, reordered and late frames of one attempt, from its frame log (in the
     order it was written)."""
     with db.session() as s:
-        rows = s.execute(select(FrameRow.direction, FrameRow.seq, FrameRow.sent_us)
+        rows = s.execute(select(FrameRow.direction, FrameRow.seq, FrameRow.slot, FrameRow.sent_us)
                          .where(FrameRow.attempt_id == attempt_id).order_by(FrameRow.id)).all()
-    room = [(seq, sent) for d, seq, sent in rows if d == "room"]
-    asst = [seq for d, seq, _ in rows if d == "assistant"]
+    room = [(seq, sent) for d, seq, _, sent in rows if d == "room"]
+    asst = [seq for d, seq, _, _ in rows if d == "assistant"]
+    lag = [slot - seq for d, seq, slot, _ in rows if d == "assistant"]  # slots behind its own seq
     seqs = [seq for seq, _ in room]
     errors_ms = [(sent - seq * PERIOD_US) / 1000.0 for seq, sent in room if sent is not None]
     return {
@@ -138,6 +141,9 @@ def frame_figures(db: Database, attempt_id: str, n_frames: int) -> dict[str, int
         "room_err_max_ms": round(max(errors_ms, default=0.0), 2),
         "assistant_frames": len(asst),
         "assistant_reordered": sum(b <= a for a, b in zip(asst, asst[1:])),
+        # a frame later than the one before it: a stall (a bridge that sends one frame per slot
+        # keeps the lag it has, so every frame after a stall is late by as much, §4 placement)
+        "assistant_stalls": sum(b > a for a, b in zip([0, *lag], lag)),
     }
 
 
@@ -166,6 +172,7 @@ async def soak(args) -> dict[str, Any]:
 
 
 async def _soak(args, workdir: Path, suite, url: str, db: Database) -> dict[str, Any]:
+    at_start = machine()
     token = await asyncio.to_thread(create_token, db, TEAM, label="bench")
     port, counts, log = _free_port(), workdir / "tasks.jsonl", workdir / "serve.log"
     env = dict(os.environ, DATABASE_URL=url, MPE_DATA_DIR=str(workdir / "data"))
@@ -231,7 +238,7 @@ async def _soak(args, workdir: Path, suite, url: str, db: Database) -> dict[str,
     stats = [(a.stats or {}).get("server", {}) for a in done]
     total = {k: sum(f[k] for f in per) for k in per[0] if k != "room_err_max_ms"} if per else {}
     return {
-        "machine": machine(), "args": {k: str(v) for k, v in vars(args).items()}, "loadavg_at_end": load,
+        "machine": at_start, "args": {k: str(v) for k, v in vars(args).items()}, "loadavg_at_end": load,
         "soak_s": round(soak_s, 1), "episodes_completed": len(done), "attempts": len(rows),
         "failed_attempts": sorted(f"{a.error_code}: {a.error_message}"[:200] for a in rows if a.status != "completed"),
         "stream_s_per_episode": round(sum(a.n_frames for a in done) * PERIOD_US / 1e6 / max(1, len(done)), 1),
@@ -270,8 +277,8 @@ def report(res: dict[str, Any]) -> str:
              f"{res.get('room_duplicated')}, reordered {res.get('room_reordered')}, late (> {LATE_MS:g} ms) "
              f"{res.get('room_late')}, largest send error {res['room_err_max_ms']} ms",
              f"assistant frames {res.get('assistant_frames')}: reordered {res.get('assistant_reordered')}, late "
-             f"{res['assistant_late']} (at most {res['assistant_max_lateness_frames']} slots), missing slots "
-             f"{res['assistant_missing_slots']}",
+             f"{res['assistant_late']} (at most {res['assistant_max_lateness_frames']} slots), stalls "
+             f"{res.get('assistant_stalls')}, missing slots {res['assistant_missing_slots']}",
              f"bridge connections {res['bridge_connections']} for {res['episodes_completed']} bridges, disconnects "
              f"{res['disconnects']}", "",
              "| server process | start | middle | end | min | max | end / start | growth per minute |",
@@ -281,6 +288,9 @@ def report(res: dict[str, Any]) -> str:
                      f"{v['end_over_start']} | {v['growth_per_min']} |")
     idle = next(x for x in res["samples"] if x["phase"] == "idle")
     gone = res["samples"][-1]
+    loads = [x["load_1min"] for x in res["samples"]]
+    lines.append(f"\nmachine load (1 min) over the soak: {min(loads):.2f} to {max(loads):.2f}, "
+                 f"median {sorted(loads)[len(loads) // 2]:.2f}")
     lines.append(f"\nidle before the bridges: {idle['rss_kib']} KiB, {idle['fds']} fds ({idle['sockets']} sockets), "
                  f"{idle['asyncio_tasks']} tasks; after they left: {gone['rss_kib']} KiB, {gone['fds']} fds "
                  f"({gone['sockets']} sockets), {gone['asyncio_tasks']} tasks")
