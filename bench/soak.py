@@ -5,8 +5,10 @@ The server is a process of its own (the application of ``mpe serve``: ``create_a
 same uvicorn configuration, plus one task that writes the event loop's asyncio task count to a
 file every ``--sample-s``); the bridges are another process (``--episodes`` reference bridges,
 each its own WebSocket, ``clients.sdk.BridgeClient`` with its reconnect). Once every bridge is
-connected a realtime run of ``--episodes`` episodes is queued, each about ``--seconds`` of stream
-(a suite built for it, real speech), so that all of them run at once for the whole soak.
+connected a realtime run of ``--episodes`` × ``--rounds`` episodes is queued, each about ``--seconds``
+of stream (a suite built for it, real speech): ``--episodes`` run at once, and each bridge plays
+``--rounds`` of them one after the other (one round: one long episode each for the whole soak;
+more rounds of shorter episodes: what each episode leaves behind in the server shows as growth).
 
 Every ``--sample-s`` the bench reads the server process from ``/proc``: resident memory
 (``VmRSS``), threads, open file descriptors and how many of them are sockets, with the task
@@ -28,6 +30,7 @@ Usage::
 
     python bench/soak.py                                  # 16 episodes, 10 minutes, PostgreSQL
     python bench/soak.py --seconds 60 --episodes 4        # a short one
+    python bench/soak.py --seconds 60 --rounds 10         # 160 episodes of a minute, 16 at a time
     python bench/soak.py --db sqlite --json out.json
 """
 
@@ -162,7 +165,7 @@ async def soak(args) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mpe-bench-soak-") as tmp:
         workdir = Path(tmp)
         suite = await asyncio.to_thread(build_bench_suite, workdir / "suite", args.cache_dir, target_s=args.seconds,
-                                        n_pairs=args.episodes, name="bench-soak")
+                                        n_pairs=args.episodes * args.rounds, name="bench-soak")
         with database_url(args.db, workdir, args.pg_url) as url:
             db = await asyncio.to_thread(Database, url)
             try:
@@ -200,14 +203,14 @@ async def _soak(args, workdir: Path, suite, url: str, db: Database) -> dict[str,
             await asyncio.sleep(0.1)
         samples.append(sample(server.pid, counts, t0, "connected"))
         run_id = await asyncio.to_thread(create_run, db, team=TEAM, model=args.bridge, suite_path=str(suite.path),
-                                         clock="realtime", conditions=["explicit"], limit=args.episodes)
+                                         clock="realtime", conditions=["explicit"], limit=args.episodes * args.rounds)
         started = time.monotonic()
         next_sample = started + args.sample_s
         while True:
             p = await asyncio.to_thread(run_progress, db, run_id)
             if p.done == p.total:
                 break
-            if time.monotonic() - started > args.seconds * 2 + 300 or bridges.poll() is not None:
+            if time.monotonic() - started > args.seconds * args.rounds * 2 + 300 or bridges.poll() is not None:
                 raise RuntimeError(f"the run did not finish: {p}")
             if time.monotonic() >= next_sample:
                 samples.append(sample(server.pid, counts, t0, "running" if p.running else "starting"))
@@ -271,7 +274,8 @@ def report(res: dict[str, Any]) -> str:
     m, s = res["machine"], res["summary"]
     lines = [f"code {m['code']}; {m['cpus']} CPUs, load average at start {m['loadavg_at_start']}, at end "
              f"{' '.join(f'{x:.2f}' for x in res['loadavg_at_end'])}",
-             f"{res['episodes_completed']} realtime episodes of {res['stream_s_per_episode']} s at once, "
+             f"{res['episodes_completed']} realtime episodes of {res['stream_s_per_episode']} s, "
+             f"{res['args']['episodes']} at a time, "
              f"{res['soak_s']} s of soak, {res['attempts']} attempts, failed: {res['failed_attempts'] or 'none'}",
              f"room frames {res['room_frames']}: dropped {res.get('room_dropped')}, duplicated "
              f"{res.get('room_duplicated')}, reordered {res.get('room_reordered')}, late (> {LATE_MS:g} ms) "
@@ -279,7 +283,7 @@ def report(res: dict[str, Any]) -> str:
              f"assistant frames {res.get('assistant_frames')}: reordered {res.get('assistant_reordered')}, late "
              f"{res['assistant_late']} (at most {res['assistant_max_lateness_frames']} slots), stalls "
              f"{res.get('assistant_stalls')}, missing slots {res['assistant_missing_slots']}",
-             f"bridge connections {res['bridge_connections']} for {res['episodes_completed']} bridges, disconnects "
+             f"bridge connections {res['bridge_connections']} for {res['args']['episodes']} bridges, disconnects "
              f"{res['disconnects']}", "",
              "| server process | start | middle | end | min | max | end / start | growth per minute |",
              "|---|---|---|---|---|---|---|---|"]
@@ -302,6 +306,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--episodes", type=int, default=16, help="realtime episodes at once, one bridge each (default 16)")
     p.add_argument("--seconds", type=float, default=600.0, help="stream length of each episode (default 600 s)")
+    p.add_argument("--rounds", type=int, default=1, help="episodes each bridge plays one after the other (default 1)")
     p.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples of the server (default 10)")
     p.add_argument("--bridge", default="echo", help="reference bridge (default echo: it talks whenever the room does)")
     p.add_argument("--db", default="postgres", choices=["sqlite", "postgres"])
