@@ -20,8 +20,8 @@ count the server wrote. At the end, from the database, per completed attempt:
   (fed as silence because nothing arrived), from the attempt's ``stats.server``, and stalls (a
   frame placed further behind its seq than the one before it: a bridge that answers one frame per
   slot keeps a lag once it has one, so one stall makes every later frame late);
-- bridge connections: one row per connection in ``bridges``; more rows than bridges, or rows
-  that ended while the soak ran, are disconnects.
+- bridge connections: one row per connection in ``bridges``; those that ended before the bench
+  stopped the bridges are disconnects (the SDK connects again after each).
 
 Memory and descriptors are compared with the same process's own figures at the start of the
 soak (the ratio end / start, and the growth per minute), not with absolute thresholds.
@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,9 @@ async def serve_with_task_counts(port: int, counts: Path, every_s: float) -> Non
     async def sample() -> None:
         with counts.open("a") as f:
             while True:
-                f.write(json.dumps({"t": time.time(), "tasks": len(asyncio.all_tasks())}) + "\n")
+                tasks = asyncio.all_tasks()
+                by = Counter(getattr(t.get_coro(), "__qualname__", "?") for t in tasks)
+                f.write(json.dumps({"t": time.time(), "tasks": len(tasks), "by": dict(by.most_common(8))}) + "\n")
                 f.flush()
                 await asyncio.sleep(every_s)
 
@@ -112,14 +115,16 @@ def proc_figures(pid: int) -> dict[str, int]:
             "sockets": sockets}
 
 
-def last_task_count(counts: Path) -> int | None:
+def last_task_count(counts: Path) -> dict[str, Any]:
+    """The server's last line: its task count, and the most common coroutines among them."""
     lines = counts.read_text().splitlines() if counts.exists() else []
-    return json.loads(lines[-1])["tasks"] if lines else None
+    last = json.loads(lines[-1]) if lines else {}
+    return {"asyncio_tasks": last.get("tasks"), "tasks_by_coroutine": last.get("by")}
 
 
 def sample(pid: int, counts: Path, t0: float, phase: str) -> dict[str, Any]:
     return {"t_s": round(time.monotonic() - t0, 1), "phase": phase, **proc_figures(pid),
-            "asyncio_tasks": last_task_count(counts), "load_1min": os.getloadavg()[0]}
+            **last_task_count(counts), "load_1min": os.getloadavg()[0]}
 
 
 # --- the recordings -----------------------------------------------------------------------
@@ -243,14 +248,15 @@ async def _soak(args, workdir: Path, suite, url: str, db: Database) -> dict[str,
     return {
         "machine": at_start, "args": {k: str(v) for k, v in vars(args).items()}, "loadavg_at_end": load,
         "soak_s": round(soak_s, 1), "episodes_completed": len(done), "attempts": len(rows),
-        "failed_attempts": sorted(f"{a.error_code}: {a.error_message}"[:200] for a in rows if a.status != "completed"),
+        "failed_attempts": dict(Counter(f"{a.error_code}: {a.error_message}"[:200] for a in rows
+                                        if a.status != "completed")),
         "stream_s_per_episode": round(sum(a.n_frames for a in done) * PERIOD_US / 1e6 / max(1, len(done)), 1),
         "room_frames": sum(a.n_frames for a in done), **total,
         "room_err_max_ms": max((f["room_err_max_ms"] for f in per), default=None),
         "assistant_late": sum(s.get("late_frames", 0) for s in stats),
         "assistant_max_lateness_frames": max((s.get("max_lateness_frames", 0) for s in stats), default=None),
         "assistant_missing_slots": sum(s.get("missing_slots", 0) for s in stats),
-        "bridge_connections": made, "connections_ended_during_soak": ended, "disconnects": (made - args.episodes) + ended,
+        "bridge_connections": made, "disconnects": ended,
         "samples": samples,
     }
 
@@ -295,6 +301,7 @@ def report(res: dict[str, Any]) -> str:
     loads = [x["load_1min"] for x in res["samples"]]
     lines.append(f"\nmachine load (1 min) over the soak: {min(loads):.2f} to {max(loads):.2f}, "
                  f"median {sorted(loads)[len(loads) // 2]:.2f}")
+    lines.append(f"\nserver tasks by coroutine after the bridges left: {gone.get('tasks_by_coroutine')}")
     lines.append(f"\nidle before the bridges: {idle['rss_kib']} KiB, {idle['fds']} fds ({idle['sockets']} sockets), "
                  f"{idle['asyncio_tasks']} tasks; after they left: {gone['rss_kib']} KiB, {gone['fds']} fds "
                  f"({gone['sockets']} sockets), {gone['asyncio_tasks']} tasks")
