@@ -227,7 +227,7 @@ async def _soak(args, workdir: Path, suite, url: str, db: Database) -> dict[str,
         bridges.send_signal(signal.SIGTERM)
         bridges.wait(60)
         bridges = None
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(args.sample_s + 1.0)  # the server's next task count comes after they left
         samples.append(sample(server.pid, counts, t0, "bridges gone"))
         load = os.getloadavg()
     finally:
