@@ -502,11 +502,11 @@ def test_shared_slots_count_every_process_and_a_dead_ones_expire(tmp_path):
             db.dispose()
 
 
-async def test_a_teams_bridges_are_limited_across_two_server_processes(tmp_path):
+async def test_a_teams_bridges_are_limited_across_two_server_processes(tmp_path, mini_suite):
     """Two real ``mpe serve`` processes on one PostgreSQL, a limit of 2 bridges per team: one bridge
     on each, and a third is refused (``too_many_bridges``, 1013) on either; one that leaves frees
-    its slot for the other process; a process killed (SIGKILL) holds its slots until they expire,
-    then the other takes them."""
+    its slot for the other process; a team's listen socket on one process counts on the other; a
+    process killed (SIGKILL) holds its slots until they expire, then the other takes them."""
     with database_url("postgres", tmp_path) as url:
         settings = make_settings(url, tmp_path)
         db = await asyncio.to_thread(Database, url)
@@ -517,7 +517,8 @@ async def test_a_teams_bridges_are_limited_across_two_server_processes(tmp_path)
             for name in ("proc-a", "proc-b"):
                 port = _free_port()
                 procs.append(await asyncio.to_thread(_start_server, settings, port, env={
-                    "MPE_SERVER_ID": name, "MPE_MAX_BRIDGES_PER_TEAM": "2", "MPE_SLOT_TTL_S": "3"}))
+                    "MPE_SERVER_ID": name, "MPE_MAX_BRIDGES_PER_TEAM": "2", "MPE_MAX_LISTENERS_PER_TEAM": "1",
+                    "MPE_SLOT_TTL_S": "3"}))
                 servers.append(type("Server", (), {"ws": f"ws://127.0.0.1:{port}"}))
             a, b = servers
             on_a, first = await bridge_socket(a, token)
@@ -529,6 +530,15 @@ async def test_a_teams_bridges_are_limited_across_two_server_processes(tmp_path)
                 assert "to the servers of this database" in err["message"]
             await on_a.close()
             again = await eventually(bridge_socket, b, token, accept="welcome")  # a's slot, now b's
+            run = create_run(db, team="alpha", model="nobody", suite_path=str(mini_suite), clock="lockstep",
+                             limit=1, conditions=["explicit"])
+            with db.session() as s:
+                ep = s.scalars(select(Episode.id).where(Episode.run_id == run)).one()
+            listening, msg = await listen_socket(f"{a.ws}/v1/episodes/{ep}/listen?token={token}")
+            assert msg["type"] == "waiting"
+            err, code = await refused(listen_socket, f"{b.ws}/v1/episodes/{ep}/listen?token={token}")
+            assert (err["code"], code) == ("too_many_listeners", 1013)
+            await listening.close()
             procs[1].kill()  # b dies holding both slots
             procs[1].wait()
             with db.session() as s:
