@@ -5,11 +5,17 @@ suite played by a scripted bridge over real WebSockets."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import shutil
+import socket
+import threading
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,6 +99,29 @@ class Slow(Bridge):
         return None
 
 
+async def serve_one(srv: BackgroundServer, token: str) -> None:
+    """A well-behaved bridge (:class:`Quiet`) connects, completes one episode and leaves."""
+    client = BridgeClient(Quiet(), BridgeOptions(server=srv.url, token=token, reconnect=False, max_episodes=1))
+    await asyncio.wait_for(client.run(), 60)
+    assert client.episodes_done == 1
+
+
+def stalled(port: int, path: str, headers: dict[str, str] | None = None) -> socket.socket:
+    """A listener that completes the handshake and then never reads (tiny receive buffer)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                  + "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()) + "\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
 @dataclass
 class World:
     settings: Settings
@@ -174,3 +203,40 @@ async def world_on(kind: str, tmp: Path, suite: Path, **settings_kw):
                 yield World(settings, db, server, tokens, suite=suite)
         finally:
             db.dispose()
+
+
+class ServedWorld:
+    """A world (:func:`world_on`, with ``settings_kw``) served from its own thread and event loop, so
+    that synchronous tests (Hypothesis) can drive it over real HTTP and real WebSockets. ``setup``
+    fills the world once it serves; what it returns is :attr:`ids` (the ids the tests draw from)."""
+
+    def __init__(self, kind: str, tmp: Path, suite: Path, setup: Callable[[World], Awaitable[Any]] | None = None,
+                 **settings_kw: Any):
+        self.kind, self.tmp, self.suite, self.setup, self.settings_kw = kind, tmp, suite, setup, settings_kw
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.ids: Any = None
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+
+    async def _main(self) -> None:
+        try:
+            async with world_on(self.kind, self.tmp, self.suite, **self.settings_kw) as w:
+                if self.setup is not None:
+                    self.ids = await self.setup(w)
+                self.world, self.loop, self.stop = w, asyncio.get_running_loop(), asyncio.Event()
+                self.ready.set()
+                await self.stop.wait()
+        except BaseException as exc:  # handed to the test thread
+            self.error = exc
+            self.ready.set()
+
+    def __enter__(self) -> "ServedWorld":
+        self.thread.start()
+        self.ready.wait(300)
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(60)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from typing import Any
 
 from hypothesis import settings
@@ -25,6 +26,12 @@ FUZZ = dict(deadline=None, derandomize=True, database=None, print_blob=False)
 def fuzz(max_examples: int, **kw: Any):
     """The settings of one fuzzing test: ``max_examples`` examples, reproducible."""
     return settings(max_examples=max_examples, **FUZZ, **kw)
+
+
+#: what no answer of the server (a response body, an error message on a socket) may carry: a
+#: traceback, SQL or a database driver's words (server paths are checked against each test's directories)
+LEAKS = re.compile(r"Traceback|File \"|sqlalchemy|psycopg|sqlite3|\bSELECT\b|\bINSERT INTO\b|\bFROM \w+ WHERE\b",
+                   re.IGNORECASE)
 
 
 # --- text ---------------------------------------------------------------------------------------

@@ -14,10 +14,7 @@ two teams, the bridge check's probe suite, and hostile suite directories below t
 
 from __future__ import annotations
 
-import asyncio
-import re
 import shutil
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -38,13 +35,8 @@ from server.benchmarks.mpe.check.suite import CHECK_SUITE_NAME, build_check_suit
 from server.db import Episode, Token
 from server.db import Suite as SuiteRow
 from server.engine.leasing import create_run
-from tests.api_fixtures import bridge, wait_run, world_on
-from tests.fuzz_support import dumps, fuzz, json_values, mutated, odd_text
-
-#: what no response may carry: a traceback, SQL or a database driver's words (server paths are
-#: checked against the world's own directories)
-LEAKS = re.compile(r"Traceback|File \"|sqlalchemy|psycopg|sqlite3|\bSELECT\b|\bINSERT INTO\b|\bFROM \w+ WHERE\b",
-                   re.IGNORECASE)
+from tests.api_fixtures import ServedWorld, bridge, wait_run
+from tests.fuzz_support import LEAKS, dumps, fuzz, json_values, mutated, odd_text
 
 
 class Silent(Bridge):
@@ -104,42 +96,6 @@ async def _setup(w) -> dict:
     return ids
 
 
-class ServedWorld:
-    """A world (tests/api_fixtures.py) served from its own thread and event loop, so that the
-    (synchronous) Hypothesis tests can drive it over real HTTP."""
-
-    def __init__(self, kind: str, tmp: Path, suite: Path, probe_cache: Path):
-        self.kind, self.tmp, self.suite, self.probe_cache = kind, tmp, suite, probe_cache
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-
-    async def _main(self) -> None:
-        try:
-            # the rate limits off: the fuzzer sends thousands of requests on a few tokens (the limits
-            # have their own tests in test_limits.py)
-            async with world_on(self.kind, self.tmp, self.suite, rest_rate_per_s=0, connect_rate_per_s=0) as w:
-                w.probe_cache = self.probe_cache
-                self.ids = await _setup(w)
-                self.world, self.loop, self.stop = w, asyncio.get_running_loop(), asyncio.Event()
-                self.ready.set()
-                await self.stop.wait()
-        except BaseException as exc:  # handed to the test thread
-            self.error = exc
-            self.ready.set()
-
-    def __enter__(self) -> "ServedWorld":
-        self.thread.start()
-        self.ready.wait(300)
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(60)
-
-
 @pytest.fixture(scope="session")
 def probe_cache(pytestconfig) -> Path:
     """Where the bridge check's probe suite is voiced once (shared with tests/test_bridge_check.py)."""
@@ -148,8 +104,14 @@ def probe_cache(pytestconfig) -> Path:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def served(request, tmp_path_factory, mini_suite, probe_cache):
-    with ServedWorld(request.param, tmp_path_factory.mktemp(f"fuzz-api-{request.param}"), mini_suite,
-                     probe_cache) as sw:
+    async def setup(w):
+        w.probe_cache = probe_cache
+        return await _setup(w)
+
+    # the rate limits off: the fuzzer sends thousands of requests on a few tokens (the limits have
+    # their own tests in test_limits.py)
+    with ServedWorld(request.param, tmp_path_factory.mktemp(f"fuzz-api-{request.param}"), mini_suite, setup,
+                     rest_rate_per_s=0, connect_rate_per_s=0) as sw:
         with httpx.Client(base_url=sw.world.http, timeout=60) as client:
             sw.client = client
             sw.schema = client.get("/openapi.json").json()

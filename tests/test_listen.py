@@ -5,9 +5,7 @@ is dropped, late joiners catch up, other replicas tail the database, errors are 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
 import socket
 import statistics
 import time
@@ -22,7 +20,7 @@ from server.app import BackgroundServer
 from server.db import Attempt, Episode, EventRow, FrameRow
 from server.engine.export import load_track
 from server.engine.leasing import cancel_run, create_run
-from tests.api_fixtures import FRAME, Scripted, bridge, wait_run, world_on
+from tests.api_fixtures import FRAME, Scripted, bridge, stalled, wait_run, world_on
 
 
 class Heard:
@@ -67,21 +65,6 @@ async def listen(url: str, heard: Heard, *, until: str | None = None) -> Heard:
             pass
         heard.close_code = ws.close_code
     return heard
-
-
-def stalled(port: int, path: str) -> socket.socket:
-    """A listener that completes the handshake and then never reads (tiny receive buffer)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
-    sock.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += sock.recv(1)
-    assert head.startswith(b"HTTP/1.1 101"), head
-    return sock
 
 
 def narrow_server_side(server: BackgroundServer, client: socket.socket, size: int = 8192) -> None:

@@ -23,13 +23,12 @@ import websockets
 from sqlalchemy import func, select
 
 from clients.errors import CLOSE_CODES
-from clients.sdk import BridgeClient, BridgeOptions
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.core.audio import decode_audio
 from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
 from server.engine.leasing import cancel_run, create_run
-from tests.api_fixtures import Quiet
+from tests.api_fixtures import serve_one
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 HEADER = struct.Struct("<BBHI")
@@ -117,12 +116,6 @@ async def expect_fatal(ws, code: str, close_code: int) -> dict:
     assert ws.close_code == close_code
     assert CLOSE_CODES[code] == close_code  # the one mapping agrees with the documented table
     return err
-
-
-async def serve_one(srv, token: str) -> None:
-    client = BridgeClient(Quiet(), BridgeOptions(server=srv.url, token=token, reconnect=False, max_episodes=1))
-    await asyncio.wait_for(client.run(), 60)
-    assert client.episodes_done == 1
 
 
 def queued(db) -> int:
