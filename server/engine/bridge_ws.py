@@ -60,11 +60,26 @@ class WSConnection:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.clock = time.monotonic
 
+    @property
+    def gone(self) -> bool:
+        """The bridge has left: a send found its socket closed (starlette then refuses every later
+        send), or the server closed it."""
+        return self.ws.application_state == WebSocketState.DISCONNECTED
+
     async def send_text(self, text: str) -> None:
-        await self.ws.send_text(text)
+        await self._send(self.ws.send_text, text)
 
     async def send_bytes(self, data: bytes) -> None:
-        await self.ws.send_bytes(data)
+        await self._send(self.ws.send_bytes, data)
+
+    async def _send(self, send, data) -> None:
+        """A send; Disconnected when the bridge has left (a departure, not a failure of the server)."""
+        if self.gone:
+            raise Disconnected()
+        try:
+            await send(data)
+        except WebSocketDisconnect:
+            raise Disconnected() from None
 
     async def reader(self) -> None:
         try:
@@ -238,6 +253,8 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
     await status.report()
     woken = True
     while not state.stopping.is_set():
+        if conn.gone:  # it left while its last episode ended (episode.end found it gone): lease nothing for it
+            raise Disconnected()
         lease = None
         try:
             if woken:
