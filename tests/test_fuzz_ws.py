@@ -29,7 +29,7 @@ read. The answer (HTTP 404 for a path no route has, ``error`` and 1008, ``done``
 episode or missing id it was; after each example no listener slot is held and no listener waits.
 
 Every episode runs lockstep (no wall-clock pacing, so the file is not a realtime one); the example
-counts keep the whole file at about 25 s on a loaded 2-core machine.
+counts keep the whole file at 25–35 s on a loaded 2-core machine.
 """
 
 from __future__ import annotations
