@@ -5,13 +5,16 @@ in a data dir of their own copy it from these (:func:`seed_builtin`), so its voi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from filelock import FileLock
 
 from server.benchmarks.mpe.demo_suite import build_demo_suite
 from server.tts import INSTALL_HINT
@@ -66,17 +69,33 @@ def piper_engine():
     return PiperEngine()
 
 
+def run_shared_dir(tmp_path_factory) -> Path:
+    """A directory all the workers of this test run share (pytest-xdist gives each its own basetemp
+    under one parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def demo_build(tmp_path_factory, piper_engine):
-    """The demo suite built once with real piper synthesis."""
-    data_dir = tmp_path_factory.mktemp("mpe-data")
-    engine = CountingEngine(piper_engine)
-    seen: list[tuple[int, int]] = []
-    t0 = time.perf_counter()
-    path = build_demo_suite(data_dir, engine=engine, progress=lambda d, n: seen.append((d, n)))
-    elapsed = time.perf_counter() - t0
-    print(f"\nmini suite built in {elapsed:.1f} s ({len(engine.calls)} synthesis calls, one process)")
-    return {"data_dir": data_dir, "path": path, "engine": engine, "progress": seen, "elapsed": elapsed}
+    """The demo suite built once per test run with real piper synthesis: the first worker that needs
+    it builds it and records its synthesis calls and progress; the others wait for it and read them."""
+    data_dir = run_shared_dir(tmp_path_factory) / "mpe-data-demo"
+    record = data_dir / "build.json"
+    with FileLock(f"{data_dir}.lock"):
+        if not record.exists():
+            engine = CountingEngine(piper_engine)
+            seen: list[tuple[int, int]] = []
+            t0 = time.perf_counter()
+            path = build_demo_suite(data_dir, engine=engine, progress=lambda d, n: seen.append((d, n)))
+            elapsed = time.perf_counter() - t0
+            print(f"\nmini suite built in {elapsed:.1f} s ({len(engine.calls)} synthesis calls, one process)")
+            record.write_text(json.dumps({"path": str(path), "calls": engine.calls, "progress": seen,
+                                          "elapsed": elapsed}))
+    built = json.loads(record.read_text())
+    return {"data_dir": data_dir, "path": Path(built["path"]),
+            "engine": SimpleNamespace(calls=[tuple(c) for c in built["calls"]]),
+            "progress": [tuple(p) for p in built["progress"]], "elapsed": built["elapsed"]}
 
 
 @pytest.fixture(scope="session")
