@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python bench/engine.py
 	# the soak, short here (a minute): bench/soak.py without options runs 16 episodes for 10 minutes
 	$(BIN)/python bench/soak.py --seconds 60
+	$(BIN)/python bench/capacity.py --quick
 
 clean:
 	rm -rf $(VENV) .mpe client-dist/build

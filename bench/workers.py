@@ -151,6 +151,23 @@ def _connected(db: Database) -> int:
         return s.scalar(select(func.count()).select_from(BridgeRow).where(BridgeRow.disconnected_at.is_(None)))
 
 
+async def start_bridge_host(db: Database, port: int, token: str, n: int, bridge: str,
+                            cache_dir: Path) -> subprocess.Popen:
+    """The bridge process (``n`` reference bridges ``bridge``) for the server on ``port``, once all
+    ``n`` are connected (as the server's ``bridges`` table says)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--bridge-host", "--server", f"ws://127.0.0.1:{port}",
+         "--bridges", str(n), "--bridge", bridge, "--cache-dir", str(cache_dir)],
+        env=dict(os.environ, MPE_TOKEN=token), cwd=ROOT)
+    t0 = time.monotonic()
+    while await asyncio.to_thread(_connected, db) < n:
+        if time.monotonic() - t0 > 120 or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("the bridges did not connect")
+        await asyncio.sleep(0.1)
+    return proc
+
+
 async def case(args, workdir: Path, suite, workers: int, round_: int) -> dict[str, Any]:
     with database_url("postgres", workdir, args.pg_url) as url:
         db = await asyncio.to_thread(Database, url)
@@ -160,15 +177,7 @@ async def case(args, workdir: Path, suite, workers: int, round_: int) -> dict[st
             bridges = None
             try:
                 await served.wait_ready()
-                bridges = subprocess.Popen(
-                    [sys.executable, str(Path(__file__).resolve()), "--bridge-host", "--server",
-                     f"ws://127.0.0.1:{served.port}", "--bridges", str(args.bridges), "--bridge", args.bridge,
-                     "--cache-dir", str(args.cache_dir)], env=dict(os.environ, MPE_TOKEN=token), cwd=ROOT)
-                t0 = time.monotonic()
-                while await asyncio.to_thread(_connected, db) < args.bridges:
-                    if time.monotonic() - t0 > 120 or bridges.poll() is not None:
-                        raise RuntimeError("the bridges did not connect")
-                    await asyncio.sleep(0.1)
+                bridges = await start_bridge_host(db, served.port, token, args.bridges, args.bridge, args.cache_dir)
                 pids = [*served.pids(), bridges.pid]
                 cpu0, pg0, busy0 = [_cpu_s(p) for p in pids], _postgres_cpu(), _machine_busy_s()
                 wall0 = time.monotonic()
