@@ -12,11 +12,12 @@ Four measurements in one run, each on the real parts (no part replaced):
               benchmark uses) and PostgreSQL's CPU per episode-second. After the run is cancelled:
               rows and on-disk bytes of the tables that grow with the episodes
               (bench/storage.py's measure of a table) per recorded episode-second (room frames x 80 ms).
-``pgwrite``   what PostgreSQL sustains in the recorder's pattern: ``--pg-threads`` threads, each one
-              attempt, each writing one recorded second after another through the recorder's own
-              write (``Recorder._write``: one transaction of frame rows and the two tracks' FLAC chunks,
-              the chunks copied from the realtime recording), for ``--pg-seconds``; episode-seconds
-              written per second, and PostgreSQL CPU per episode-second.
+``pgwrite``   what PostgreSQL sustains in a session's per-second pattern: ``--pg-threads`` threads, each
+              one leased episode (``lease_episode``), each writing one recorded second after another
+              through the recorder's own write (``Recorder._write``: one transaction of frame rows and
+              the two tracks' FLAC chunks, copied from the realtime recording) and renewing its lease
+              (``renew_lease``), for ``--pg-seconds``; episode-seconds per second, and PostgreSQL
+              backend CPU per episode-second.
 ``scoring``   ``--score-episodes`` episodes of ``--score-bridge`` (``always-talk``: speech in every window,
               so the most ASR per second) recorded in lockstep, then scored (``score_run``:
               faster-whisper tiny.en + detector replay + rule judge, fresh, one worker) cold and
@@ -33,7 +34,8 @@ Usage::
 
     python bench/capacity.py --quick           # about 2 minutes
     python bench/capacity.py                   # about 6 minutes
-    python bench/capacity.py --hosts 8 --per-host 32 --json out.json
+    python bench/capacity.py --json out.json
+    python bench/capacity.py --from-json out.json --gpu-hosts 8 --per-host 32   # another plan, no measuring
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ from bench.workers import Served, _cpu_s, _postgres_cpu, start_bridge_host
 from server.auth import create_token
 from server.core.status import AttemptStatus
 from server.db import Attempt, AudioChunk, Database, Episode, FrameRow, Run
-from server.engine.leasing import cancel_run, create_run
+from server.engine.leasing import Lease, cancel_run, create_run, lease_episode, renew_lease
 from server.engine.progress import run_progress
 from server.engine.recorder import Batch, Recorder
 from server.engine.storage import Outage
@@ -227,38 +229,51 @@ def one_second(db: Database) -> Batch:
     return Batch(frames=frames[:25], chunks=list(chunks.values()))
 
 
-def _writer(db: Database, attempt_id: str, second: Batch, stop: threading.Event, done: list[int]) -> None:
-    """Write ``second`` again and again as the attempt's next second, through the recorder's write."""
-    rec = Recorder(db, attempt_id, Outage(patience_s=60, clock=time.monotonic))
+OWNER = "bench-capacity"
+LEASE_S = 30.0
+
+
+def _writer(db: Database, lease: Lease, second: Batch, stop: threading.Event, done: list[int]) -> None:
+    """What a session does each second of its episode, again and again: write ``second`` as the
+    attempt's next second through the recorder's write, then renew the lease (§8: a flush, then
+    the renewal, two transactions)."""
+    att = lease.attempt_id
+    rec = Recorder(db, att, Outage(patience_s=60, clock=time.monotonic))
     k = 0
     while not stop.is_set():
         seq0 = k * len(second.frames)
-        frames = [{**f, "attempt_id": attempt_id, "seq": seq0 + i, "slot": seq0 + i} for i, f in enumerate(second.frames)]
-        chunks = [{**c, "attempt_id": attempt_id, "idx": k, "start_sample": c["n_samples"] * k} for c in second.chunks]
+        frames = [{**f, "attempt_id": att, "seq": seq0 + i, "slot": seq0 + i} for i, f in enumerate(second.frames)]
+        chunks = [{**c, "attempt_id": att, "idx": k, "start_sample": c["n_samples"] * k} for c in second.chunks]
         rec._write(Batch(frames=frames, chunks=chunks))
+        if not renew_lease(db, lease, OWNER, LEASE_S):
+            raise RuntimeError("the benchmark's lease was lost")
         k += 1
         done.append(1)
 
 
-def pgwrite_part(args, url: str) -> list[dict[str, Any]]:
-    """Episode-seconds per second PostgreSQL takes, for each writer-thread count."""
+def _leases(db: Database, suite, n: int) -> list[Lease]:
+    """``n`` episodes of a fresh realtime run, leased as a server leases them."""
+    create_run(db, team=TEAM, model="capacity-writer", suite_path=str(suite.path), clock="realtime",
+               conditions=["explicit"], limit=n)
+    leases = [lease_episode(db, team=TEAM, admin=False, model="capacity-writer", clocks=["realtime"], owner=OWNER,
+                            bridge_id="bench", bridge_rate=24000, model_revision="", lease_s=LEASE_S)
+              for _ in range(n)]
+    if None in leases:
+        raise RuntimeError("an episode could not be leased")
+    return leases
+
+
+def pgwrite_part(args, url: str, suite) -> list[dict[str, Any]]:
+    """Episode-seconds per second PostgreSQL takes in a session's per-second pattern, for each
+    writer-thread count."""
     db = Database(url)
     try:
         second = one_second(db)
-        with db.session() as s:
-            ep = s.scalar(select(Episode.id).limit(1))
         out = []
         for threads in args.pg_threads:
-            ids = []
-            with db.session() as s:
-                for i in range(threads):
-                    a = Attempt(episode_id=ep, number=1000 + len(out) * 100 + i, bridge_id="bench", server_id="bench",
-                                clock="realtime", bridge_rate=24000)
-                    s.add(a)
-                    s.flush()
-                    ids.append(a.id)
+            leases = _leases(db, suite, threads)
             stop, done = threading.Event(), []
-            workers = [threading.Thread(target=_writer, args=(db, a, second, stop, done)) for a in ids]
+            workers = [threading.Thread(target=_writer, args=(db, a, second, stop, done)) for a in leases]
             pg0, ru0 = _postgres_cpu(), resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.monotonic()
             for w in workers:
@@ -318,17 +333,23 @@ async def scoring_part(args, workdir: Path) -> dict[str, Any]:
             "cpu_s_per_episode_s": asr_judge / per_ep + warm / ep_s, "load": _load()}
 
 
+PATTERN_COMMITS = 2  # per episode-second in pgwrite: the flush and the lease renewal
+
+
 def pg_capacity(results: dict[str, Any]) -> dict[str, float] | None:
-    """Realtime episode-seconds per second one PostgreSQL takes: the best recorder-pattern rate
-    measured, scaled down by how much more PostgreSQL CPU a realtime episode-second costs than a
-    recorder write alone (lease renewals and the server's other statements), where it costs more."""
+    """Realtime episode-seconds per second one PostgreSQL takes: the best rate measured in a
+    session's per-second pattern (flush + lease renewal), divided by how much more a realtime
+    episode-second of the whole server asks of PostgreSQL (its token checks and polls besides):
+    in backend CPU, or in commits, whichever is more."""
     rt = next((r for r in results["realtime"] if r["db"] == "postgres"), None)
     if not results["pgwrite"] or rt is None:
         return None
     best = max(results["pgwrite"], key=lambda r: r["episode_s_per_s"])
-    scale = min(1.0, best["pg_cpu_ms_per_episode_s"] / rt["pg_cpu_ms_per_episode_s"])
-    return {"recorder_pattern": best["episode_s_per_s"], "cpu_scale": scale,
-            "realtime": best["episode_s_per_s"] * scale}
+    cpu = rt["pg_cpu_ms_per_episode_s"] / best["pg_cpu_ms_per_episode_s"]
+    commits = rt["xacts_per_episode_s"] / PATTERN_COMMITS
+    factor = max(1.0, cpu, commits)
+    return {"pattern": best["episode_s_per_s"], "cpu_ratio": cpu, "commit_ratio": commits,
+            "realtime": best["episode_s_per_s"] / factor}
 
 
 def costs_from(results: dict[str, Any], db: str) -> tuple[str, UnitCosts]:
@@ -373,9 +394,11 @@ def report(results: dict[str, Any]) -> str:
                  f"{r['pg_cpu_ms_per_episode_s']:.2f} | {r['client_cpu_ms_per_episode_s']:.2f} | {r['load']} |")
     cap = results["pg_capacity"]
     if cap:
-        L += ["", f"PostgreSQL capacity for realtime episodes: {cap['recorder_pattern']:.0f} episode-s / s in the "
-              f"recorder's pattern x {cap['cpu_scale']:.2f} (its PostgreSQL CPU per episode-second against the "
-              f"realtime run's) = **{cap['realtime']:.0f} concurrent realtime episodes**"]
+        L += ["", f"PostgreSQL capacity for realtime episodes: {cap['pattern']:.0f} episode-s / s in a session's "
+              f"pattern (flush + renewal); a realtime episode-second costs {cap['cpu_ratio']:.2f}x its backend CPU and "
+              f"{cap['commit_ratio']:.2f}x its commits: {cap['pattern']:.0f} / "
+              f"{max(1.0, cap['cpu_ratio'], cap['commit_ratio']):.2f} = "
+              f"**{cap['realtime']:.0f} concurrent realtime episodes**"]
     s = results["scoring"]
     L += ["", f"Scoring: {s['episodes']} alike {s['bridge']} episodes, {s['episode_s']} episode-s, {s['failures']} "
           f"failures; first (model loading) {s['cpu_first_s']} CPU s, cold {s['cpu_cold_s']} CPU s ({s['asr_calls_cold']} ASR calls), warm {s['cpu_warm_s']} CPU s "
@@ -428,7 +451,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                        help=f"plan: {f.name} (default {f.default})")
     p.add_argument("--pg-url", default=DEFAULT_PG_URL)
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".mpe", help="TTS clip cache (default .mpe)")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    p.add_argument("--from-json", type=Path, default=None,
+                   help="measure nothing: the model on the figures of an earlier --json, with this plan")
     a = p.parse_args(argv)
     q = a.quick
     a.rt_episodes = a.rt_episodes or (4 if q else 16)
@@ -445,15 +470,20 @@ async def amain(args) -> dict[str, Any]:
         workdir = Path(tmp)
         # long enough that no episode ends in the window: always-talk holds T's wait to its 60 s cap
         suite = await asyncio.to_thread(build_bench_suite, workdir / "suite", args.cache_dir,
-                                        target_s=args.rt_window_s + 10, n_pairs=args.rt_episodes, name="bench-capacity")
+                                        target_s=args.rt_window_s + 10, n_pairs=max(args.rt_episodes, *args.pg_threads), name="bench-capacity")
         for kind in [k.strip() for k in args.dbs.split(",") if k.strip()]:
             ctx = private_pg(args.pg_url) if kind == "postgres" else database_url("sqlite", workdir, args.pg_url)
             with ctx as url:
                 results["realtime"].append(r := await realtime_part(args, kind, url, workdir, suite))
                 print(f"  realtime {kind}: {json.dumps(r)}", file=sys.stderr, flush=True)
                 if kind == "postgres":
-                    results["pgwrite"] = await asyncio.to_thread(pgwrite_part, args, url)
+                    results["pgwrite"] = await asyncio.to_thread(pgwrite_part, args, url, suite)
         results["scoring"] = await scoring_part(args, workdir)
+    return modelled(results, args)
+
+
+def modelled(results: dict[str, Any], args) -> dict[str, Any]:
+    """The measured figures with the model of ``args``'s plan on them."""
     plan = Plan(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Plan)})
     model_db, costs = costs_from(results, args.model_db)
     results |= {"plan": dataclasses.asdict(plan), "model_db": model_db, "costs": dataclasses.asdict(costs),
@@ -464,7 +494,10 @@ async def amain(args) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    results = asyncio.run(amain(args))
+    if args.from_json:  # the model again on figures measured before, for another plan
+        results = modelled(json.loads(args.from_json.read_text()), args)
+    else:
+        results = asyncio.run(amain(args))
     print(report(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
