@@ -32,8 +32,8 @@ with load most.
 
 Usage::
 
-    python bench/capacity.py --quick           # about 2 minutes
-    python bench/capacity.py                   # about 6 minutes
+    python bench/capacity.py --quick           # make bench: about 80 s
+    python bench/capacity.py                   # about 3 minutes
     python bench/capacity.py --json out.json
     python bench/capacity.py --from-json out.json --gpu-hosts 8 --per-host 32   # another plan, no measuring
 """
@@ -431,7 +431,7 @@ def report(results: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--quick", action="store_true", help="small sizes for make bench (about 2 minutes)")
+    p.add_argument("--quick", action="store_true", help="small sizes for make bench (about 80 s)")
     p.add_argument("--dbs", default="sqlite,postgres", help="databases for the realtime part")
     p.add_argument("--rt-episodes", type=int, default=None, help="concurrent realtime episodes (16; quick 4)")
     p.add_argument("--rt-window-s", type=float, default=None, help="measured window (30 s; quick 8 s)")
