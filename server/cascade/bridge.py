@@ -19,6 +19,21 @@ the attempt's stats (``cascade.turns[].latency_ms``). With ``llm=claude`` the br
 Duty: the run's text prompt (``episode.start`` ``instructions``) when it sends one, else the
 Duplex-MPE duty instruction (:data:`server.benchmarks.mpe.duty.DUTY_TEXT`), the very text the
 built-in suites' preamble speaks. The rule decider reads no duty at all.
+
+Modes (``mode=``, :class:`server.cascade.prompt.Party`; ``episode.start`` does not say which
+benchmark is playing, so the bridge is told): ``multi-party`` (the default: Duplex-MPE's room) and
+``two-party`` (MTR-DuplexBench: one user, every turn addressed to the assistant). Two-party mode
+changes the defaults: the two-party prompt and duty (:data:`server.cascade.prompt.TWO_PARTY_DUTY`;
+that benchmark sends none), the rule decider's two-party reply, a **hold** of ``hold_ms`` (3200)
+after an utterance before the reply starts, so that a pause mid-utterance (1.5–3.0 s in the
+generated suites) does not get a reply before its continuation, a barge-in threshold of 700 ms
+(the suites' backchannels last up to 0.6 s of speech), and the **broadcast guard**
+(:mod:`.broadcast`): a band-limited voice neither interrupts her nor is transcribed. The mode is in
+the model revision (``…/two-party``) and the stats.
+
+Teacher forcing (``accepts_context``, the MTR ``gt`` history): a context frame is taken as her own
+output (the echo guard's reference); utterances that end in history slots are transcribed into the
+running transcript but not answered (the server ignores the bridge's output there).
 """
 
 from __future__ import annotations
@@ -35,11 +50,14 @@ import numpy as np
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge
 from server.benchmarks.mpe.duty import DUTY_TEXT
+from server.cascade.broadcast import JUDGE_S, band_limited
 from server.cascade.deciders import Decider, Decision, make_decider
 from server.cascade.echo import ECHO_TAIL_MS, EchoGuard
+from server.cascade.prompt import TWO_PARTY_DUTY, Party
 from server.cascade.turns import (
     BARGE_IN_MS,
     END_OF_UTTERANCE_MS,
+    HOLD_MS,
     Action,
     Dropped,
     Ignored,
@@ -59,6 +77,10 @@ VOICE = "piper:joe@1.0"
 TAPE_S = 120  # room audio kept for transcription (longer utterances are cut to their last TAPE_S)
 MAX_TURN_RECORDS = 300  # per episode, in the stats
 Speaker = Callable[[str], np.ndarray]  # text -> int16 audio at 24 kHz
+# two-party defaults (module docstring): hold past the longest generated pause (1.5-3.0 s), a
+# barge-in threshold above the longest backchannel's speech, and the broadcast guard on
+TWO_PARTY_HOLD_MS = 3200
+TWO_PARTY_BARGE_IN_MS = 700
 
 
 def piper_speaker(voice: str, data_dir: Path) -> Speaker:
@@ -101,12 +123,12 @@ class TurnRecord:
     start_s: float
     end_s: float
     text: str
-    decision: str | None  # RESPOND / SILENT / null (unparseable: silent) / "ignored" (heard while speaking)
+    decision: str | None  # RESPOND / SILENT / null (unparseable: silent) / "ignored" / "history"
     answer: str
     asr_ms: int
     decide_ms: int
     tts_ms: int
-    outcome: str = ""  # spoken / silent / dropped (stale or human talking) / ignored
+    outcome: str = ""  # spoken / silent / dropped (stale or human talking) / ignored (short or background) / history
     latency_ms: int | None = None  # end of the human's speech -> Aria's first sample
 
 
@@ -119,6 +141,7 @@ class Thought:
     asr_ms: int
     decide_ms: int
     tts_ms: int
+    history: bool = False
 
 
 def _ms(t0: float) -> int:
@@ -126,28 +149,39 @@ def _ms(t0: float) -> int:
 
 
 class Cascade(Bridge):
-    """Options: llm=auto|rule|claude[:MODEL]|local[:PATH], asr=faster-whisper[:DIR], voice, eou_ms, barge_in_ms, echo_tail_ms."""
+    """Options: llm=auto|rule|claude[:MODEL]|local[:PATH], asr=faster-whisper[:DIR], voice, mode=multi-party|two-party,
+    eou_ms, barge_in_ms, hold_ms, broadcast_guard=on|off, echo_tail_ms (unset: the mode's defaults)."""
 
     name = "cascade"
     blocking = True
+    accepts_context = True
 
     def __init__(self, data_dir: Path, llm: str = "auto", asr: str = "faster-whisper", voice: str = VOICE,
-                 eou_ms: str | int = END_OF_UTTERANCE_MS, barge_in_ms: str | int = BARGE_IN_MS,
-                 echo_tail_ms: str | int = ECHO_TAIL_MS, model_name: str = "cascade", *,
+                 eou_ms: str | int = END_OF_UTTERANCE_MS, barge_in_ms: str | int | None = None,
+                 echo_tail_ms: str | int = ECHO_TAIL_MS, model_name: str = "cascade", mode: str = Party.multi,
+                 hold_ms: str | int | None = None, broadcast_guard: str | bool | None = None, *,
                  decider: Decider | None = None, recognizer: ASRBackend | None = None,
                  speaker: Speaker | None = None) -> None:
         super().__init__()
         self.name = model_name
-        self.decider = decider or make_decider(llm)
+        try:
+            self.party = Party(mode)
+        except ValueError:
+            raise ValueError(f"mode must be one of {', '.join(p.value for p in Party)}, not {mode!r}") from None
+        two = self.party is Party.two
+        self.decider = decider or make_decider(llm, self.party)
         self.recognizer = recognizer or make_asr(asr, cpu_threads=2)
         self.speaker = speaker or piper_speaker(voice, Path(data_dir))
-        self.revision = f"{self.decider.name}/{self.recognizer.name}"
+        self.revision = f"{self.decider.name}/{self.recognizer.name}" + (f"/{self.party}" if two else "")
+        self.broadcast_guard = two if broadcast_guard is None else str(broadcast_guard).lower() in ("on", "true", "1")
         # load the models now, not in the first utterance's frame (the lockstep clock waits, but not forever)
         self.recognizer.transcribe(np.zeros(STREAM_RATE // 10, np.int16))
         if self.decider.name == "claude":
             self.clocks = ("realtime",)
         self.detector_config = DetectorConfig(merge_pause_ms=int(eou_ms))
-        self.turns = TurnTaker(TurnConfig(barge_in_ms=int(barge_in_ms)))
+        self.turns = TurnTaker(TurnConfig(
+            barge_in_ms=int(barge_in_ms if barge_in_ms is not None else TWO_PARTY_BARGE_IN_MS if two else BARGE_IN_MS),
+            hold_ms=int(hold_ms if hold_ms is not None else TWO_PARTY_HOLD_MS if two else HOLD_MS)))
         self.echo = EchoGuard(self.frame_samples, int(echo_tail_ms))
         self.detector = SpeechDetector(self.detector_config)
         self.tape = RoomTape()
@@ -162,8 +196,11 @@ class Cascade(Bridge):
         self.inline = True
         self._by_uid: dict[int, TurnRecord] = {}
         self._audio: dict[int, np.ndarray] = {}
-        self.duty = DUTY_TEXT
+        self._built_in_duty = TWO_PARTY_DUTY if two else DUTY_TEXT
+        self.duty = self._built_in_duty
         self.duty_source = "built-in"
+        self._forced: int | None = None  # the seq of the latest context frame (teacher forcing)
+        self._context: np.ndarray | None = None
 
     # -- episode
 
@@ -181,7 +218,8 @@ class Cascade(Bridge):
         self.records, self._by_uid, self._audio, self.barge_ins = [], {}, {}, []
         self._latest_uid = 0
         self.duty, self.duty_source = ((episode.instructions, "episode.start") if episode.instructions
-                                       else (DUTY_TEXT, "built-in"))
+                                       else (self._built_in_duty, "built-in"))
+        self._forced, self._context = None, None
         self.inline = episode.clock == "lockstep"
         if not self.inline and self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade")
@@ -189,18 +227,32 @@ class Cascade(Bridge):
 
     # -- one frame
 
+    def force(self, seq: int, pcm: np.ndarray) -> None:
+        """A history slot: ``pcm`` is what she said there (module docstring)."""
+        self._forced, self._context = seq, pcm
+
     def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         frame_start = seq * self.frame_samples
         now = frame_start + self.frame_samples
         clean = self.echo.clean(room)
         self.tape.append(clean)
         events = self.detector.push(clean)
-        self._act(now, self.turns.hear(now, events, self.detector.speech_end))
+        self._act(now, self.turns.hear(now, events, self.detector.speech_end, foreground=self._foreground(now)))
         while self._jobs and self._jobs[0].done():  # every utterance is recorded, a stale one too
             self._thought(now, self._jobs.pop(0).result())
+        if self._forced == seq:  # the server takes the context frame as her output here
+            self.echo.played(self._context)
+            return None
         out = self._frame(frame_start)
         self.echo.played(out)
         return out
+
+    def _foreground(self, now: int) -> bool:
+        """The broadcast guard on the open utterance's first second (:mod:`.broadcast`)."""
+        since = self.turns.open_since
+        if not self.broadcast_guard or since is None or now - since > JUDGE_S * STREAM_RATE + self.frame_samples:
+            return True
+        return not band_limited(self.tape.cut(since, min(now, since + int(JUDGE_S * STREAM_RATE))))
 
     def _frame(self, frame_start: int) -> np.ndarray | None:
         at = self.turns.playing(frame_start)
@@ -218,11 +270,12 @@ class Cascade(Bridge):
                 u = a.utterance
                 self._latest_uid = u.uid
                 pcm = self.tape.cut(u.start - FRAGMENT_PAD, u.end + FRAGMENT_PAD)  # all heard: end + pad <= seen_at
+                history = self._forced == now // self.frame_samples - 1  # heard in a history slot: not answered
                 if self.inline:
-                    self._thought(now, self._think(u, pcm, self._generation))
+                    self._thought(now, self._think(u, pcm, self._generation, history))
                 else:
                     assert self._pool is not None
-                    self._jobs.append(self._pool.submit(self._think, u, pcm, self._generation))
+                    self._jobs.append(self._pool.submit(self._think, u, pcm, self._generation, history))
             elif isinstance(a, StartSpeaking):
                 rec = self._by_uid[a.uid]
                 rec.outcome, rec.latency_ms = "spoken", (a.at - round(rec.end_s * STREAM_RATE)) * 1000 // STREAM_RATE
@@ -237,7 +290,7 @@ class Cascade(Bridge):
             elif isinstance(a, Ignored):
                 u = a.utterance
                 self._record(TurnRecord(u.start / STREAM_RATE, u.end / STREAM_RATE, "", "ignored", "", 0, 0, 0,
-                                        outcome="ignored"), u.uid)
+                                        outcome=f"ignored ({a.why})"), u.uid)
                 self._stats()
             elif isinstance(a, Dropped) and a.uid in self._by_uid:
                 self._by_uid[a.uid].outcome = f"dropped ({a.why})"
@@ -245,7 +298,7 @@ class Cascade(Bridge):
 
     # -- the work of one utterance (inline in lockstep, on the worker thread in realtime)
 
-    def _think(self, utt: Utterance, pcm: np.ndarray, generation: int) -> Thought:
+    def _think(self, utt: Utterance, pcm: np.ndarray, generation: int, history: bool = False) -> Thought:
         t0 = time.perf_counter()
         text = self.recognizer.transcribe(pcm).text.strip()
         asr_ms = _ms(t0)
@@ -255,8 +308,8 @@ class Cascade(Bridge):
             if text:
                 self.transcript.append(text)
             transcript = list(self.transcript)
-        if not text or utt.uid != self._latest_uid:  # nothing heard, or a newer utterance is waiting
-            return Thought(utt, text, None, None, asr_ms, 0, 0)
+        if not text or utt.uid != self._latest_uid or history:  # nothing heard, a newer one waits, or history
+            return Thought(utt, text, None, None, asr_ms, 0, 0, history)
         t1 = time.perf_counter()
         decision = self.decider.decide(transcript, self.duty)
         decide_ms = _ms(t1)
@@ -268,7 +321,7 @@ class Cascade(Bridge):
         u, d = th.utterance, th.decision
         rec = TurnRecord(round(u.start / STREAM_RATE, 3), round(u.end / STREAM_RATE, 3), th.text,
                          d.label if d else None, d.answer if d and d.respond else "", th.asr_ms, th.decide_ms,
-                         th.tts_ms, outcome="silent")
+                         th.tts_ms, outcome="history" if th.history else "silent")
         self._record(rec, u.uid)
         n = 0
         if th.audio is not None and len(th.audio):
@@ -285,6 +338,8 @@ class Cascade(Bridge):
     def _stats(self) -> None:
         self.emit_stats(cascade={
             "decider": self.decider.describe(), "asr": self.recognizer.describe(),
-            "eou_ms": self.detector_config.merge_pause_ms, "barge_in_ms": self.turns.config.barge_in_ms,
+            "party": str(self.party), "eou_ms": self.detector_config.merge_pause_ms,
+            "barge_in_ms": self.turns.config.barge_in_ms, "hold_ms": self.turns.config.hold_ms,
+            "broadcast_guard": self.broadcast_guard,
             "duty_source": self.duty_source, "turns": [asdict(r) for r in self.records],
             "barge_ins": self.barge_ins[:MAX_TURN_RECORDS]})

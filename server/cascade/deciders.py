@@ -6,10 +6,14 @@
   transcript. It answers exactly when the utterance names Aria as the one spoken to and asks
   something, and its answer is **extractive**: the earlier utterance that shares the most content
   words with the request. It never reads the duty, cannot hear an implicit request, and cannot
-  work anything out. Reports label it ``rule (extractive, not an LLM)``.
+  work anything out. Reports label it ``rule (extractive, not an LLM)``. In **two-party** mode
+  (:class:`server.cascade.prompt.Party`: one user, every turn addressed to the assistant, as in
+  MTR-DuplexBench) it answers every utterance it is given with :data:`TWO_PARTY_REPLY`: what it
+  heard, repeated, and the plain statement that it is an offline rule system that cannot work out an
+  answer. Reports label it ``name-detection two-party (extractive, not an LLM)``.
 * ``claude[:MODEL]``: the Messages API (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``)
   through :class:`server.scoring.judges.ClaudeMessages`, with the versioned prompt of
-  :mod:`server.cascade.prompt` (the duty verbatim).
+  :mod:`server.cascade.prompt` (the duty verbatim; the two-party prompt in two-party mode).
 * ``local[:PATH]``: a local causal language model on the CPU through transformers, same prompt,
   greedy decoding, at most ``max_new_tokens``: ``PATH`` is a GGUF file (dequantized to float on
   load, the ``gguf`` package) or a transformers model directory; without ``PATH``, the Gemma 3
@@ -22,6 +26,7 @@ A reply with no RESPOND or SILENT decision counts as SILENT (kept raw, with no l
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -32,12 +37,20 @@ from typing import Any, Sequence
 
 from server.benchmarks.mpe.textref.backends import RuleReference
 from server.benchmarks.mpe.textref.prompt import DECISIONS, ReferenceQuery, parse_reply
-from server.cascade.prompt import PROMPT_VERSION, system_prompt, user_prompt
+from server.cascade.prompt import Party, prompt_version, system_prompt, user_prompt
 from server.scoring.errors import BackendUnavailable
 from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages, HumanTurn
 
 UNKNOWN_SPEAKER = "?"  # the transcript is speaker-agnostic
 HISTORY_LINES = 12  # utterances shown to a decider (the latest ones)
+#: the offline two-party reply: extractive (the user's words back) and honest about what it is
+TWO_PARTY_REPLY = ("I heard you say: {heard} I am the offline rule baseline, not a language model, so I cannot "
+                   "work out an answer to that; I can only repeat what I heard.")
+
+
+def two_party_reply(heard: str) -> str:
+    heard = heard.strip()
+    return TWO_PARTY_REPLY.format(heard=heard if heard[-1:] in ".?!" else f"{heard}.")
 
 
 @dataclass(frozen=True)
@@ -60,10 +73,11 @@ class Decider(ABC):
     model: str
     prompt_version: str
     is_llm: bool = True
+    party: Party = Party.multi
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model, "prompt_version": self.prompt_version,
-                "language_model": self.is_llm}
+                "language_model": self.is_llm, "party": str(self.party)}
 
     @abstractmethod
     def decide(self, transcript: Sequence[str], duty: str) -> Decision: ...
@@ -80,12 +94,16 @@ class RuleDecider(Decider):
     name = "rule"
     is_llm = False
 
-    def __init__(self) -> None:
+    def __init__(self, party: Party = Party.multi) -> None:
         self._rule = RuleReference()
-        self.model = f"{self._rule.model} (extractive, not an LLM)"
-        self.prompt_version = self._rule.prompt_version
+        self.party = party
+        two = party is Party.two
+        self.model = f"{self._rule.model}{' two-party' if two else ''} (extractive, not an LLM)"
+        self.prompt_version = f"{self._rule.prompt_version};two-party-reply-v1" if two else self._rule.prompt_version
 
     def decide(self, transcript: Sequence[str], duty: str) -> Decision:
+        if self.party is Party.two:  # every user turn is addressed to the assistant
+            return self._parsed(json.dumps({"decision": DECISIONS[0], "answer": two_party_reply(transcript[-1])}))
         q = ReferenceQuery(history=[HumanTurn(speaker=UNKNOWN_SPEAKER, text=t) for t in transcript[-HISTORY_LINES:]])
         return self._parsed(self._rule.decide(q).raw)
 
@@ -94,15 +112,16 @@ class ClaudeDecider(Decider):
     """Claude through the Messages API with the cascade prompt."""
 
     name = "claude"
-    prompt_version = PROMPT_VERSION
 
-    def __init__(self, model: str | None = None, *, max_tokens: int = 200, timeout_s: float = 20.0, **options: Any):
+    def __init__(self, model: str | None = None, *, max_tokens: int = 200, timeout_s: float = 20.0,
+                 party: Party = Party.multi, **options: Any):
+        self.party, self.prompt_version = party, prompt_version(party)
         self.model = model or os.environ.get("MPE_CASCADE_MODEL") or DEFAULT_CLAUDE_MODEL
         self.max_tokens = max_tokens
         self._api = ClaudeMessages("cascade's Claude backend", timeout_s=timeout_s, **options)
 
     def decide(self, transcript: Sequence[str], duty: str) -> Decision:
-        reply, model = self._api.ask(self.model, system_prompt(duty), user_prompt(transcript[-HISTORY_LINES:]),
+        reply, model = self._api.ask(self.model, system_prompt(duty, self.party), user_prompt(transcript[-HISTORY_LINES:]),
                                      max_tokens=self.max_tokens)
         return self._parsed(reply)
 
@@ -121,9 +140,10 @@ class LocalLMDecider(Decider):
     """A local causal LM on the CPU (transformers; GGUF or a model directory), greedy decoding."""
 
     name = "local"
-    prompt_version = PROMPT_VERSION
 
-    def __init__(self, path: str | None = None, *, max_new_tokens: int = 48, threads: int = 2):
+    def __init__(self, path: str | None = None, *, max_new_tokens: int = 48, threads: int = 2,
+                 party: Party = Party.multi):
+        self.party, self.prompt_version = party, prompt_version(party)
         try:
             import torch  # noqa: F401
             import transformers
@@ -164,7 +184,7 @@ class LocalLMDecider(Decider):
 
     def prompt_ids(self, transcript: Sequence[str], duty: str) -> Any:
         tok, _ = self.load()
-        system, user = system_prompt(duty), user_prompt(transcript[-HISTORY_LINES:])
+        system, user = system_prompt(duty, self.party), user_prompt(transcript[-HISTORY_LINES:])
         if tok.chat_template:
             return tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": user}],
                                            add_generation_prompt=True, return_tensors="pt", return_dict=True)
@@ -188,16 +208,16 @@ class LocalLMDecider(Decider):
 DECIDER_NAMES = ("auto", "rule", "claude", "claude:MODEL", "local", "local:PATH")
 
 
-def make_decider(spec: str, **claude_options: Any) -> Decider:
-    """``rule``, ``claude[:MODEL]`` or ``local[:PATH]`` (the bridge's ``llm`` option); ``auto``: Claude
-    when ``ANTHROPIC_API_KEY`` is set, else the rule."""
+def make_decider(spec: str, party: Party = Party.multi, **claude_options: Any) -> Decider:
+    """``rule``, ``claude[:MODEL]`` or ``local[:PATH]`` (the bridge's ``llm`` option), for ``party``;
+    ``auto``: Claude when ``ANTHROPIC_API_KEY`` is set, else the rule."""
     name, _, arg = spec.strip().partition(":")
     if name == "auto" and not arg:
         name = "claude" if os.environ.get("ANTHROPIC_API_KEY") else "rule"
     if name == "rule" and not arg:
-        return RuleDecider()
+        return RuleDecider(party)
     if name == "claude":
-        return ClaudeDecider(arg or None, **claude_options)
+        return ClaudeDecider(arg or None, party=party, **claude_options)
     if name == "local":
-        return LocalLMDecider(arg or None)
+        return LocalLMDecider(arg or None, party=party)
     raise BackendUnavailable(f"unknown cascade decider {spec!r}; choose one of: {', '.join(DECIDER_NAMES)}")

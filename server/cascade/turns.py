@@ -9,7 +9,10 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
 * ``thinking``: waiting for the decision on the latest utterance. A newer utterance that ends
   meanwhile replaces it (the older reply is stale and dropped when it comes). A reply to stay
   silent, or one that comes while a human is talking, returns to ``listening``; a reply to speak
-  starts ``speaking`` at once (:class:`StartSpeaking`).
+  starts ``speaking`` at once (:class:`StartSpeaking`) — or, with a **hold** (``hold_ms`` > 0), once
+  ``hold_ms`` have passed since the utterance ended: a human who resumes before then (a pause
+  mid-utterance, then its continuation) drops the held reply, and the continuation is decided on
+  when it ends.
 * ``speaking``: the answer plays, one frame after another, until it ends (:class:`StopSpeaking`,
   ``done``). **Barge-in**: a human utterance heard while Aria talks stops her as soon as it has
   overlapped her speech for ``barge_in_ms`` — speech, its pauses not counted — (:class:`StopSpeaking`,
@@ -19,6 +22,10 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
   so a backchannel, or a scrap of her own voice that the echo guard left over, is never taken as a
   request. (One that began just before she finished and went on after is transcribed: it is a
   turn of its own.)
+
+**Background voices**: the bridge may tell the machine that the open utterance is not a person
+speaking to Aria (``foreground=False``, e.g. a broadcast voice's band-limited spectrum): such an
+utterance never barges in and is never transcribed (:class:`Ignored`), whenever it happens.
 
 All times are integer stream samples (24 kHz). The machine never reads a clock: the bridge tells
 it the time (the end of the frame just heard) with every call.
@@ -35,6 +42,7 @@ from server.core.timebase import STREAM_RATE, SpeechEvent
 
 END_OF_UTTERANCE_MS = 400  # silence that ends a human utterance (the room detector's merge pause)
 BARGE_IN_MS = 500  # human speech over Aria's that stops her
+HOLD_MS = 0  # silence after an utterance before a reply to it may start (0: at once)
 
 
 class TurnState(StrEnum):
@@ -57,14 +65,21 @@ class TurnConfig:
     """Turn-taking parameters, in milliseconds."""
 
     barge_in_ms: int = BARGE_IN_MS
+    hold_ms: int = HOLD_MS
 
     def __post_init__(self) -> None:
         if self.barge_in_ms <= 0:
             raise ValueError("barge_in_ms must be positive")
+        if self.hold_ms < 0:
+            raise ValueError("hold_ms must be non-negative")
 
     @property
     def barge_in_samples(self) -> int:
         return self.barge_in_ms * STREAM_RATE // 1000
+
+    @property
+    def hold_samples(self) -> int:
+        return self.hold_ms * STREAM_RATE // 1000
 
 
 @dataclass(frozen=True)
@@ -112,9 +127,10 @@ class StopSpeaking:
 
 @dataclass(frozen=True)
 class Ignored:
-    """An utterance heard while Aria spoke that did not interrupt her: not transcribed."""
+    """An utterance not transcribed: heard while Aria spoke without interrupting her, or a background voice."""
 
     utterance: Utterance
+    why: Literal["short", "background"] = "short"
 
 
 @dataclass(frozen=True)
@@ -133,6 +149,7 @@ class _Open:
     start: int
     over_speech: bool  # began (or was first heard) while Aria spoke
     barged: bool = False
+    background: bool = False  # the bridge said it is no person speaking to Aria
 
 
 class TurnTaker:
@@ -145,7 +162,8 @@ class TurnTaker:
     def reset(self) -> None:
         self.state = TurnState.listening
         self._uid = 0
-        self._pending: int | None = None  # the utterance whose decision is awaited
+        self._pending: tuple[int, int] | None = None  # (uid, end) of the utterance whose decision is awaited
+        self._held: tuple[int, int, int] | None = None  # (uid, n_samples, start at) of a reply on hold
         self._open: _Open | None = None  # the human utterance in progress
         self._speech: tuple[int, int, int] | None = None  # (uid, start, n_samples) of the answer playing
 
@@ -163,17 +181,34 @@ class TurnTaker:
         uid, start, n = self._speech
         return (uid, frame_start - start) if 0 <= frame_start - start < n else None
 
-    def hear(self, now: int, events: Sequence[SpeechEvent], speech_end: int | None) -> list[Action]:
+    @property
+    def open_since(self) -> int | None:
+        """Where the human utterance in progress began (None: none is)."""
+        return None if self._open is None else self._open.start
+
+    def hear(self, now: int, events: Sequence[SpeechEvent], speech_end: int | None, *,
+             foreground: bool = True) -> list[Action]:
         """The room detector's new ``events`` and, while a human utterance is open, how far its speech
         reaches (``speech_end``, :attr:`server.core.detector.SpeechDetector.speech_end`: pauses do not
-        count), at stream time ``now`` (the end of the frame just heard)."""
+        count), at stream time ``now`` (the end of the frame just heard). ``foreground=False``: the
+        utterance open before these events is a background voice (module docstring)."""
         out: list[Action] = []
+        if not foreground and self._open is not None:
+            self._open.background = True
         for ev in events:
             if ev.kind == "onset":
                 self._open = _Open(ev.at, over_speech=self.state is TurnState.speaking)
+                if self._held is not None:  # the human goes on: the held reply is not said
+                    out.append(Dropped(self._held[0], "human talking"))
+                    self._held = None
+                    self._go(TurnState.listening)
             elif self._open is not None:
                 out += self._closed(Utterance(self._uid + 1, self._open.start, ev.at, ev.seen_at))
         out += self._barge_in(now, speech_end)
+        if self._held is not None and now >= self._held[2]:
+            uid, n, _ = self._held
+            self._held = None
+            out += self._speak(now, uid, n)
         if self.state is TurnState.speaking and self._speech is not None:
             _, start, n = self._speech
             if now >= start + n:
@@ -186,15 +221,18 @@ class TurnTaker:
         opened, self._open = self._open, None
         assert opened is not None
         self._uid = utt.uid
+        if opened.background:
+            return [Ignored(utt, "background")]
         if opened.over_speech and not opened.barged and utt.end - utt.start < self.config.barge_in_samples:
             return [Ignored(utt)]
         self._go(TurnState.thinking)
-        self._pending = utt.uid
+        self._pending = (utt.uid, utt.end)
         return [Think(utt)]
 
     def _barge_in(self, now: int, speech_end: int | None) -> list[Action]:
         o = self._open
-        if self.state is not TurnState.speaking or o is None or not o.over_speech or o.barged or speech_end is None:
+        if (self.state is not TurnState.speaking or o is None or not o.over_speech or o.barged or o.background
+                or speech_end is None):
             return []
         assert self._speech is not None
         overlap = speech_end - max(o.start, self._speech[1])
@@ -207,8 +245,9 @@ class TurnTaker:
 
     def replied(self, now: int, reply: Reply) -> list[Action]:
         """The decision on an utterance :class:`Think` asked for, at stream time ``now``."""
-        if self.state is not TurnState.thinking or reply.uid != self._pending:
+        if self.state is not TurnState.thinking or self._pending is None or reply.uid != self._pending[0]:
             return [Dropped(reply.uid, "stale")]
+        _, end = self._pending
         self._pending = None
         if reply.n_samples <= 0:
             self._go(TurnState.listening)
@@ -216,6 +255,12 @@ class TurnTaker:
         if self._open is not None:
             self._go(TurnState.listening)
             return [Dropped(reply.uid, "human talking")]
+        if now < end + self.config.hold_samples:
+            self._held = (reply.uid, reply.n_samples, end + self.config.hold_samples)
+            return []
+        return self._speak(now, reply.uid, reply.n_samples)
+
+    def _speak(self, now: int, uid: int, n_samples: int) -> list[Action]:
         self._go(TurnState.speaking)
-        self._speech = (reply.uid, now, reply.n_samples)
-        return [StartSpeaking(reply.uid, now, reply.n_samples)]
+        self._speech = (uid, now, n_samples)
+        return [StartSpeaking(uid, now, n_samples)]
