@@ -25,12 +25,15 @@ from server.engine.progress import run_labels, runs_progress
 from server.settings import Settings
 
 ADMIN_ONLY = {"oracle", "mtr-oracle"}
-# The demo runs offline: the cascade decides with its offline decider, even where a Claude key is set.
+# The demo runs offline: the cascade decides with its offline decider, even where a Claude key is set;
+# in the MTR runs it plays the two-party mode (episode.start does not say which benchmark plays).
 BRIDGE_OPTIONS = {"cascade": {"llm": "rule"}}
+MTR_BRIDGE_OPTIONS = {"cascade": {"llm": "rule", "mode": "two-party"}}
 # The cascade transcribes every utterance it hears (about 13 an episode): on 2 cores the demo runs
 # it on the first pairs only (``mpe demo --cascade-pairs 0``: the whole suite, as docs/bridges.md reports).
 CASCADE_PAIRS = 3
 MTR_MODEL = {"oracle": "mtr-oracle"}  # the demo's models in the MTR runs (the oracle knows one benchmark)
+MTR_SYSTEMS = {"cascade"}  # MTR runs beside the reference bridges (no known result to check)
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
     console.print(f"suite [bold]{suite_path}[/bold]; runs: " + ", ".join(f"{m}={r}" for m, r in runs.items()))
 
     # the MTR phase runs the reference bridges among the demo's models (their results are known)
-    mtr_models = [m for m in (MTR_MODEL.get(m, m) for m in models) if m in MTR_EXPECTED]
+    mtr_models = [m for m in (MTR_MODEL.get(m, m) for m in models) if m in MTR_EXPECTED or m in MTR_SYSTEMS]
     mtr_suite = await asyncio.to_thread(_build_mtr_suite, settings, console)
     mtr_runs = {m: create_run(db, team="local", model=m, suite_path=str(mtr_suite), clock=clock,
                               conditions=["gt", "free"], max_attempts=settings.max_attempts,
@@ -85,8 +88,8 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
                   + ", ".join(f"{m}={r}" for m, r in mtr_runs.items()))
     tokens = {m: admin_token if m in ADMIN_ONLY else team_token for m in models + mtr_models}
     async with BackgroundServer(settings) as server:
-        for batch in (runs, mtr_runs):  # one benchmark after the other: a bridge serves its model's runs
-            await _drive(server.url, settings, db, batch, tokens, console)
+        for batch, options in ((runs, BRIDGE_OPTIONS), (mtr_runs, MTR_BRIDGE_OPTIONS)):  # one benchmark after the
+            await _drive(server.url, settings, db, batch, tokens, console, options)  # other: a bridge serves its runs
 
     table = Table(title="Demo episodes (scheduler view; `mpe score` gives the benchmark's numbers)")
     for col in ("model", "scenario", "condition", "status", "length s", "T wait", "onset after T s",
@@ -116,13 +119,13 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
 
 
 async def _drive(url: str, settings: Settings, db: Database, runs: dict[str, str], tokens: dict[str, str],
-                 console: Console) -> None:
-    """Connect one reference bridge per run's model and follow the runs to their end."""
+                 console: Console, options: dict[str, dict[str, str]]) -> None:
+    """Connect one bridge per run's model (with its ``options``) and follow the runs to their end."""
     from server.bridges import create_bridge
 
     clients = []
     for m in runs:
-        bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir), **BRIDGE_OPTIONS.get(m, {}))
+        bridge = await asyncio.to_thread(create_bridge, m, data_dir=str(settings.data_dir), **options.get(m, {}))
         clients.append(BridgeClient(bridge, BridgeOptions(server=url, token=tokens[m])))
     tasks = [asyncio.create_task(c.run()) for c in clients]
     with _progress(console) as bar:
