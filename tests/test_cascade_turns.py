@@ -188,3 +188,55 @@ def test_the_cascade_refuses_options_it_does_not_take(tmp_path):
         create_bridge("cascade", data_dir=str(tmp_path), llmm="rule")
     with pytest.raises(BridgeConfigError, match="decider"):  # objects only from code, never from --opt
         create_bridge("cascade", data_dir=str(tmp_path), decider="rule")
+
+
+def test_a_held_reply_waits_out_the_hold_and_a_continuation_drops_it():
+    """Two-party end of utterance: the reply to a first part starts only ``hold_ms`` after its end;
+    the continuation's onset within the hold drops it, and the whole is decided on when it ends."""
+    tt = TurnTaker(TurnConfig(hold_ms=3000))
+    tt.hear(F, [onset(0, F)], F)
+    (a,) = tt.hear(30 * F, [offset(20 * F, 30 * F)], 30 * F)
+    assert tt.replied(30 * F, Reply(a.utterance.uid, 5 * F)) == []  # held: 3 s from 20 F = 57.5 F
+    assert tt.state is TurnState.thinking and tt.playing(31 * F) is None
+    assert tt.hear(50 * F, [onset(48 * F, 50 * F)], 50 * F) == [Dropped(1, "human talking")]
+    assert tt.state is TurnState.listening
+    (b,) = tt.hear(80 * F, [offset(70 * F, 80 * F)], 80 * F)
+    assert b == Think(Utterance(2, 48 * F, 70 * F, 80 * F))
+    assert tt.replied(80 * F, Reply(2, 5 * F)) == []
+    assert tt.hear(107 * F, [], 107 * F) == []  # 70 F + 3 s = 107.5 F: not yet
+    assert tt.hear(108 * F, [], 108 * F) == [StartSpeaking(2, 108 * F, 5 * F)]
+    assert tt.state is TurnState.speaking
+
+
+def test_a_background_voice_never_barges_in_and_is_not_transcribed():
+    tt = TurnTaker()
+    t = speaking(tt)
+    assert tt.hear(t + F, [onset(t, t + F)], t + F) == [] and tt.open_since == t
+    assert tt.hear(t + 20 * F, [], t + 20 * F, foreground=False) == []  # 1.6 s over her: no barge-in
+    (a,) = tt.hear(t + 30 * F, [offset(t + 25 * F, t + 30 * F)], t + 30 * F)
+    assert a == Ignored(Utterance(2, t, t + 25 * F, t + 30 * F), "background")
+    # while she is silent too: a background utterance is never decided on
+    tt = TurnTaker()
+    tt.hear(F, [onset(0, F)], F, foreground=False)  # judged on the utterance open before the events: none
+    tt.hear(2 * F, [], 2 * F, foreground=False)
+    (b,) = tt.hear(30 * F, [offset(20 * F, 30 * F)], 30 * F)
+    assert isinstance(b, Ignored) and b.why == "background" and tt.state is TurnState.listening
+
+
+def test_the_broadcast_guard_hears_a_band_limited_voice():
+    from server.cascade.broadcast import LOW_HZ, band_limited
+
+    t = np.arange(24_000) / 24_000
+    low = 3000 * np.sin(2 * np.pi * 120 * t) + 2000 * np.sin(2 * np.pi * 1000 * t)  # a voice's fundamental
+    band = 3000 * np.sin(2 * np.pi * 600 * t) + 2000 * np.sin(2 * np.pi * 1000 * t)  # nothing below LOW_HZ
+    assert LOW_HZ < 300 and band_limited(band.astype(np.int16)) and not band_limited(low.astype(np.int16))
+    assert not band_limited(band[:2400].astype(np.int16))  # too little to judge: a person
+    assert not band_limited(np.zeros(24_000, np.int16))
+
+
+def test_the_broadcast_guard_on_real_speech(say):
+    from server.benchmarks.mtr.dataset.voices import broadcast_filter
+    from server.cascade.broadcast import band_limited
+
+    voice = say("And now the weather: sunny skies this afternoon.")[:24_000]
+    assert not band_limited(voice) and band_limited(broadcast_filter(voice))
