@@ -81,15 +81,17 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
     # the MTR phase runs the reference bridges among the demo's models (their results are known)
     mtr_models = [m for m in (MTR_MODEL.get(m, m) for m in models) if m in MTR_EXPECTED or m in MTR_SYSTEMS]
     mtr_suite = await asyncio.to_thread(_build_mtr_suite, settings, console)
-    mtr_runs = {m: create_run(db, team="local", model=m, suite_path=str(mtr_suite), clock=clock,
-                              conditions=["gt", "free"], max_attempts=settings.max_attempts,
-                              max_inflight=settings.max_inflight) for m in mtr_models}
-    console.print(f"MTR suite [bold]{mtr_suite}[/bold] (history modes gt and free); runs: "
-                  + ", ".join(f"{m}={r}" for m, r in mtr_runs.items()))
     tokens = {m: admin_token if m in ADMIN_ONLY else team_token for m in models + mtr_models}
     async with BackgroundServer(settings) as server:
-        for batch, options in ((runs, BRIDGE_OPTIONS), (mtr_runs, MTR_BRIDGE_OPTIONS)):  # one benchmark after the
-            await _drive(server.url, settings, db, batch, tokens, console, options)  # other: a bridge serves its runs
+        await _drive(server.url, settings, db, runs, tokens, console, BRIDGE_OPTIONS)
+        # one benchmark after the other, the MTR runs created only now: a bridge serves every run of its
+        # model, and the cascade's Duplex-MPE bridge (multi-party mode) must not take MTR episodes
+        mtr_runs = {m: create_run(db, team="local", model=m, suite_path=str(mtr_suite), clock=clock,
+                                  conditions=["gt", "free"], max_attempts=settings.max_attempts,
+                                  max_inflight=settings.max_inflight) for m in mtr_models}
+        console.print(f"MTR suite [bold]{mtr_suite}[/bold] (history modes gt and free); runs: "
+                      + ", ".join(f"{m}={r}" for m, r in mtr_runs.items()))
+        await _drive(server.url, settings, db, mtr_runs, tokens, console, MTR_BRIDGE_OPTIONS)
 
     table = Table(title="Demo episodes (scheduler view; `mpe score` gives the benchmark's numbers)")
     for col in ("model", "scenario", "condition", "status", "length s", "T wait", "onset after T s",
