@@ -8,6 +8,7 @@ MTR-DuplexBench dialogue (two-party mode, ``gt`` history) checks a pause and bac
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from server.benchmarks.mpe.rules import episode_windows, parse_timeline
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.benchmarks.mtr.suite import Dialogue, MTRMeta, Suite, check_suite
 from server.bridges import create_bridge
+from server.cascade.bridge import Cascade
 from server.core.detector import SpeechDetector
 from server.core.events import Event
 from server.db import Episode
@@ -111,7 +113,6 @@ def test_the_cascade_through_the_server(kind, tmp_path, suites, say):
     async def main():
         async with world_on(kind, tmp_path, room) as w:
             dia = w.settings.suites_root / dialogue.name
-            import shutil
             shutil.copytree(dialogue, dia)
             mpe = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade", suite_path=str(w.suite),
                                           clock="lockstep", conditions=["explicit"])
@@ -121,8 +122,8 @@ def test_the_cascade_through_the_server(kind, tmp_path, suites, say):
                 assert p.done == p.total == 1, p
             mtr = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade", suite_path=str(dia),
                                           clock="lockstep", conditions=["gt"])
-            two = await asyncio.to_thread(create_bridge, "cascade", data_dir=str(w.settings.data_dir), llm="rule",
-                                          mode="two-party")
+            two = await asyncio.to_thread(Cascade, w.settings.data_dir, llm="rule", mode="two-party",
+                                          recognizer=rooms.recognizer)  # tiny.en loaded once
             async with bridge(w, two, w.tokens["alpha"]) as t:
                 p = await wait_run(w.db, mtr, [t], timeout=300)
                 assert p.done == p.total == 2, p  # a gt episode per round
