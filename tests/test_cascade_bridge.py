@@ -198,13 +198,13 @@ def test_a_backchannel_lets_her_finish(make_cascade, mini, piper_engine, tmp_pat
     answer = next(r for r in bridge.records if r.outcome == "spoken")
     assert e - s >= len(bridge.speaker(answer.answer)) - F  # she spoke her answer to its end
     assert e > human_at + len(mm)
-    assert [r.outcome for r in bridge.records][-1] == "ignored"  # heard while she spoke: not transcribed
+    assert [r.outcome for r in bridge.records][-1] == "ignored (short)"  # heard while she spoke: not transcribed
 
 
 def test_her_own_voice_echoed_by_the_room_neither_stops_her_nor_is_answered(make_cascade, mini):
     bridge, track, _ = answer_then(make_cascade, mini, None, echo=0.5)
     assert bridge.barge_ins == [] and len(speech_spans(track)) == 1
-    assert all(r.outcome != "ignored" for r in bridge.records)  # the guard took the echo out before the detector
+    assert not any(r.outcome.startswith("ignored") for r in bridge.records)  # the guard took the echo out before the detector
     # the control: without the echo guard her own echo interrupts her
     bridge, track, _ = answer_then(make_cascade, mini, None, echo=0.5, echo_tail_ms=0)
     assert len(bridge.barge_ins) >= 1
