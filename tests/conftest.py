@@ -28,11 +28,13 @@ REALTIME_FILES = frozenset({
 })
 
 # Tests that assert bounds on wall-clock pacing (frames on their deadlines, a listener from the first
-# frame, gaps of a given length): `make test` runs them last, one at a time, with the machine to
+# frame, gaps of a given length, a cut within frames of a barge-in): `make test` runs them last, one at a time, with the machine to
 # themselves (`-m strict_timing`). A whole file, or file::test.
 STRICT_TIMING = frozenset({
     "test_listen.py", "test_engine_e2e.py::test_realtime_episode",
     "test_bridge_moshi.py::test_realtime_episode_with_retry_and_burst",
+    "test_bridge_gemini.py::test_realtime_episode_with_retry_resumption_and_interruption",
+    "test_bridge_openai.py::test_realtime_episode_with_retry_answer_and_barge_in",
     "test_bridge_check.py::test_correct_bridge_passes_in_both_clocks",
 })
 

@@ -181,7 +181,17 @@ class ServerFaults(logging.Handler):
 
 
 FAULTS = ServerFaults()
-logging.getLogger("mpe").addHandler(FAULTS)
+
+
+@pytest.fixture(autouse=True)
+def server_faults():
+    """FAULTS holds what this test's server logged: attached for the test only (the tests run
+    before it in the same process log failures of their own)."""
+    FAULTS.records.clear()
+    logger = logging.getLogger("mpe")
+    logger.addHandler(FAULTS)
+    yield FAULTS
+    logger.removeHandler(FAULTS)
 
 
 def check_error(sw: ServedWorld, msg: dict, codes: Collection[str] = CLOSE_CODES) -> str:

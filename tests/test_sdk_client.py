@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 import pytest
 import websockets
@@ -66,18 +67,40 @@ async def test_client_skips_unknown_server_messages_keeps_status_and_exits_when_
     assert not any("S" * 43 in m for m in messages)
 
 
+class Lingering(Quiet):
+    """A quiet bridge whose episodes last: ``delay_s`` per frame; it notes when each episode began
+    and when it answered the latest frame."""
+
+    def __init__(self, delay_s: float):
+        super().__init__()
+        self.delay_s = delay_s
+        self.spans: list[list[float]] = []
+
+    def reset(self, episode):
+        self.spans.append([time.monotonic()] * 2)
+
+    def step(self, seq, room):
+        time.sleep(self.delay_s)
+        self.spans[-1][1] = time.monotonic()
+        return None
+
+
 async def test_idle_time_counts_only_outside_episodes(settings, db, mini_suite):
-    """With a run queued the bridge serves it, then leaves once idle for exit_when_idle_s."""
+    """With a run queued the bridge serves it, then leaves once idle for exit_when_idle_s; its
+    episodes each last longer than that, so time inside them must not count."""
     from server.engine.leasing import create_run
 
+    idle_s = 1.0
     token = create_token(db, "local")
     create_run(db, team="local", model="quiet-model", suite_path=str(mini_suite), clock="lockstep", limit=1,
                conditions=["explicit", "implicit"])
     async with BackgroundServer(settings) as srv:
-        client = BridgeClient(Quiet(), BridgeOptions(server=srv.url, token=token, exit_when_idle_s=0.3))
+        bridge = Lingering(delay_s=0.02)
+        client = BridgeClient(bridge, BridgeOptions(server=srv.url, token=token, exit_when_idle_s=idle_s))
         await asyncio.wait_for(client.run(), 120)
     assert client.idle_exit and client.episodes_done == 2
     assert client.status is not None and client.status.reason == "ended"
+    assert min(end - start for start, end in bridge.spans) > idle_s  # the episodes outlasted the idle limit
 
 
 def test_run_bridge_turns_a_refused_token_into_one_line(settings, db, caplog):
