@@ -216,22 +216,25 @@ class EpisodeSession:
             self.last_flush = t
             self.flushing = asyncio.create_task(self._flush_and_renew())
 
-    async def _send_room(self) -> bool:
+    async def _send_room(self) -> float | None:
+        """Send the next room frame (its context frame first); returns when it was handed to the
+        socket (the connection's clock), or None at the end of the episode."""
         item = self.core.next_room()
         if item is None:
-            return False
+            return None
         seq, pcm, events, context = item
         self.rec.add_events(events)
         if context is not None:  # §5.1: the context frame of slot seq goes right before its room frame
             await self.conn.send_bytes(encode_frame(KIND_CONTEXT, seq, self.context_to_bridge(context)))
         out = self.to_bridge(pcm)
         await self.conn.send_bytes(encode_frame(KIND_ROOM, seq, out))
-        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
+        sent = self.conn.clock()
+        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(sent))
         self.rec.add_audio("room", pcm)
         self.room_sent += 1
         if self.observer is not None:
             self.observer.room(seq, pcm, events, self.core.scheduler.status)
-        return True
+        return sent
 
     def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None, arrived: float | None) -> None:
         """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None). In a
@@ -265,7 +268,7 @@ class EpisodeSession:
         ended = False
         while True:
             while not ended and self.room_sent - next_recv < inflight:
-                ended = not await self._send_room()
+                ended = await self._send_room() is None
             if ended and next_recv == self.room_sent:
                 break
             msg = await self.conn.next_inbound(self.settings.lockstep_timeout_s)
@@ -313,10 +316,13 @@ class EpisodeSession:
                 self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
             if total is not None and n >= total:
                 break
-            if not await self._send_room():
+            sent = await self._send_room()
+            if sent is None:
                 total = self.room_sent
                 if n >= total:
                     continue
+            else:
+                slots.sent(n, sent)  # the queue a bridge may build is measured against these sends
             n += 1
             await self._maybe_flush()
         await self._drain_late_answers(total)
