@@ -25,6 +25,7 @@ from server.core.detector import (
     detect_events,
     detect_segments,
     model_path,
+    run_model_calls,
     speech_probabilities,
 )
 from server.core.timebase import Segment, SpeechEvent
@@ -463,3 +464,40 @@ def test_detectors_in_threads_do_not_interfere(s1, s2):
     for th in threads:
         th.join()
     assert [results[k] for k in range(4)] == expected * 2
+
+
+def test_batched_model_calls_decide_exactly_what_calls_alone_do(s1, s2, s3):
+    """Streams whose model calls run together, as one batch per round (server.engine.detection),
+    get the probabilities and events each gets alone, bit for bit: batching never changes a
+    decision, so live segments still equal a replay of the recorded track."""
+    tracks = [_episode_track(s1, s2, s3), place(8 * RATE, (RATE // 2, s2), (4 * RATE, s1)),
+              place(8 * RATE, (0, noise(8 * RATE, -50.0, seed=3)), (2 * RATE, s3)), place(8 * RATE, (RATE, s1))]
+    alone = [speech_probabilities(t) for t in tracks]
+    dets = [SpeechDetector() for _ in tracks]
+    for d in dets:
+        d._probabilities = []
+    events: list[list[SpeechEvent]] = [[] for _ in tracks]
+    sizes = set()
+    for i in range(0, max(len(t) for t in tracks), 1920):
+        steps = {k: d.push_calls(t[i : i + 1920]) for k, (d, t) in enumerate(zip(dets, tracks)) if i < len(t)}
+        calls = {}
+        for k, st in steps.items():  # each stream to its first call (or its end)
+            try:
+                calls[k] = next(st)
+            except StopIteration as stop:
+                events[k] += stop.value
+        while calls:
+            sizes.add(len(calls))
+            answers = run_model_calls(list(calls.values()))
+            for (k, _), answer in zip(list(calls.items()), answers):
+                try:
+                    calls[k] = steps[k].send(answer)
+                except StopIteration as stop:
+                    events[k] += stop.value
+                    del calls[k]
+    for d, ev in zip(dets, events):
+        ev += d.finish()
+    assert max(sizes) == len(tracks) and min(sizes) == 1  # batches of every stream and of one
+    for d, t, p, ev in zip(dets, tracks, alone, events):
+        assert np.array_equal(np.asarray(d._probabilities, dtype=np.float32), p)
+        assert ev == detect_events(t) and d.segments == detect_segments(t)

@@ -26,7 +26,12 @@ Pipeline, all causal:
    last 64 samples of the previous chunk (the model's context) followed by the chunk,
    plus the recurrent state ``[2, 1, 128]``; it returns the speech probability and the
    next state. One InferenceSession per process, shared by all detectors (1 intra-op,
-   1 inter-op thread); the per-stream state lives in the detector.
+   1 inter-op thread); the per-stream state lives in the detector. The detector itself
+   never calls the model: :meth:`SpeechDetector.push_calls` yields each call
+   (:class:`ModelCall`) and takes its answer back, so a caller may run the calls of many
+   streams as one batch (:func:`run_model_calls`: rows ``[B, 576]``, states
+   ``[2, B, 128]``; each row's answer is the one it gets alone, bit for bit, which
+   ``tests/test_detector.py`` checks); :meth:`SpeechDetector.push` runs them one by one.
 4. **Digital silence shortcut.** A chunk whose 16 kHz samples are all exactly zero gets
    probability 0.0 without a model call, and the model state and context are reset to
    zeros (a fresh model). This makes the silent frames that dominate an assistant track
@@ -65,8 +70,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import threading
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import onnxruntime as ort
@@ -79,11 +86,15 @@ __all__ = [
     "CHUNK_STREAM_SAMPLES",
     "DETECTOR_VERSION",
     "DetectorConfig",
+    "ModelCall",
+    "ModelSteps",
     "Segmenter",
     "SpeechDetector",
     "detect_events",
     "detect_segments",
     "model_path",
+    "run_model_calls",
+    "run_steps",
     "speech_probabilities",
 ]
 
@@ -184,6 +195,39 @@ def _get_session() -> ort.InferenceSession:
                     raise RuntimeError(f"unexpected Silero model I/O: {names_in} -> {names_out}")
                 _session = session
     return session
+
+
+class ModelCall(NamedTuple):
+    """One Silero call of one stream: its input row ``[1, 64 + 512]`` and state ``[2, 1, 128]``."""
+
+    input: np.ndarray
+    state: np.ndarray
+
+
+ModelAnswer = tuple[float, np.ndarray]  # the speech probability and the next state [2, 1, 128]
+R = TypeVar("R")
+ModelSteps = Generator[ModelCall, ModelAnswer, R]  # yields its model calls, returns its result
+
+
+def run_model_calls(calls: list[ModelCall]) -> list[ModelAnswer]:
+    """Run the calls of any number of streams as one batch: one model call for all of them."""
+    session = _get_session()
+    if len(calls) == 1:
+        out, state = session.run(None, {"input": calls[0].input, "state": calls[0].state, "sr": _SR_INPUT})
+        return [(float(out[0, 0]), state)]
+    out, state = session.run(None, {"input": np.concatenate([c.input for c in calls]),
+                                    "state": np.concatenate([c.state for c in calls], axis=1), "sr": _SR_INPUT})
+    return [(float(out[i, 0]), state[:, i : i + 1].copy()) for i in range(len(calls))]
+
+
+def run_steps(steps: ModelSteps[R], run: Callable[[list[ModelCall]], list[ModelAnswer]] = run_model_calls) -> R:
+    """Drive ``steps`` to its end, running each model call it yields alone, at once."""
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(run([call])[0])
+    except StopIteration as stop:
+        return stop.value
 
 
 # ------------------------------------------------------------------- segmentation
@@ -333,23 +377,31 @@ class SpeechDetector:
 
         Returns the events decided on the chunks that became complete.
         """
+        return run_steps(self.push_calls(pcm))
+
+    def push_calls(self, pcm: np.ndarray) -> ModelSteps[list[SpeechEvent]]:
+        """:meth:`push` without calling the model: yields each :class:`ModelCall` and takes its
+        answer back (the caller may batch them with other streams'), returns the events."""
         if self._finished:
             raise RuntimeError("push() after finish(); call reset() to start a new stream")
         x = self._to_float(pcm)
         self._input_samples += x.shape[0]
         if self._resampler is not None:
             x = self._resampler.resample_chunk(x)
-        return self._feed(x)
+        return (yield from self._feed(x))
 
     def finish(self) -> list[SpeechEvent]:
         """End of track: flush the resampler, run the zero-padded last partial chunk,
         close an open segment (offset ``seen_at`` = end of track). Idempotent."""
+        return run_steps(self._finish_calls())
+
+    def _finish_calls(self) -> ModelSteps[list[SpeechEvent]]:
         if self._finished:
             return []
         events: list[SpeechEvent] = []
         if self._resampler is not None:
             tail = self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
-            events += self._feed(tail)
+            events += yield from self._feed(tail)
         track_end = self._input_samples * STREAM_RATE // self.config.input_rate
         if self._pending.shape[0]:
             chunk = np.zeros(CHUNK_SAMPLES_16K, dtype=np.float32)
@@ -357,7 +409,7 @@ class SpeechDetector:
             self._pending = self._pending[:0]
             start = self._chunks * CHUNK_STREAM_SAMPLES
             end = max(start, min(start + CHUNK_STREAM_SAMPLES, track_end))
-            events += self._process(chunk, start, end)
+            events += yield from self._process(chunk, start, end)
         self._known_until = max(self._known_until, track_end)
         events += self._segmenter.close(seen_at=self._known_until)
         self._finished = True
@@ -380,26 +432,26 @@ class SpeechDetector:
             return x.astype(np.float32)
         raise TypeError(f"expected int16 or float32 PCM, got {x.dtype}")
 
-    def _feed(self, x16k: np.ndarray) -> list[SpeechEvent]:
+    def _feed(self, x16k: np.ndarray) -> ModelSteps[list[SpeechEvent]]:
         buf = np.concatenate((self._pending, x16k)) if self._pending.shape[0] else x16k
         events: list[SpeechEvent] = []
         n_full = buf.shape[0] // CHUNK_SAMPLES_16K
         for k in range(n_full):
             chunk = buf[k * CHUNK_SAMPLES_16K : (k + 1) * CHUNK_SAMPLES_16K]
             start = self._chunks * CHUNK_STREAM_SAMPLES
-            events += self._process(chunk, start, start + CHUNK_STREAM_SAMPLES)
+            events += yield from self._process(chunk, start, start + CHUNK_STREAM_SAMPLES)
         self._pending = buf[n_full * CHUNK_SAMPLES_16K :].copy()
         return events
 
-    def _process(self, chunk: np.ndarray, start: int, end: int) -> list[SpeechEvent]:
-        p = self._probability(chunk)
+    def _process(self, chunk: np.ndarray, start: int, end: int) -> ModelSteps[list[SpeechEvent]]:
+        p = yield from self._probability(chunk)
         self._chunks += 1
         self._known_until = end
         if self._probabilities is not None:
             self._probabilities.append(p)
         return self._segmenter.step(p, start, end)
 
-    def _probability(self, chunk: np.ndarray) -> float:
+    def _probability(self, chunk: np.ndarray) -> ModelSteps[float]:
         inp = self._input
         if not chunk.any():
             # Digital silence shortcut: p = 0 without a model call, and the model
@@ -408,13 +460,10 @@ class SpeechDetector:
             inp.fill(0.0)
             return 0.0
         inp[0, CONTEXT_SAMPLES_16K:] = chunk
-        out, state = self._session.run(
-            None, {"input": inp, "state": self._state, "sr": _SR_INPUT}
-        )
-        self._state = state
+        p, self._state = yield ModelCall(inp.copy(), self._state)
         # Context for the next call: the last 64 samples of this chunk.
         inp[0, :CONTEXT_SAMPLES_16K] = chunk[-CONTEXT_SAMPLES_16K:]
-        return float(out[0, 0])
+        return p
 
 
 # ---------------------------------------------------------------------- offline use

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from clients.codec import STREAM_RATE, frame_samples
-from server.core.detector import SpeechDetector
+from server.core.detector import ModelSteps, SpeechDetector, run_steps
 from server.core.events import Event
 from server.core.schedule import Piece, Scheduler
 
@@ -76,9 +76,14 @@ class EpisodeCore:
     def feed_assistant(self, pcm: np.ndarray) -> FedSlot:
         """The assistant frame for the next timeline slot (24 kHz) -> detector -> scheduler. In a
         teacher-forced slot the context audio replaces it."""
+        return run_steps(self.feed_assistant_calls(pcm))
+
+    def feed_assistant_calls(self, pcm: np.ndarray) -> ModelSteps[FedSlot]:
+        """:meth:`feed_assistant`, yielding the detector's model calls to the caller (who may run
+        them in a batch with other episodes', see server.core.detector); the same decisions."""
         forced = self._context.pop(self.assistant_slots, None)
         used = pcm if forced is None else forced
-        events = self.detector.push(used)
+        events = yield from self.detector.push_calls(used)
         self.assistant_slots += 1
         self.scheduler.observe(events, self.detector.known_until)
         return FedSlot(used, forced is not None)

@@ -26,6 +26,7 @@ from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
+from server.engine.detection import DETECTION
 from server.engine.leasing import Lease, finish_attempt, renew_lease
 from server.engine.recorder import Recorder
 from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
@@ -112,6 +113,7 @@ class EpisodeSession:
         self.last_flush = 0.0
         self.room_sent = 0
         self.flushing: asyncio.Task | None = None
+        self.detecting: asyncio.Future | None = None  # the core's detector work in flight
         self.frames_in = 0  # assistant frames received
         sc = lease.scenario  # realtime: the run's network impairment, drawn the same way in every attempt
         self.impaired = None if lease.impair is None or lease.clock != "realtime" else \
@@ -158,6 +160,8 @@ class EpisodeSession:
             except Exception as exc:
                 ok, err = False, err or exc
                 reason = "aborted" if isinstance(exc, (AttemptAborted, StorageFailed)) else "error"
+        if self.detecting is not None:  # interrupted while the detector had the core: let it finish first
+            await asyncio.wait([self.detecting])
         self.core.finish()
         self.rec.stats["server"] = (self.slots.stats if self.slots is not None else SlotStats()).to_json()
         if self.impaired is not None:  # what the run's network impairment did to this attempt
@@ -236,12 +240,16 @@ class EpisodeSession:
             self.observer.room(seq, pcm, events, self.core.scheduler.status)
         return sent
 
-    def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None, arrived: float | None) -> None:
+    async def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None,
+                              arrived: float | None) -> None:
         """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None). In a
-        teacher-forced slot the core takes the context audio instead (§5.1), and that is recorded."""
+        teacher-forced slot the core takes the context audio instead (§5.1), and that is recorded.
+        The detector runs off the event loop, batched with the other sessions' (server.engine.detection)."""
         self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
-        fed = self.core.feed_assistant(pcm24)
+        self.detecting = DETECTION.run(self.core.feed_assistant_calls(pcm24))
+        fed = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
+        self.detecting = None
         if fed.forced and pcm is not None and pcm.any():
             self.context_replies_nonsilent += 1
         self.rec.add_audio("assistant", fed.pcm)
@@ -280,7 +288,7 @@ class EpisodeSession:
             frame, arrived = msg.frame, msg.arrived
             if frame.seq != next_recv:
                 raise ProtocolError(f"expected assistant frame seq {next_recv}, got {frame.seq}", code="bad_seq")
-            self._take_assistant(frame.seq, frame.seq, frame.pcm, arrived)
+            await self._take_assistant(frame.seq, frame.seq, frame.pcm, arrived)
             next_recv += 1
             await self._maybe_flush()
 
@@ -313,7 +321,7 @@ class EpisodeSession:
             # Slots before n are in the past: feed them (silence where nothing arrived); the
             # timeline closes at the last room frame (§4: frames placed after it are discarded).
             for f in slots.due(n if total is None else min(n, total)):
-                self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
+                await self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
             if total is not None and n >= total:
                 break
             sent = await self._send_room()
