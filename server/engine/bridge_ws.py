@@ -31,6 +31,7 @@ log = logging.getLogger("mpe.bridge")
 
 STATUS_EVERY_S = 2.0  # while a bridge is idle, how often the work that matches it is looked at again
 DATABASE_RETRY_S = 1.0  # an idle bridge whose lease query met the database away tries again this soon
+LATE_ANSWERS_S = 2.0  # audio frames this soon after an episode ended are late answers to it, discarded
 
 
 class Disconnected(Exception):
@@ -59,6 +60,7 @@ class WSConnection:
         self.max_binary = max_binary_size(hello.sample_rate)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.clock = time.monotonic
+        self.episode_ended: float | None = None  # when the last episode on this connection ended
 
     @property
     def gone(self) -> bool:
@@ -283,26 +285,38 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
             await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
         else:
             with state.live.attempt(lease) as observer:  # issue 5: live listeners
-                await EpisodeSession(state.db, conn, lease, state.server_id, settings, core, observer=observer).run()
+                try:
+                    await EpisodeSession(state.db, conn, lease, state.server_id, settings, core,
+                                         observer=observer).run()
+                finally:
+                    conn.episode_ended = conn.clock()
         status.after_episode()
         woken = True  # look again at once
 
 
 async def _idle(conn: WSConnection, work: WorkSignal, key: WorkKey, timeout: float) -> bool:
     """Wait until the work signal wakes this bridge (True), ``timeout`` passes (False) or the bridge
-    sends something: a disconnect or an error is raised, an audio frame is a protocol error."""
-    inbound = asyncio.ensure_future(conn.next_inbound(None))
+    sends something: a disconnect or an error is raised, an audio frame is a protocol error, except
+    within LATE_ANSWERS_S of the end of its last episode (answers that were on their way when the
+    server ended it, e.g. a cancelled run's: discarded)."""
     woken = asyncio.ensure_future(work.wait(key, timeout))
     try:
-        await asyncio.wait({inbound, woken}, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            inbound = asyncio.ensure_future(conn.next_inbound(None))
+            try:
+                await asyncio.wait({inbound, woken}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                inbound.cancel()
+            if inbound.done() and not inbound.cancelled():
+                msg = inbound.result()  # raises the reader's failure
+                if msg.type == "frame":
+                    if conn.episode_ended is None or msg.arrived - conn.episode_ended > LATE_ANSWERS_S:
+                        raise ProtocolError("audio frame outside an episode", code="unexpected_message")
+                    if not woken.done():
+                        continue
+            return woken.done() and not woken.cancelled() and woken.result()
     finally:
-        for t in (inbound, woken):
-            t.cancel()
-    if inbound.done() and not inbound.cancelled():
-        msg = inbound.result()  # raises the reader's failure
-        if msg.type == "frame":
-            raise ProtocolError("audio frame outside an episode", code="unexpected_message")
-    return woken.done() and not woken.cancelled() and woken.result()
+        woken.cancel()
 
 
 def _register_bridge(db, row: BridgeRow) -> str:

@@ -37,7 +37,8 @@ class _Job:
 class Detection:
     """One worker thread batching the detector's model calls of all sessions (started on first use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threaded: bool = True) -> None:
+        self.threaded = threaded  # False: every call runs here, on the loop, one by one (no worker)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._queued: list[_Job] = []
@@ -46,9 +47,21 @@ class Detection:
         self.rows = 0  # stream calls they answered
 
     def run(self, steps: ModelSteps[Any]) -> asyncio.Future:
-        """Run ``steps`` in the worker; the returned future (of the running loop) gets their result."""
+        """Run ``steps``; the returned future (of the running loop) gets their result. They start
+        here, on the loop: steps that need no model call (silence) end at once, without the
+        worker; the others go on in the worker from their first call."""
         loop = asyncio.get_running_loop()
         job = _Job(steps, loop.create_future(), loop)
+        done: list = []
+        self._advance(job, None, [], done)
+        if done:
+            _set_results(done)
+            return job.future
+        if not self.threaded:
+            while not done:
+                self._advance(job, run_model_calls([job.call])[0], [], done)
+            _set_results(done)
+            return job.future
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="mpe-detection", daemon=True)
@@ -66,8 +79,7 @@ class Detection:
                     self._wake.wait()
                 fresh, self._queued = self._queued, []
             done: list[tuple[_Job, Any, BaseException | None]] = []
-            for job in fresh:
-                self._advance(job, None, active, done)
+            active += fresh  # each at its first model call (run() took it there)
             if active:
                 calls, active = active, []
                 try:
@@ -116,4 +128,5 @@ def _set_results(items: list[tuple[_Job, Any, BaseException | None]]) -> None:
             job.future.set_result(result)
 
 
-DETECTION = Detection()  # this process's
+DETECTION = Detection()  # this process's worker
+INLINE = Detection(threaded=False)  # on the loop (settings.detector_worker off)

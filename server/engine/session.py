@@ -26,7 +26,7 @@ from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
-from server.engine.detection import DETECTION
+from server.engine.detection import DETECTION, INLINE
 from server.engine.leasing import Lease, finish_attempt, renew_lease
 from server.engine.recorder import Recorder
 from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
@@ -220,25 +220,22 @@ class EpisodeSession:
             self.last_flush = t
             self.flushing = asyncio.create_task(self._flush_and_renew())
 
-    async def _send_room(self) -> float | None:
-        """Send the next room frame (its context frame first); returns when it was handed to the
-        socket (the connection's clock), or None at the end of the episode."""
+    async def _send_room(self) -> bool:
         item = self.core.next_room()
         if item is None:
-            return None
+            return False
         seq, pcm, events, context = item
         self.rec.add_events(events)
         if context is not None:  # §5.1: the context frame of slot seq goes right before its room frame
             await self.conn.send_bytes(encode_frame(KIND_CONTEXT, seq, self.context_to_bridge(context)))
         out = self.to_bridge(pcm)
         await self.conn.send_bytes(encode_frame(KIND_ROOM, seq, out))
-        sent = self.conn.clock()
-        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(sent))
+        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
         self.rec.add_audio("room", pcm)
         self.room_sent += 1
         if self.observer is not None:
             self.observer.room(seq, pcm, events, self.core.scheduler.status)
-        return sent
+        return True
 
     async def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None,
                               arrived: float | None) -> None:
@@ -247,7 +244,8 @@ class EpisodeSession:
         The detector runs off the event loop, batched with the other sessions' (server.engine.detection)."""
         self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
-        self.detecting = DETECTION.run(self.core.feed_assistant_calls(pcm24))
+        detection = DETECTION if self.settings.detector_worker else INLINE
+        self.detecting = detection.run(self.core.feed_assistant_calls(pcm24))
         fed = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
         self.detecting = None
         if fed.forced and pcm is not None and pcm.any():
@@ -276,7 +274,7 @@ class EpisodeSession:
         ended = False
         while True:
             while not ended and self.room_sent - next_recv < inflight:
-                ended = await self._send_room() is None
+                ended = not await self._send_room()
             if ended and next_recv == self.room_sent:
                 break
             msg = await self.conn.next_inbound(self.settings.lockstep_timeout_s)
@@ -317,20 +315,24 @@ class EpisodeSession:
                     self._on_side_message(msg)
                     continue
                 arrived = msg.arrived if self.impaired is None else self.impaired(msg.arrived)
-                slots.arrive(msg.frame.seq, msg.frame.pcm, arrived, self.room_sent)
+                slot = slots.arrive(msg.frame.seq, msg.frame.pcm, arrived, self.room_sent)
+                if slot < self.room_sent:
+                    # Its room frame is out and later arrivals only go after it: the slots up to
+                    # this one are final, so feed them now, while the deadline is still ahead. The
+                    # core sees the same slots in the same order, each after its room frame and
+                    # before the next; the detector's work is then done when the next frame is due.
+                    for f in slots.due(slot + 1):
+                        await self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
             # Slots before n are in the past: feed them (silence where nothing arrived); the
             # timeline closes at the last room frame (§4: frames placed after it are discarded).
             for f in slots.due(n if total is None else min(n, total)):
                 await self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
             if total is not None and n >= total:
                 break
-            sent = await self._send_room()
-            if sent is None:
+            if not await self._send_room():
                 total = self.room_sent
                 if n >= total:
                     continue
-            else:
-                slots.sent(n, sent)  # the queue a bridge may build is measured against these sends
             n += 1
             await self._maybe_flush()
         await self._drain_late_answers(total)
