@@ -43,12 +43,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import os
 import platform
 import resource
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,7 +76,7 @@ from server.app import BackgroundServer
 from server.auth import create_token
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.core.status import RunStatus
-from server.db import Attempt, Database, Episode, FrameRow
+from server.db import Attempt, BridgeRow, Database, Episode, FrameRow
 from server.engine import bridge_ws
 from server.engine.leasing import cancel_run, create_run
 from server.engine.progress import run_progress
@@ -210,7 +213,9 @@ class Env:
 async def bench_env(db_kind: str, workdir: Path, pg_url: str) -> AsyncIterator[Env]:
     with database_url(db_kind, workdir, pg_url) as url:
         data_dir = workdir / f"data-{uuid.uuid4().hex[:8]}"
-        settings = Settings(data_dir=data_dir, DATABASE_URL=url)  # defaults (or MPE_* from the environment)
+        # defaults (or MPE_* from the environment), but room for every bridge of the largest case
+        settings = Settings(data_dir=data_dir, DATABASE_URL=url)
+        settings = settings.model_copy(update={"max_bridges_per_team": max(settings.max_bridges_per_team, 256)})
         db = await asyncio.to_thread(Database, url)
         try:
             token = await asyncio.to_thread(create_token, db, TEAM, label="bench")
@@ -249,9 +254,8 @@ def make_bridges(name: str, n: int, cache_dir: Path) -> list[Tracked]:
 
 
 @contextlib.asynccontextmanager
-async def connected(env: Env, bridges: list[Tracked]) -> AsyncIterator[list[asyncio.Task]]:
-    clients = [BridgeClient(b, BridgeOptions(server=env.server.url, token=env.token, reconnect=False))
-               for b in bridges]
+async def connected(url: str, token: str, bridges: list[Tracked]) -> AsyncIterator[list[asyncio.Task]]:
+    clients = [BridgeClient(b, BridgeOptions(server=url, token=token, reconnect=False)) for b in bridges]
     tasks = [asyncio.create_task(c.run()) for c in clients]
     try:
         yield tasks
@@ -259,6 +263,63 @@ async def connected(env: Env, bridges: list[Tracked]) -> AsyncIterator[list[asyn
         for c in clients:
             c.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def bridge_host(server: str, token: str, n: int, name: str, cache_dir: Path, *, reconnect: bool = True,
+                      progress: Path | None = None) -> None:
+    """The bridge process: ``n`` bridges connected until SIGTERM. With ``progress``, every 0.25 s
+    it writes there (JSON, atomically) how far the bridges still running have got (the smallest
+    last room seq among them), how many are running and what stopped the others."""
+    bridges = await asyncio.to_thread(make_bridges, name, n, cache_dir)
+    clients = [BridgeClient(b, BridgeOptions(server=server, token=token, backoff_min_s=0.1, reconnect=reconnect))
+               for b in bridges]
+    tasks = [asyncio.create_task(c.run()) for c in clients]
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    while not stop.is_set():
+        if progress is not None:
+            alive = [b for b, t in zip(bridges, tasks) if not t.done()]
+            write_json(progress, {"alive": len(alive), "min_last_seq": min((b.last_seq for b in alive), default=-1),
+                                  "errors": bridge_errors(tasks)})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.25)
+    for c in clients:
+        c.stop()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class BridgeProcess:
+    """``n`` reference bridges in a process of their own (``bridge_host``), connected to ``server``
+    without reconnecting (a bridge that is disconnected is reported, not hidden)."""
+
+    def __init__(self, server: str, token: str, n: int, name: str, cache_dir: Path, workdir: Path):
+        self.progress_path = workdir / f"bridges-{uuid.uuid4().hex[:8]}.json"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--bridge-host", "--server", server, "--bridges", str(n),
+             "--bridge", name, "--cache-dir", str(cache_dir), "--progress", str(self.progress_path)],
+            env=dict(os.environ, MPE_TOKEN=token), cwd=Path(__file__).resolve().parent.parent)
+
+    def progress(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.progress_path.read_text())
+        except (OSError, ValueError):
+            return {"alive": None, "min_last_seq": -1, "errors": []}
+
+    def cpu_s(self) -> float:
+        """CPU seconds the bridge process has used so far (Linux /proc; 0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def bridge_errors(tasks: list[asyncio.Task]) -> list[str]:
@@ -353,24 +414,30 @@ def _span_s(rows: list[Attempt]) -> float:
 
 
 async def lockstep_case(env: Env, suite: SuiteInfo, bridge: str, n: int, episodes: int, cache_dir: Path,
-                        timeout_s: float) -> dict[str, Any]:
-    bridges = await asyncio.to_thread(make_bridges, bridge, n, cache_dir)
-    run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=bridge, suite_path=str(suite.path),
-                                     clock="lockstep", conditions=["explicit"], limit=episodes)
-    with CpuMeter() as cpu:
-        async with connected(env, bridges) as tasks:
+                        timeout_s: float, *, host: str = "inprocess", args=None, workdir: Path | None = None
+                        ) -> dict[str, Any]:
+    """One lockstep run; the bridges in this process, or (``host="process"``, then ``args`` and
+    ``workdir`` are needed) in one of their own, connected before the run is queued."""
+    args = args or argparse.Namespace(cache_dir=cache_dir, rt_bridge=bridge)
+    async with bridges_at(args, host, env.server.url, env.token, n, workdir or Path(tempfile.gettempdir()),
+                          bridge=bridge) as progress:
+        if host == "process":
+            await wait_connected(env.db, n, progress)
+        run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=bridge, suite_path=str(suite.path),
+                                         clock="lockstep", conditions=["explicit"], limit=episodes)
+        with CpuMeter() as cpu:
             deadline = time.monotonic() + timeout_s
             while True:
                 p = await asyncio.to_thread(run_progress, env.db, run_id)
                 # Done when every episode is; the run's own status is reported, not waited for.
                 if p.done == p.total:
                     break
-                if all(t.done() for t in tasks) or time.monotonic() > deadline:
+                if not progress().alive or time.monotonic() > deadline:
                     await asyncio.to_thread(cancel_run, env.db, run_id)
                     raise TimeoutError(f"lockstep run {bridge} x{n} did not finish ({p}); "
-                                       f"bridge errors: {bridge_errors(tasks)}")
+                                       f"bridge errors: {progress().errors}")
                 await asyncio.sleep(0.1)
-            errors = bridge_errors(tasks)
+            errors = progress().errors
     rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
     await asyncio.sleep(0.5)
     run_status = (await asyncio.to_thread(run_progress, env.db, run_id)).status
@@ -429,6 +496,96 @@ async def run_lockstep(args, workdir: Path, out: list[dict], checkpoint) -> None
             checkpoint()
 
 
+# --- lockstep per process: against the loopback and the detector limits ----------------------
+
+
+def detector_limit(audio: np.ndarray, seconds: float) -> dict[str, Any]:
+    """What one core can detect: the speech detector alone (this thread) on the always-talk
+    bridge's speech, 80 ms frames, in stream seconds per wall second."""
+    from server.core.detector import SpeechDetector
+
+    det, frames, t0 = SpeechDetector(), 0, time.perf_counter()
+    cpu0 = time.thread_time()
+    while time.perf_counter() - t0 < seconds:
+        start = (frames * FRAME) % (len(audio) - FRAME)
+        det.push(audio[start: start + FRAME])
+        frames += 1
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+    return {"limit": "detector", "frames": frames, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "stream_s_per_wall_s": round(frames * PERIOD_S / wall, 1),
+            "stream_s_per_cpu_s": round(frames * PERIOD_S / max(cpu, 1e-9), 1)}
+
+
+async def loopback_limit(args, workdir: Path, seconds: float) -> dict[str, Any]:
+    """What the loopback round trip allows: a bare WebSocket server (this process) plays lockstep
+    with one ``silent`` bridge in a process of its own (room frame, wait for its answer, the next),
+    nothing else; in stream seconds per wall second."""
+    from websockets.asyncio.server import serve
+
+    from clients.codec import KIND_ASSISTANT, KIND_ROOM, decode_frame, encode_frame
+    from clients.messages import EpisodeEnd, Welcome, parse_bridge_message
+
+    result: dict[str, Any] = {}
+    done = asyncio.Event()
+
+    async def episode(ws) -> None:
+        hello = parse_bridge_message(await ws.recv())
+        await ws.send(Welcome(bridge_id="loopback").dumps())
+        rate, fs = hello.sample_rate, frame_samples(hello.sample_rate)
+        await ws.send(EpisodeStart(episode_id="loopback", clock="lockstep", sample_rate=rate,
+                                   frame_samples=fs).dumps())
+        silence = np.zeros(fs, np.int16)
+        t0, k = time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            await ws.send(encode_frame(KIND_ROOM, k, silence))
+            while not isinstance(raw := await ws.recv(), bytes):
+                pass
+            decode_frame(raw, n_samples=fs, kind=KIND_ASSISTANT)
+            k += 1
+        wall = time.perf_counter() - t0
+        result.update(limit="loopback", frames=k, wall_s=round(wall, 2), stream_s_per_wall_s=round(k * PERIOD_S / wall, 1))
+        await ws.send(EpisodeEnd(episode_id="loopback", reason="completed").dumps())
+        done.set()
+        await ws.wait_closed()  # until the bridge is stopped
+
+    async with serve(episode, "127.0.0.1", 0, compression=None, max_size=1 << 20) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with bridges_at(args, "process", f"ws://127.0.0.1:{port}", "bare", 1, workdir, bridge="silent"):
+            await asyncio.wait_for(done.wait(), seconds + 120)
+    return result
+
+
+async def run_limits(args, workdir: Path, out: dict[str, Any], checkpoint) -> None:
+    """Lockstep per process, bridges out of process: the engine with one ``silent`` bridge against
+    the loopback limit, with one ``always-talk`` bridge against the one-core detector limit, all
+    measured here, one after another."""
+    suite = await asyncio.to_thread(build_bench_suite, workdir / "suite-lockstep", args.cache_dir,
+                                    target_s=args.ls_seconds, n_pairs=args.limit_episodes, name="bench-lockstep")
+    talk = (await asyncio.to_thread(make_bridges, "always-talk", 1, args.cache_dir))[0].inner.audio24
+    out["loopback"] = await loopback_limit(args, workdir, args.limit_seconds)
+    out["detector"] = await asyncio.to_thread(detector_limit, talk, args.limit_seconds)
+    out["engine"] = []
+    for bridge in ("silent", "always-talk"):
+        async with bench_env("sqlite", workdir, args.pg_url) as env:
+            try:
+                row = await lockstep_case(env, suite, bridge, 1, args.limit_episodes, args.cache_dir, args.timeout,
+                                          host="process", args=args, workdir=workdir)
+            except Exception as exc:
+                log.exception("lockstep per process %s failed", bridge)
+                row = {"bridge": bridge, "error": repr(exc)[:500]}
+        limit = out["loopback" if bridge == "silent" else "detector"]
+        if "error" not in row:
+            row["limit"] = limit["limit"]
+            row["limit_stream_s_per_wall_s"] = limit["stream_s_per_wall_s"]
+            row["share_of_limit_pct"] = round(100 * row["stream_s_per_wall_s"] / limit["stream_s_per_wall_s"], 1)
+        row["loadavg_1min_at_end"] = round(os.getloadavg()[0], 2)
+        out["engine"].append(row)
+        checkpoint()
+        print(f"  lockstep per process {bridge:11s} {_fmt(row.get('stream_s_per_wall_s'))} stream-s/wall-s = "
+              f"{_fmt(row.get('share_of_limit_pct'))} % of the {limit['limit']} limit "
+              f"({limit['stream_s_per_wall_s']}); load {row['loadavg_1min_at_end']}", flush=True)
+
+
 # --- part 2 and 3: realtime pacing, ours and the naive baseline ----------------------------
 
 
@@ -456,7 +613,9 @@ class NaiveSleepSession(EpisodeSession):
             while self.core.assistant_slots < n and (total is None or self.core.assistant_slots < total):
                 s = self.core.assistant_slots
                 seq, pcm, arrived = placed.pop(s, (None, None, None))
-                self._take_assistant(s, seq if seq is not None else -1, pcm, arrived)
+                taken = self._take_assistant(s, seq if seq is not None else -1, pcm, arrived)
+                if inspect.isawaitable(taken):  # a coroutine since the detector runs off the loop
+                    await taken
             if total is not None and n >= total:
                 break
             if not await self._send_room():
@@ -521,46 +680,107 @@ def room_errors(db: Database, run_id: str, max_seq: int) -> dict[str, np.ndarray
     return {a: np.array([(sent - seq * PERIOD_US) / 1000.0 for seq, sent in v]) for a, v in by.items()}
 
 
-async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str) -> dict[str, Any]:
+@dataclass
+class Progress:
+    """How far the bridges of a realtime case have got: the bridges still running, the smallest
+    last room seq among them, and what stopped the others."""
+
+    alive: int
+    min_last_seq: int
+    errors: list[str]
+
+
+@contextlib.asynccontextmanager
+async def bridges_at(args, host: str, url: str, token: str, n: int, workdir: Path,
+                     bridge: str | None = None) -> AsyncIterator[Any]:
+    """``n`` reference bridges connected to ``url``, in this process or (``--rt-host process``) in a
+    process of their own; yields a callable that returns their :class:`Progress`. ``bridge``: the
+    reference bridge (default ``--rt-bridge``)."""
+    bridge = bridge or args.rt_bridge
+    if host == "process":
+        proc = BridgeProcess(url, token, n, bridge, args.cache_dir, workdir)
+        try:
+            def progress() -> Progress:
+                p = proc.progress()
+                alive = n if p["alive"] is None else p["alive"]  # not written yet: still starting
+                return Progress(alive if proc.proc.poll() is None else 0, p["min_last_seq"], p["errors"])
+
+            progress.cpu_s = proc.cpu_s  # type: ignore[attr-defined]
+            yield progress
+        finally:
+            await asyncio.to_thread(proc.stop)
+        return
+    bridges = await asyncio.to_thread(make_bridges, bridge, n, args.cache_dir)
+    async with connected(url, token, bridges) as tasks:
+        def progress() -> Progress:
+            alive = [b for b, t in zip(bridges, tasks) if not t.done()]
+            return Progress(len(alive), min((b.last_seq for b in alive), default=-1), bridge_errors(tasks))
+
+        progress.cpu_s = None  # type: ignore[attr-defined]  # in this process: in cpu_process_pct
+        yield progress
+
+
+async def wait_for_horizon(progress, need: int, timeout_s: float) -> tuple[bool, Progress]:
+    """Until every running bridge has got past frame ``need`` (True), all have stopped or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        p = progress()
+        if p.alive and p.min_last_seq >= need:
+            return True, p
+        if not p.alive or time.monotonic() > deadline:
+            return False, p
+        await asyncio.sleep(0.25)
+
+
+def _connected_bridges(db: Database) -> int:
+    with db.session() as s:
+        return s.scalar(select(sa.func.count()).select_from(BridgeRow).where(BridgeRow.disconnected_at.is_(None)))
+
+
+async def wait_connected(db: Database, n: int, progress, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(_connected_bridges, db) < n:
+        if time.monotonic() > deadline or not progress().alive:
+            p = progress()
+            raise RuntimeError(f"{p.alive} bridges running, not all connected: {sorted(set(p.errors))[:3]}")
+        await asyncio.sleep(0.1)
+
+
+async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str, host: str) -> dict[str, Any]:
+    if loop == "bare":
+        return await bare_case(args, workdir, suite, n, host)
     horizon = int(round(args.rt_seconds / PERIOD_S))
     need = horizon + DRIFT_WINDOW // 2 + 1  # last frame the drift window needs
-    bridges = await asyncio.to_thread(make_bridges, args.rt_bridge, n, args.cache_dir)
     cls = NaiveSleepSession if loop == "naive" else EpisodeSession
     async with bench_env(args.rt_db, workdir, args.pg_url) as env:
-        run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=args.rt_bridge,
-                                         suite_path=str(suite.path), clock="realtime", conditions=["explicit"],
-                                         limit=n)
-        reached = True
-        with session_class(cls), CpuMeter() as cpu, LoopLag() as lag:
-            async with connected(env, bridges) as tasks:
+        async with bridges_at(args, host, env.server.url, env.token, n, workdir) as progress:
+            # all n connected first (as in the bare baseline), so that the episodes start together
+            # and what is measured is serving them, not starting the bridges
+            await wait_connected(env.db, n, progress)
+            run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=args.rt_bridge,
+                                             suite_path=str(suite.path), clock="realtime", conditions=["explicit"],
+                                             limit=n)
+            with session_class(cls), CpuMeter() as cpu, LoopLag() as lag:
+                bridge_cpu0 = progress.cpu_s() if progress.cpu_s else None
                 # Stop as soon as every episode has streamed past the horizon (+ drift window).
                 # A bridge that dies (its error is reported) no longer holds the others up.
-                deadline = time.monotonic() + args.rt_seconds * 4 + 60
-                while True:
-                    alive = [b for b, t in zip(bridges, tasks) if not t.done()]
-                    if not alive or min(b.last_seq for b in alive) >= need:
-                        reached = bool(alive)
-                        break
-                    if time.monotonic() > deadline:
-                        reached = False
-                        break
-                    await asyncio.sleep(0.25)
-                stopped = bridge_errors(tasks)
-                await asyncio.to_thread(cancel_run, env.db, run_id)
-                for _ in range(150):  # sessions notice the cancel at their next flush (≤ flush_s)
-                    p = await asyncio.to_thread(run_progress, env.db, run_id)
-                    if not p.running:
-                        break
-                    await asyncio.sleep(0.1)
+                reached, p = await wait_for_horizon(progress, need, args.rt_seconds * 4 + 60)
+                bridge_cpu = None if bridge_cpu0 is None else progress.cpu_s() - bridge_cpu0
+            await asyncio.to_thread(cancel_run, env.db, run_id)
+            for _ in range(150):  # sessions notice the cancel at their next flush (≤ flush_s)
+                if not (await asyncio.to_thread(run_progress, env.db, run_id)).running:
+                    break
+                await asyncio.sleep(0.1)
         send_err = await asyncio.to_thread(room_errors, env.db, run_id, need)
         rows = await asyncio.to_thread(attempt_rows, env.db, run_id)
     server_stats = [(a.stats or {}).get("server", {}) for a in rows]
     bad = [a for a in rows if a.status != "completed" and a.error_code != "aborted"]
     return {
-        "loop": loop, "bridge": args.rt_bridge, "db": args.rt_db, "concurrency": n, "episodes": len(send_err),
-        "horizon_s": args.rt_seconds, "reached_horizon": reached, "failed_attempts": len(bad),
+        "loop": loop, "host": host, "bridge": args.rt_bridge, "db": args.rt_db, "concurrency": n,
+        "episodes": len(send_err), "horizon_s": args.rt_seconds, "reached_horizon": reached,
+        "failed_attempts": len(bad),
         "failed_attempt_errors": sorted({f"{a.error_code}: {a.error_message}"[:200] for a in bad}),
-        "bridge_errors": stopped,
+        "bridge_errors": p.errors, "disconnects": n - p.alive,
         **pacing_figures(send_err, horizon),
         # §4 realtime: assistant frames placed after their own slot, and by how many frames
         # at most (the naive loop does not keep these counters).
@@ -570,7 +790,81 @@ async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str
         "missing_assistant_slots": sum(s.get("missing_slots", 0) for s in server_stats) if loop == "ours" else None,
         **lag.figures(),
         **cpu.figures(),
+        "cpu_bridges_pct": None if bridge_cpu is None else round(100 * bridge_cpu / cpu.wall, 1),
     }
+
+
+async def bare_case(args, workdir: Path, suite: SuiteInfo, n: int, host: str) -> dict[str, Any]:
+    """The pacing baseline: a bare WebSocket server (``websockets``, this process's event loop) that
+    greets the same bridges (``welcome``, ``episode.start``), sends each one room frames of real
+    speech on the same absolute deadlines ``t0 + n·80 ms`` and reads their answers, and does
+    nothing else: no scheduler, detector, recording or database. Its send error is what asyncio
+    and the WebSocket stack alone cost on this machine, in this run."""
+    import soxr
+    from websockets.asyncio.server import serve
+
+    from clients.codec import KIND_ASSISTANT, KIND_ROOM, decode_frame, encode_frame
+    from clients.messages import EpisodeEnd, Welcome, parse_bridge_message
+
+    horizon = int(round(args.rt_seconds / PERIOD_S))
+    need = horizon + DRIFT_WINDOW // 2 + 1
+    speech, _ = sf.read(str(next(iter(sorted((suite.path / "clips").glob("*.wav"))))), dtype="int16")
+    errors: dict[str, np.ndarray] = {}
+    answers: dict[str, int] = {}
+    done, greeted = asyncio.Event(), asyncio.Event()
+
+    async def episode(ws) -> None:
+        hello = parse_bridge_message(await ws.recv())
+        eid = uuid.uuid4().hex
+        await ws.send(Welcome(bridge_id=eid).dumps())
+        answers[eid] = 0
+        if len(answers) == n:
+            greeted.set()
+        await greeted.wait()  # as the engine's case: every bridge connected, then all episodes start
+        rate, fs = hello.sample_rate, frame_samples(hello.sample_rate)
+        audio = speech if rate == STREAM_RATE else soxr.resample(speech, STREAM_RATE, rate).astype(np.int16)
+        await ws.send(EpisodeStart(episode_id=eid, clock="realtime", sample_rate=rate, frame_samples=fs).dumps())
+        t0 = time.monotonic()
+        err = np.zeros(need + 1)
+
+        async def reader() -> None:
+            async for raw in ws:
+                if isinstance(raw, bytes):
+                    decode_frame(raw, n_samples=fs, kind=KIND_ASSISTANT)
+                    answers[eid] += 1
+
+        reading = asyncio.create_task(reader())
+        try:
+            for k in range(need + 1):
+                delay = t0 + k * PERIOD_S - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                start = (k * fs) % (len(audio) - fs)
+                await ws.send(encode_frame(KIND_ROOM, k, audio[start: start + fs]))
+                err[k] = (time.monotonic() - t0 - k * PERIOD_S) * 1000.0
+            errors[eid] = err
+            if len(errors) == n:
+                done.set()
+            await ws.send(EpisodeEnd(episode_id=eid, reason="completed").dumps())
+            await done.wait()
+        finally:
+            reading.cancel()
+
+    with CpuMeter() as cpu, LoopLag() as lag:
+        async with serve(episode, "127.0.0.1", 0, compression=None, max_size=1 << 20) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with bridges_at(args, host, f"ws://127.0.0.1:{port}", "bare", n, workdir) as progress:
+                bridge_cpu0 = progress.cpu_s() if progress.cpu_s else None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), args.rt_seconds * 4 + 60)
+                p = progress()
+                bridge_cpu = None if bridge_cpu0 is None else progress.cpu_s() - bridge_cpu0
+    return {"loop": "bare", "host": host, "bridge": args.rt_bridge, "db": None, "concurrency": n,
+            "episodes": len(errors), "horizon_s": args.rt_seconds, "reached_horizon": done.is_set(),
+            "failed_attempts": n - len(errors), "bridge_errors": p.errors, "disconnects": n - p.alive,
+            "answers_per_room_frame": round(sum(answers.values()) / max(1, len(errors) * (need + 1)), 3),
+            **pacing_figures(errors, horizon), **lag.figures(), **cpu.figures(),
+            "cpu_bridges_pct": None if bridge_cpu is None else round(100 * bridge_cpu / cpu.wall, 1)}
 
 
 async def run_realtime(args, workdir: Path, loops: list[str], out: list[dict], checkpoint) -> None:
@@ -579,25 +873,29 @@ async def run_realtime(args, workdir: Path, loops: list[str], out: list[dict], c
                                     name="bench-realtime")
     print(f"realtime suite: {suite.n_turns} turns, {suite.nominal_s:.1f} s of stream per episode "
           f"(silent bridge); measuring the first {args.rt_seconds:g} s", flush=True)
-    for n in args.rt_concurrency:
-        for loop in loops:
-            try:
-                row = await realtime_case(args, workdir, suite, n, loop)
-            except Exception as exc:
-                log.exception("realtime %s x%d failed", loop, n)
-                row = {"loop": loop, "concurrency": n, "error": repr(exc)[:500]}
-            out.append(row)
-            checkpoint()
-            if "error" in row:
-                print(f"  realtime {loop:5s} x{n:<3d} FAILED: {row['error']}", flush=True)
-                continue
-            if row.get("bridge_errors"):
-                print(f"  realtime {loop:5s} x{n:<3d} {len(row['bridge_errors'])} bridge(s) failed: "
-                      f"{row['bridge_errors'][0]}", flush=True)
-            print(f"  realtime {loop:5s} x{n:<3d} err p50 {row.get('err_p50_ms', float('nan')):7.2f} ms  "
-                  f"p99 {row.get('err_p99_ms', float('nan')):7.2f} ms  max {row.get('err_max_ms', float('nan')):8.2f} ms"
-                  f"  drift@{args.rt_seconds:g}s {_fmt(row.get('drift_median_ms'))} ms  "
-                  f"cpu {row['cpu_process_pct']:.0f}%", flush=True)
+    for host in args.rt_hosts:
+        for n in args.rt_concurrency:
+            for loop in loops:
+                what = f"{loop:5s} {host:9s} x{n:<3d}"
+                try:
+                    row = await realtime_case(args, workdir, suite, n, loop, host)
+                except Exception as exc:
+                    log.exception("realtime %s failed", what)
+                    row = {"loop": loop, "host": host, "concurrency": n, "error": repr(exc)[:500]}
+                row["loadavg_1min_at_end"] = round(os.getloadavg()[0], 2)
+                out.append(row)
+                checkpoint()
+                if "error" in row:
+                    print(f"  realtime {what} FAILED: {row['error']}", flush=True)
+                    continue
+                if row.get("bridge_errors"):
+                    print(f"  realtime {what} {len(row['bridge_errors'])} bridge(s) failed: "
+                          f"{row['bridge_errors'][0]}", flush=True)
+                print(f"  realtime {what} err p50 {row.get('err_p50_ms', float('nan')):7.2f} ms  "
+                      f"p99 {row.get('err_p99_ms', float('nan')):7.2f} ms  max {row.get('err_max_ms', float('nan')):8.2f}"
+                      f" ms  drift@{args.rt_seconds:g}s {_fmt(row.get('drift_median_ms'))} ms  "
+                      f"failed {row.get('failed_attempts')}  disconnects {row.get('disconnects')}  "
+                      f"cpu {row['cpu_process_pct']:.0f}%  load {row['loadavg_1min_at_end']}", flush=True)
 
 
 # --- report -----------------------------------------------------------------------------
@@ -622,23 +920,32 @@ def table(title: str, cols: list[tuple[str, str]], rows: list[dict]) -> str:
 
 
 def comparison(realtime: list[dict]) -> list[dict]:
+    """Per host and N: our loop against the bare WebSocket pacing baseline (ratio ours / bare: how
+    much the engine adds to what asyncio and the socket cost) and against the naive loop (ratio
+    naive / ours)."""
     rows = []
-    for n in sorted({r["concurrency"] for r in realtime}):
-        ours = next((r for r in realtime if r["concurrency"] == n and r["loop"] == "ours"), None)
-        naive = next((r for r in realtime if r["concurrency"] == n and r["loop"] == "naive"), None)
-        if not ours or not naive:
+    for host, n in sorted({(r.get("host", "inprocess"), r["concurrency"]) for r in realtime}):
+        def pick(loop: str) -> dict | None:
+            return next((r for r in realtime if r.get("host", "inprocess") == host and r["concurrency"] == n
+                         and r["loop"] == loop and "error" not in r), None)
+
+        ours, naive, bare = pick("ours"), pick("naive"), pick("bare")
+        if not ours:
             continue
 
-        def ratio(key: str) -> float | None:
-            a, b = naive.get(key), ours.get(key)
-            if a is None or b is None:
+        def ratio(a: dict | None, b: dict | None, key: str) -> float | None:
+            x, y = (a or {}).get(key), (b or {}).get(key)
+            if x is None or y is None:
                 return None
-            return round(abs(a) / max(abs(b), 0.001), 1)  # ours can be ~0: floor at 1 µs
+            return round(abs(x) / max(abs(y), 0.001), 1)  # a figure can be ~0: floor at 1 µs
 
-        rows.append({"concurrency": n, "drift_ours_ms": ours.get("drift_median_ms"),
-                     "drift_naive_ms": naive.get("drift_median_ms"), "drift_ratio": ratio("drift_median_ms"),
-                     "p99_ours_ms": ours.get("err_p99_ms"), "p99_naive_ms": naive.get("err_p99_ms"),
-                     "p99_ratio": ratio("err_p99_ms")})
+        rows.append({"host": host, "concurrency": n,
+                     "p99_ours_ms": ours.get("err_p99_ms"), "p99_bare_ms": (bare or {}).get("err_p99_ms"),
+                     "p99_vs_bare": ratio(ours, bare, "err_p99_ms"),
+                     "drift_ours_ms": ours.get("drift_max_ms"), "drift_bare_ms": (bare or {}).get("drift_max_ms"),
+                     "drift_naive_ms": (naive or {}).get("drift_median_ms"),
+                     "drift_ratio": ratio(naive, ours, "drift_median_ms"),
+                     "p99_naive_ms": (naive or {}).get("err_p99_ms"), "p99_ratio": ratio(naive, ours, "err_p99_ms")})
     return rows
 
 
@@ -695,28 +1002,44 @@ def report(results: dict[str, Any], args) -> str:
              ("per episode xRT", "per_episode_x_realtime"), ("frames/s", "frames_per_s"),
              ("cpu %", "cpu_process_pct"), ("loop thread %", "cpu_loop_thread_pct"),
              ("others %", "cpu_other_processes_pct"), ("failed", "failed_attempts")], results["lockstep"]))
+    if results["limits"].get("engine"):
+        lim = results["limits"]
+        parts.append(table(
+            f"\nLockstep per process, the bridge in a process of its own (SQLite): against the loopback "
+            f"round-trip limit ({lim['loopback'].get('stream_s_per_wall_s')} stream-s/wall-s) and the one-core "
+            f"detector limit ({lim['detector'].get('stream_s_per_wall_s')})",
+            [("bridge", "bridge"), ("episodes", "episodes"), ("stream-s/wall-s", "stream_s_per_wall_s"),
+             ("limit", "limit"), ("limit stream-s/wall-s", "limit_stream_s_per_wall_s"),
+             ("% of limit", "share_of_limit_pct"), ("cpu %", "cpu_process_pct"),
+             ("others %", "cpu_other_processes_pct"), ("failed", "failed_attempts"), ("load", "loadavg_1min_at_end")],
+            lim["engine"]))
     if results["realtime"]:
         h = args.rt_seconds
         parts.append(table(
             f"\nRealtime pacing: room-frame send error vs t0 + n*80 ms (ms), frames 0..{h:g} s; "
             f"drift = error at {h:g} s - error at start",
-            [("loop", "loop"), ("N", "concurrency"), ("episodes", "episodes"), ("frames", "frames"),
+            [("loop", "loop"), ("bridges", "host"), ("N", "concurrency"), ("episodes", "episodes"),
+             ("frames", "frames"),
              ("p50", "err_p50_ms"), ("p99", "err_p99_ms"), ("max", "err_max_ms"), (">10ms %", "late_over_10ms_pct"),
              ("drift med", "drift_median_ms"), ("drift worst", "drift_max_ms"),
              ("asst late max", "assistant_lateness_max_frames"), ("loop lag p99", "loop_lag_p99_ms"),
              ("cpu %", "cpu_process_pct"), ("loop thread %", "cpu_loop_thread_pct"),
-             ("others %", "cpu_other_processes_pct"), ("failed", "failed_attempts")], results["realtime"]))
+             ("bridges cpu %", "cpu_bridges_pct"), ("others %", "cpu_other_processes_pct"),
+             ("failed", "failed_attempts"), ("disconnects", "disconnects"), ("load", "loadavg_1min_at_end")],
+            results["realtime"]))
     if results["comparison"]:
         parts.append(table(
-            "\nBaseline: naive sleep(0.08) loop vs absolute deadlines (ratio = naive / ours)",
-            [("N", "concurrency"), ("drift ours ms", "drift_ours_ms"), ("drift naive ms", "drift_naive_ms"),
-             ("drift ratio", "drift_ratio"), ("p99 ours ms", "p99_ours_ms"), ("p99 naive ms", "p99_naive_ms"),
-             ("p99 ratio", "p99_ratio")], results["comparison"]))
+            "\nBaselines: the bare WebSocket pacing server (ratio ours / bare) and the naive sleep(0.08) loop "
+            "(ratio naive / ours); drift ours/bare = worst episode",
+            [("bridges", "host"), ("N", "concurrency"), ("p99 ours ms", "p99_ours_ms"), ("p99 bare ms", "p99_bare_ms"),
+             ("p99 ours/bare", "p99_vs_bare"), ("drift ours ms", "drift_ours_ms"), ("drift bare ms", "drift_bare_ms"),
+             ("drift naive ms", "drift_naive_ms"), ("drift naive/ours", "drift_ratio"),
+             ("p99 naive ms", "p99_naive_ms"), ("p99 naive/ours", "p99_ratio")], results["comparison"]))
     problems = [r for r in results["lockstep"] + results["realtime"] if r.get("error") or r.get("bridge_errors")]
     if problems:
         parts.append("\nProblems:")
         for r in problems:
-            what = f"{r.get('db', r.get('loop'))} {r.get('bridge', '')} x{r['concurrency']}"
+            what = f"{r.get('db') or r.get('loop')} {r.get('host', '')} {r.get('bridge', '')} x{r['concurrency']}"
             if r.get("error"):
                 parts.append(f"  {what}: case failed: {r['error']}")
             if r.get("bridge_errors"):
@@ -738,8 +1061,11 @@ def _words(s: str) -> list[str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--parts", type=_words, default=["lockstep", "realtime", "naive"],
-                   help="comma list of lockstep, realtime, naive (default: all)")
+    p.add_argument("--parts", type=_words, default=["lockstep", "limits", "realtime", "naive", "bare"],
+                   help="comma list of lockstep, limits, realtime, naive, bare (default: all)")
+    p.add_argument("--limit-seconds", type=float, default=10.0,
+                   help="limits: how long the loopback and the detector limits are measured")
+    p.add_argument("--limit-episodes", type=int, default=4, help="limits: lockstep episodes per engine case")
     p.add_argument("--quick", action="store_true",
                    help="smoke run (< 1 min): short episodes, N = 1,2 lockstep and 1,4 realtime, 5 s horizon")
     p.add_argument("--ls-bridges", type=_words, default=["silent", "always-talk"], help="lockstep bridges")
@@ -755,6 +1081,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rt-seconds", type=float, default=100.0, help="realtime horizon (drift measured here)")
     p.add_argument("--rt-bridge", default="always-talk", choices=["silent", "always-talk"],
                    help="realtime bridge (always-talk: the detector and both audio directions are busy)")
+    p.add_argument("--rt-hosts", type=_words, default=["process", "inprocess"],
+                   help="where the realtime bridges run: process (one process of their own), inprocess (this "
+                        "process's event loop, beside the server)")
     p.add_argument("--rt-db", default="sqlite", choices=["sqlite", "postgres"], help="database for realtime")
     p.add_argument("--pg-url", default=DEFAULT_PG_URL, help="PostgreSQL server (a schema per run, dropped after)")
     p.add_argument("--cache-dir", type=Path, default=None, help="TTS clip cache (default: the server data dir)")
@@ -770,9 +1099,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         for flag, (attr, value) in quick.items():
             if flag not in given:
                 setattr(args, attr, value)
-    bad = set(args.parts) - {"lockstep", "realtime", "naive"}
+    bad = set(args.parts) - {"lockstep", "limits", "realtime", "naive", "bare"}
     if bad:
         p.error(f"unknown parts: {', '.join(sorted(bad))}")
+    if set(args.rt_hosts) - {"process", "inprocess"}:
+        p.error("--rt-hosts takes process and/or inprocess")
     if set(args.ls_dbs) - {"sqlite", "postgres"}:
         p.error("--ls-dbs takes sqlite and/or postgres")
     if args.rt_seconds < 3:
@@ -785,7 +1116,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": machine(), "config": {k: (str(v) if isinstance(v, Path) else v)
                                                                 for k, v in vars(args).items()},
                                "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                               "lockstep": [], "realtime": [], "comparison": []}
+                               "lockstep": [], "limits": {}, "realtime": [], "comparison": []}
     with contextlib.ExitStack() as stack:
         if args.workdir:
             workdir = args.workdir.resolve()
@@ -804,7 +1135,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
 
         if "lockstep" in args.parts:
             await run_lockstep(args, workdir, results["lockstep"], checkpoint)
-        loops = [x for x in ("realtime", "naive") if x in args.parts]
+        if "limits" in args.parts:
+            await run_limits(args, workdir, results["limits"], checkpoint)
+        loops = [x for x in ("bare", "realtime", "naive") if x in args.parts]
         if loops:
             await run_realtime(args, workdir, ["ours" if x == "realtime" else x for x in loops], results["realtime"],
                                checkpoint)
@@ -819,7 +1152,26 @@ def write_json(path: Path, results: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def bridge_host_main(argv: list[str]) -> int:
+    """``--bridge-host``: the bridge process of a realtime case (see :class:`BridgeProcess`)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--bridge-host", action="store_true")
+    p.add_argument("--server", required=True)
+    p.add_argument("--bridges", type=int, required=True)
+    p.add_argument("--bridge", required=True)
+    p.add_argument("--cache-dir", type=Path, required=True)
+    p.add_argument("--progress", type=Path, default=None)
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    asyncio.run(bridge_host(a.server, os.environ["MPE_TOKEN"], a.bridges, a.bridge, a.cache_dir, reconnect=False,
+                            progress=a.progress))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--bridge-host" in argv:
+        return bridge_host_main(argv)
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     results = asyncio.run(amain(args))

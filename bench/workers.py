@@ -49,12 +49,11 @@ from bench.engine import (
     _machine_busy_s,
     _span_s,
     attempt_rows,
+    bridge_host,
     build_bench_suite,
     database_url,
     machine,
-    make_bridges,
 )
-from clients.sdk import BridgeClient, BridgeOptions
 from server.auth import create_token
 from server.db import BridgeRow, Database
 from server.engine.leasing import create_run
@@ -93,19 +92,6 @@ def _postgres_cpu() -> dict[int, float]:
             except OSError:
                 continue
     return out
-
-
-async def bridge_host(server: str, token: str, n: int, name: str, cache_dir: Path) -> None:
-    """The bridge process: ``n`` bridges connected until SIGTERM."""
-    bridges = await asyncio.to_thread(make_bridges, name, n, cache_dir)
-    clients = [BridgeClient(b, BridgeOptions(server=server, token=token, backoff_min_s=0.1)) for b in bridges]
-    tasks = [asyncio.create_task(c.run()) for c in clients]
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-    for c in clients:
-        c.stop()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Served:
