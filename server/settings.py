@@ -43,8 +43,10 @@ class Settings(BaseSettings):
     lockstep_timeout_s: float = 30.0
     realtime_grace_frames: int = 25  # realtime: how far ahead of its arrival slot a frame may be queued
     # The speech detector's model calls in one worker thread, batched across sessions
-    # (server/engine/detection.py); off: on the event loop, one by one
-    detector_worker: bool = True
+    # (server/engine/detection.py); off (the default): on the event loop, one by one. On a machine
+    # whose cores are busy the worker's GIL handoffs cost the loop more than the model does
+    # (docs/benchmarks.md)
+    detector_worker: bool = False
     # Connections (docs/api.md "Limits"): an HTTP connection without a complete request head for this
     # long (idle before its first request, between keep-alive requests, or a head that trickles in) is
     # closed; a listen socket that takes listen_send_timeout_s to accept one message is reset.

@@ -129,4 +129,4 @@ def _set_results(items: list[tuple[_Job, Any, BaseException | None]]) -> None:
 
 
 DETECTION = Detection()  # this process's worker
-INLINE = Detection(threaded=False)  # on the loop (settings.detector_worker off)
+INLINE = Detection(threaded=False)  # on the loop (settings.detector_worker off, the default)
