@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Engine benchmark: lockstep throughput and realtime pacing, end to end.
 
-Everything runs in one process and one event loop: the real server (``BackgroundServer``:
-FastAPI + uvicorn, the ``/v1/bridge`` WebSocket, leasing, scheduler, speech detector,
-recording to the database) and N reference bridges (``clients.sdk.BridgeClient``)
-connected to it over loopback WebSockets. Nothing is mocked or switched off.
+The real server (``BackgroundServer``: FastAPI + uvicorn, the ``/v1/bridge`` WebSocket,
+leasing, scheduler, speech detector, recording to the database) runs in this process; N
+reference bridges (``clients.sdk.BridgeClient``) connect to it over loopback WebSockets,
+from this process's event loop or (realtime ``--rt-hosts process``, and ``limits``) from one
+process of their own. Nothing is mocked or switched off.
 
 Parts (``--parts``):
 
@@ -19,6 +20,14 @@ Parts (``--parts``):
     deadlines) with 1, 16 and 64 concurrent episodes: the send-time error of every room
     frame against its ideal time, ``sent_us - seq·80000`` from the ``frames`` table
     (p50/p99/max), and the cumulative drift after ``--rt-seconds`` of stream.
+``bare``
+    The pacing baseline of the realtime part: a bare WebSocket server that sends the same
+    bridges room frames on the same deadlines and reads their answers, nothing else.
+``limits``
+    Lockstep per process (the bridge in a process of its own, SQLite): the ``silent`` bridge
+    against the loopback round-trip limit (a bare server playing lockstep with it) and the
+    ``always-talk`` bridge against the one-core detector limit (the detector alone on its
+    speech), both measured in the same run.
 ``naive``
     The same measurement with the same server, bridges, suite and per-frame work, but the
     session's realtime loop replaced by the naive ``send; await asyncio.sleep(0.08)``
@@ -29,7 +38,7 @@ horizon (seq = rt_seconds / 0.08) minus the median error of its first 25 frames.
 
 Usage::
 
-    python bench/engine.py                       # everything (about 12 minutes)
+    python bench/engine.py                       # everything (about 25 minutes)
     python bench/engine.py --quick               # smoke run, under a minute
     python bench/engine.py --parts realtime,naive --rt-concurrency 64 --json out.json
 

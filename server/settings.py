@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     # Wire protocol
     handshake_timeout_s: float = 10.0
     lockstep_timeout_s: float = 30.0
-    realtime_grace_frames: int = 25  # realtime: how far ahead of its arrival slot a frame may be queued
+    realtime_grace_frames: int = 25  # realtime: how many frames a seq may run ahead of the room frames sent
     # The speech detector's model calls in one worker thread, batched across sessions
     # (server/engine/detection.py); off (the default): on the event loop, one by one. On a machine
     # whose cores are busy the worker's GIL handoffs cost the loop more than the model does

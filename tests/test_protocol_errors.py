@@ -589,3 +589,29 @@ async def test_bridge_leaving_after_episode_end_does_not_strand_next_episode(ser
         assert sorted(e.status for e in eps) == ["completed", "queued"]
         # an attempt that never started does not use up one of the episode's attempts
         assert sorted(e.attempts for e in eps) == [0, 1]
+
+
+async def play_lockstep(ws) -> int:
+    """Answer every room frame with silence until ``episode.end``; returns the room frames."""
+    await start_episode(ws)
+    frames = 0
+    while True:
+        raw = await asyncio.wait_for(ws.recv(), T)
+        if isinstance(raw, bytes):
+            seq = HEADER.unpack_from(raw)[3]
+            await ws.send(assistant(seq))
+            frames += 1
+        elif json.loads(raw)["type"] == "episode.end":
+            return frames
+
+
+async def test_a_late_answer_right_after_an_episode_is_discarded(server, db, mini_suite, token):
+    """Answers on their way when the server ended the episode (protocol.md §7.2: within 2 s) do
+    not end the connection: the bridge plays its next episode on it."""
+    queue_run(db, mini_suite)
+    ws = await open_bridge(server, token)
+    frames = await play_lockstep(ws)
+    await ws.send(assistant(frames))  # one frame too many, just after episode.end
+    queue_run(db, mini_suite)
+    assert await play_lockstep(ws) == frames  # same connection, the next episode, whole
+    await ws.close()
