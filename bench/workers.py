@@ -53,7 +53,9 @@ from bench.engine import (
     build_bench_suite,
     database_url,
     machine,
+    stop_process,
 )
+from bench.engine import process_cpu_s as _cpu_s
 from server.auth import create_token
 from server.db import BridgeRow, Database
 from server.engine.leasing import create_run
@@ -61,7 +63,6 @@ from server.engine.progress import run_progress
 from server.workers import STARTED_LOG
 
 ROOT = Path(__file__).resolve().parent.parent
-CLK = os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -70,15 +71,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used so far, 0 when it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK
 
 
 def _postgres_cpu() -> dict[int, float]:
@@ -124,12 +116,7 @@ class Served:
             await asyncio.sleep(0.1)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 def _connected(db: Database) -> int:
