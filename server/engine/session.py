@@ -323,6 +323,10 @@ class EpisodeSession:
                     # before the next; the detector's work is then done when the next frame is due.
                     for f in slots.due(slot + 1):
                         await self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
+                # One frame's work per loop turn: a session working off a backlog (its queue
+                # never empty, the detector on the loop) must not hold every other session's
+                # deadline for the whole backlog.
+                await asyncio.sleep(0)
             # Slots before n are in the past: feed them (silence where nothing arrived); the
             # timeline closes at the last room frame (§4: frames placed after it are discarded).
             for f in slots.due(n if total is None else min(n, total)):
