@@ -55,7 +55,16 @@ if __package__ in (None, ""):  # ``python bench/soak.py`` without an installed c
 
 from sqlalchemy import func, select
 
-from bench.engine import DEFAULT_PG_URL, PERIOD_US, TEAM, attempt_rows, build_bench_suite, database_url, machine
+from bench.engine import (
+    DEFAULT_PG_URL,
+    PERIOD_US,
+    TEAM,
+    attempt_rows,
+    build_bench_suite,
+    database_url,
+    machine,
+    stop_process,
+)
 from bench.workers import _free_port, bridge_host
 from server.auth import create_token
 from server.db import BridgeRow, Database, FrameRow
@@ -234,12 +243,7 @@ async def _soak(args, workdir: Path, suite, url: str, db: Database) -> dict[str,
         if bridges is not None:
             bridges.kill()
             bridges.wait()
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
     rows = await asyncio.to_thread(attempt_rows, db, run_id)
     done = [a for a in rows if a.status == "completed"]
     per = [await asyncio.to_thread(frame_figures, db, a.id, a.n_frames) for a in done]
