@@ -14,9 +14,9 @@ Four measurements in one run, each on the real parts (no part replaced):
               (bench/storage.py's measure of a table) per recorded episode-second (room frames x 80 ms).
 ``pgwrite``   what PostgreSQL sustains in a session's per-second pattern: ``--pg-threads`` threads, each
               one leased episode (``lease_episode``), each writing one recorded second after another
-              through the recorder's own write (``Recorder._write``: one transaction of frame rows and
-              the two tracks' FLAC chunks, copied from the realtime recording) and renewing its lease
-              (``renew_lease``), for ``--pg-seconds``; episode-seconds per second, and PostgreSQL
+              through the recorder's own write (``Recorder._write``: one transaction of frame rows,
+              the two tracks' FLAC chunks, copied from the realtime recording, and the lease's
+              renewal, ``renew_lease``), for ``--pg-seconds``; episode-seconds per second, and PostgreSQL
               backend CPU per episode-second.
 ``scoring``   ``--score-episodes`` episodes of ``--score-bridge`` (``always-talk``: speech in every window,
               so the most ASR per second) recorded in lockstep, then scored (``score_run``:
@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -235,17 +236,17 @@ LEASE_S = 30.0
 
 def _writer(db: Database, lease: Lease, second: Batch, stop: threading.Event, done: list[int]) -> None:
     """What a session does each second of its episode, again and again: write ``second`` as the
-    attempt's next second through the recorder's write, then renew the lease (§8: a flush, then
-    the renewal, two transactions)."""
+    attempt's next second through the recorder's write, the lease renewed in its transaction
+    (§8: one commit per flush)."""
     att = lease.attempt_id
     rec = Recorder(db, att, Outage(patience_s=60, clock=time.monotonic))
+    renew = functools.partial(renew_lease, lease=lease, owner=OWNER, lease_s=LEASE_S)
     k = 0
     while not stop.is_set():
         seq0 = k * len(second.frames)
         frames = [{**f, "attempt_id": att, "seq": seq0 + i, "slot": seq0 + i} for i, f in enumerate(second.frames)]
         chunks = [{**c, "attempt_id": att, "idx": k, "start_sample": c["n_samples"] * k} for c in second.chunks]
-        rec._write(Batch(frames=frames, chunks=chunks))
-        if not renew_lease(db, lease, OWNER, LEASE_S):
+        if not rec._write(Batch(frames=frames, chunks=chunks), renew):
             raise RuntimeError("the benchmark's lease was lost")
         k += 1
         done.append(1)

@@ -362,21 +362,21 @@ def lease_episode(
     return None
 
 
-def renew_lease(db: Database, lease: Lease, owner: str, lease_s: float) -> bool:
-    """Extend the lease; False if it was lost (taken over, or the run was cancelled or failed).
+def renew_lease(s: Session, lease: Lease, owner: str, lease_s: float) -> bool:
+    """Extend the lease, in the caller's transaction (the recorder's flush: one commit for both);
+    False if it was lost (taken over, or the run was cancelled or failed).
 
     The one unit of work that does not lock the run first: it locks one episode row and waits for
     nothing after it (the run's status is read, not locked), so it cannot close a cycle."""
-    with db.session() as s:
-        n = s.execute(
-            update(Episode)
-            .where(Episode.id == lease.episode_id, Episode.current_attempt_id == lease.attempt_id,
-                   Episode.lease_owner == owner, Episode.status == EpisodeStatus.running)
-            .values(lease_expires=now() + lease_s)
-        ).rowcount
-        if n and s.scalar(select(Run.status).where(Run.id == lease.run_id)) not in ACTIVE_RUN:
-            return False  # the run was cancelled or failed
-        return bool(n)
+    n = s.execute(
+        update(Episode)
+        .where(Episode.id == lease.episode_id, Episode.current_attempt_id == lease.attempt_id,
+               Episode.lease_owner == owner, Episode.status == EpisodeStatus.running)
+        .values(lease_expires=now() + lease_s)
+    ).rowcount
+    if n and s.scalar(select(Run.status).where(Run.id == lease.run_id)) not in ACTIVE_RUN:
+        return False  # the run was cancelled or failed
+    return bool(n)
 
 
 def finish_attempt(

@@ -5,11 +5,13 @@ a database that refuses writes for a while loses nothing (server.engine.storage)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import enum
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from server.core.audio import encode_flac
 from server.core.events import Event
@@ -32,6 +34,14 @@ class Batch:
 
 
 @dataclass
+class Flush(enum.Enum):
+    """What one flush of the recorder came to."""
+
+    written = "written"
+    refused = "refused"  # the database refused it: kept for the next flush
+    lease_lost = "lease_lost"  # written, but the renewal in its transaction found the lease gone
+
+
 class Recorder:
     """Buffers everything of one attempt and writes it in small units of work (§8). What the
     database refuses stays buffered, in order, for the next flush (server.engine.storage)."""
@@ -77,7 +87,8 @@ class Recorder:
                            "detector": detector} for g in segments or ())
         return b
 
-    def _write(self, b: Batch) -> None:
+    def _write(self, b: Batch, renew: Callable[[Session], bool] | None = None) -> bool:
+        """Insert the batch and, in the same transaction, run ``renew`` (its answer; True without one)."""
         for c in b.chunks:  # encoded once, in this thread; a refused batch keeps its FLAC
             if "pcm" in c:
                 c["codec"], c["data"] = "flac", encode_flac(c.pop("pcm"))
@@ -86,21 +97,25 @@ class Recorder:
                                 (SegmentRow, b.segments)):
                 if rows:
                     s.execute(table.__table__.insert(), rows)
+            return renew(s) if renew is not None else True
 
-    async def flush(self, segments: Iterable[Segment] | None = None, detector: str = "") -> bool:
-        """Write what is buffered; False when the database refused it (kept for the next flush;
-        StorageFailed once the outage has lasted the attempt's patience)."""
+    async def flush(self, segments: Iterable[Segment] | None = None, detector: str = "", *,
+                    renew: Callable[[Session], bool] | None = None) -> Flush:
+        """Write what is buffered, with ``renew`` (the lease's renewal) in the same transaction: one
+        commit per flush. ``refused`` when the database refused it (kept for the next flush;
+        StorageFailed once the outage has lasted the attempt's patience); ``lease_lost`` when it was
+        written but ``renew`` found the lease gone."""
         b = self._take(segments, detector)
-        if not b:
-            return True
+        if not b and renew is None:
+            return Flush.written
         try:
-            await asyncio.to_thread(self._write, b)
+            renewed = await asyncio.to_thread(self._write, b, renew)
         except UNAVAILABLE as exc:
             self.outage.refuse(exc)
-            return False
+            return Flush.refused
         self.pending = Batch()
         self.outage.ended()
-        return True
+        return Flush.written if renewed else Flush.lease_lost
 
     async def close(self, segments: Iterable[Segment] | None = None, detector: str = "") -> None:
         """The last write of the attempt: tried again until the database takes it or patience is spent."""

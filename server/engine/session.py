@@ -11,6 +11,7 @@ room frame; the core puts that audio, not the bridge's answer, on the assistant 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any, Callable, Protocol
 
@@ -28,8 +29,8 @@ from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
 from server.engine.detection import DETECTION, INLINE
 from server.engine.leasing import Lease, finish_attempt, renew_lease
-from server.engine.recorder import Recorder
-from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
+from server.engine.recorder import Flush, Recorder
+from server.engine.storage import Outage, StorageFailed
 from server.settings import Settings
 
 
@@ -199,14 +200,8 @@ class EpisodeSession:
                 pass
 
     async def _flush_and_renew(self) -> None:
-        if not await self.rec.flush():  # the database refused it: kept, tried again next time
-            return
-        try:
-            renewed = await asyncio.to_thread(renew_lease, self.db, self.lease, self.owner, self.settings.lease_s)
-        except UNAVAILABLE as exc:
-            self.rec.outage.refuse(exc)
-            return
-        if not renewed:
+        renew = functools.partial(renew_lease, lease=self.lease, owner=self.owner, lease_s=self.settings.lease_s)
+        if await self.rec.flush(renew=renew) is Flush.lease_lost:  # refused: kept, tried again next time
             raise AttemptAborted("lease lost or run cancelled")
 
     async def _maybe_flush(self) -> None:
