@@ -33,7 +33,6 @@ class Batch:
         return bool(self.events or self.frames or self.chunks or self.segments)
 
 
-@dataclass
 class Flush(enum.Enum):
     """What one flush of the recorder came to."""
 
@@ -42,6 +41,7 @@ class Flush(enum.Enum):
     lease_lost = "lease_lost"  # written, but the renewal in its transaction found the lease gone
 
 
+@dataclass
 class Recorder:
     """Buffers everything of one attempt and writes it in small units of work (§8). What the
     database refuses stays buffered, in order, for the next flush (server.engine.storage)."""
