@@ -396,7 +396,7 @@ def report(results: dict[str, Any]) -> str:
     cap = results["pg_capacity"]
     if cap:
         L += ["", f"PostgreSQL capacity for realtime episodes: {cap['pattern']:.0f} episode-s / s in a session's "
-              f"pattern (flush + renewal); a realtime episode-second costs {cap['cpu_ratio']:.2f}x its backend CPU and "
+              f"pattern (a flush with the lease renewal in its transaction); a realtime episode-second costs {cap['cpu_ratio']:.2f}x its backend CPU and "
               f"{cap['commit_ratio']:.2f}x its commits: {cap['pattern']:.0f} / "
               f"{max(1.0, cap['cpu_ratio'], cap['commit_ratio']):.2f} = "
               f"**{cap['realtime']:.0f} concurrent realtime episodes**"]
