@@ -778,7 +778,7 @@ async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str
             run_id = await asyncio.to_thread(create_run, env.db, team=TEAM, model=args.rt_bridge,
                                              suite_path=str(suite.path), clock="realtime", conditions=["explicit"],
                                              limit=n)
-            with session_class(cls), CpuMeter() as cpu, LoopLag() as lag:
+            with session_class(cls), CpuMeter() as cpu, LoopLag() as lag, DetectorBatches() as batches:
                 bridge_cpu0 = progress.cpu_s() if progress.cpu_s else None
                 # Stop as soon as every episode has streamed past the horizon (+ drift window).
                 # A bridge that dies (its error is reported) no longer holds the others up.
@@ -808,8 +808,29 @@ async def realtime_case(args, workdir: Path, suite: SuiteInfo, n: int, loop: str
         "missing_assistant_slots": sum(s.get("missing_slots", 0) for s in server_stats) if loop == "ours" else None,
         **lag.figures(),
         **cpu.figures(),
+        **batches.figures(),
         "cpu_bridges_pct": None if bridge_cpu is None else round(100 * bridge_cpu / cpu.wall, 1),
     }
+
+
+class DetectorBatches:
+    """How many sessions' model calls the speech detector's batches held (server.engine.detection)."""
+
+    def __enter__(self) -> "DetectorBatches":
+        from server.engine import detection
+
+        # the code under test may be an earlier version (its batchers named otherwise, or none)
+        self.sources = [d for d in vars(detection).values() if isinstance(d, detection.Detection)]
+        self.start = [(d.batches, d.rows) for d in self.sources]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end = [(d.batches, d.rows) for d in self.sources]
+
+    def figures(self) -> dict[str, Any]:
+        batches = sum(e[0] - s[0] for s, e in zip(self.start, self.end))
+        rows = sum(e[1] - s[1] for s, e in zip(self.start, self.end))
+        return {"detector_batches": batches, "detector_rows_per_batch": round(rows / batches, 2) if batches else None}
 
 
 async def bare_case(args, workdir: Path, suite: SuiteInfo, n: int, host: str) -> dict[str, Any]:
@@ -1041,6 +1062,7 @@ def report(results: dict[str, Any], args) -> str:
              ("p50", "err_p50_ms"), ("p99", "err_p99_ms"), ("max", "err_max_ms"), (">10ms %", "late_over_10ms_pct"),
              ("drift med", "drift_median_ms"), ("drift worst", "drift_max_ms"),
              ("asst late max", "assistant_lateness_max_frames"), ("loop lag p99", "loop_lag_p99_ms"),
+             ("det rows/batch", "detector_rows_per_batch"),
              ("cpu %", "cpu_process_pct"), ("loop thread %", "cpu_loop_thread_pct"),
              ("bridges cpu %", "cpu_bridges_pct"), ("others %", "cpu_other_processes_pct"),
              ("failed", "failed_attempts"), ("disconnects", "disconnects"), ("load", "loadavg_1min_at_end")],

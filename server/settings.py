@@ -43,9 +43,9 @@ class Settings(BaseSettings):
     lockstep_timeout_s: float = 30.0
     realtime_grace_frames: int = 25  # realtime: how many frames a seq may run ahead of the room frames sent
     # The speech detector's model calls in one worker thread, batched across sessions
-    # (server/engine/detection.py); off (the default): on the event loop, one by one. On a machine
-    # whose cores are busy the worker's GIL handoffs cost the loop more than the model does
-    # (docs/benchmarks.md)
+    # (server/engine/detection.py); off (the default): batched on the event loop, one batch per loop
+    # turn. On a machine whose cores are busy the worker's GIL handoffs cost the loop more than the
+    # model does (docs/benchmarks.md)
     detector_worker: bool = False
     # Connections (docs/api.md "Limits"): an HTTP connection without a complete request head for this
     # long (idle before its first request, between keep-alive requests, or a head that trickles in) is

@@ -35,7 +35,7 @@ from server.db import Attempt, AudioChunk, Database, Episode, EventRow, now
 from server.db import Suite as SuiteRow
 from server.engine.disclosure import PublicEvents, script_visible
 from server.engine.limits import client_address
-from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, level
+from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, levels
 from server.engine.protocols import reset
 from server.engine.registry import get_benchmark
 
@@ -180,7 +180,7 @@ class Stream:
         db = self.state.db
         period = max(self.state.settings.flush_s, 0.25)
         last_event, next_idx, t = 0, {"room": 0, "assistant": 0}, 0
-        levels: dict[str, list[int]] = {"room": [], "assistant": []}
+        history: dict[str, list[int]] = {"room": [], "assistant": []}
         first = True
         while True:
             events, chunks, att_status, alive = await asyncio.to_thread(self._read, db, attempt_id, last_event,
@@ -188,11 +188,10 @@ class Stream:
             frames: list[bytes] = []
             for track, start, pcm in chunks:
                 kind = KIND_ROOM if track == "room" else KIND_ASSISTANT
-                for k in range(len(pcm) // FRAME):
-                    frame = pcm[k * FRAME:(k + 1) * FRAME]
-                    levels[track].append(level(frame))
-                    if not first:
-                        frames.append(encode_frame(kind, start // FRAME + k, frame))
+                history[track] += levels(pcm)
+                if not first:
+                    frames += [encode_frame(kind, start // FRAME + k, pcm[k * FRAME:(k + 1) * FRAME])
+                               for k in range(len(pcm) // FRAME)]
                 next_idx[track] += 1
                 if track == "room":
                     t = start + len(pcm)
@@ -200,7 +199,7 @@ class Stream:
                 await self.send(_dumps({"type": "hello", "live": True, "tail": True, "episode_id": self.episode_id,
                                         "attempt_id": attempt_id, "sample_rate": STREAM_RATE,
                                         "frame_samples": FRAME, "t": t}))
-                await self.send(_dumps({"type": "levels", **levels}))
+                await self.send(_dumps({"type": "levels", **history}))
                 first = False
             for eid, et, etype, edata in events:
                 last_event = eid

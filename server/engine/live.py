@@ -21,7 +21,6 @@ import asyncio
 import functools
 import json
 import logging
-import math
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
@@ -44,21 +43,13 @@ class ListenerOverflow(Exception):
     """A listener fell so far behind that its JSON queue overflowed."""
 
 
-def level(pcm: np.ndarray) -> int:
-    """Frame loudness as 0..100 (RMS in dBFS mapped from -60..0 dB); 0 for digital silence."""
-    if not pcm.any():
-        return 0
-    rms = math.sqrt(float(np.mean(np.square(pcm, dtype=np.float64)))) / 32768.0
-    db = 20.0 * math.log10(max(rms, 1e-9))
-    return int(round(100 * min(1.0, max(0.0, (db - LEVEL_FLOOR_DB) / -LEVEL_FLOOR_DB))))
-
-
 def _dumps(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
 def levels(pcm: np.ndarray) -> list[int]:
-    """:func:`level` of every whole frame of a track (vectorised)."""
+    """The loudness of every whole frame of a track as 0..100 (RMS in dBFS mapped from -60..0 dB; 0 for
+    digital silence)."""
     n = len(pcm) // FRAME
     frames = pcm[: n * FRAME].reshape(n, FRAME).astype(np.float64)
     rms = np.sqrt(np.mean(np.square(frames), axis=1)) / 32768.0
@@ -95,6 +86,29 @@ def _safe(method: Callable) -> Callable:
             log.exception("live channel %s: %s failed", getattr(self, "episode_id", "?"), method.__name__)
 
     return wrapper
+
+
+class _Levels:
+    """The :func:`levels` history of one track, for listeners who join late, computed in blocks (when
+    one fills or a listener joins): one frame's level alone costs the episode more than a block's
+    does per frame."""
+
+    BLOCK = 64
+
+    def __init__(self) -> None:
+        self.done: list[int] = []
+        self.pending: list[np.ndarray] = []
+
+    def add(self, pcm: np.ndarray) -> None:
+        self.pending.append(pcm)
+        if len(self.pending) >= self.BLOCK:
+            self.all()
+
+    def all(self) -> list[int]:
+        if self.pending:
+            self.done += levels(np.concatenate(self.pending))
+            self.pending = []
+        return self.done
 
 
 class Listener:
@@ -176,7 +190,7 @@ class EpisodeChannel:
         self.listeners: set[Listener] = set()
         self.raw: list[tuple[int, str, dict]] = []  # every event so far, for late joiners
         self.history: list[str] = []  # ... as the listeners who see the script get them
-        self.levels: dict[str, list[int]] = {"room": [], "assistant": []}
+        self._levels = {"room": _Levels(), "assistant": _Levels()}
         self.last_status: str | None = None
         self.public_status: str | None = None  # last_status without the scheduler's state
         self.t = 0  # stream samples published so far (room)
@@ -190,8 +204,8 @@ class EpisodeChannel:
         listener.push_json(_dumps({"type": "hello", "live": True, "episode_id": self.episode_id,
                                    "attempt_id": self.attempt_id, "run_id": self.run_id, "clock": self.clock,
                                    "sample_rate": STREAM_RATE, "frame_samples": FRAME, "t": self.t}))
-        listener.push_json(_dumps({"type": "levels", "room": self.levels["room"],
-                                   "assistant": self.levels["assistant"]}))
+        listener.push_json(_dumps({"type": "levels", "room": self._levels["room"].all(),
+                                   "assistant": self._levels["assistant"].all()}))
         if listener.public is None:
             for text in self.history:
                 listener.push_json(text)
@@ -215,7 +229,7 @@ class EpisodeChannel:
     def room(self, seq: int, pcm: np.ndarray, events: Iterable[Any], status: Callable[[], dict]) -> None:
         """Room frame ``seq`` went out; ``events`` were decided while planning it."""
         self.t = (seq + 1) * FRAME
-        self.levels["room"].append(level(pcm))
+        self._levels["room"].add(pcm)
         for e in events:
             self._event(e.t, e.type, e.data)
         # §3 state for people: sent on a change of phase and every few frames otherwise.
@@ -232,7 +246,7 @@ class EpisodeChannel:
     @_safe
     def assistant(self, slot: int, pcm: np.ndarray) -> None:
         """The assistant audio placed at timeline ``slot`` (24 kHz, after resampling)."""
-        self.levels["assistant"].append(level(pcm))
+        self._levels["assistant"].add(pcm)
         if self.listeners:
             data = encode_frame(KIND_ASSISTANT, slot, pcm)
             for lst in self.listeners:

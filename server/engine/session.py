@@ -27,7 +27,7 @@ from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
-from server.engine.detection import DETECTION, INLINE
+from server.engine.detection import DETECTION, ON_LOOP
 from server.engine.leasing import Lease, finish_attempt, renew_lease
 from server.engine.recorder import Flush, Recorder
 from server.engine.storage import Outage, StorageFailed
@@ -236,10 +236,10 @@ class EpisodeSession:
                               arrived: float | None) -> None:
         """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None). In a
         teacher-forced slot the core takes the context audio instead (§5.1), and that is recorded.
-        The detector runs off the event loop, batched with the other sessions' (server.engine.detection)."""
+        The detector's model calls are batched with the other sessions' (server.engine.detection)."""
         self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
-        detection = DETECTION if self.settings.detector_worker else INLINE
+        detection = DETECTION if self.settings.detector_worker else ON_LOOP
         self.detecting = detection.run(self.core.feed_assistant_calls(pcm24))
         fed = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
         self.detecting = None
