@@ -44,8 +44,8 @@ class Settings(BaseSettings):
     realtime_grace_frames: int = 25  # realtime: how many frames a seq may run ahead of the room frames sent
     # The speech detector's model calls in one worker thread, batched across sessions
     # (server/engine/detection.py); off (the default): batched on the event loop, one batch per loop
-    # turn. On a machine whose cores are busy the worker's GIL handoffs cost the loop more than the
-    # model does (docs/benchmarks.md)
+    # turn. The worker frees the loop thread but, at 64 sessions on 2 idle cores, paced no better
+    # (docs/benchmarks.md)
     detector_worker: bool = False
     # Connections (docs/api.md "Limits"): an HTTP connection without a complete request head for this
     # long (idle before its first request, between keep-alive requests, or a head that trickles in) is

@@ -86,12 +86,12 @@ class Detection:
         jobs, state.queued = state.queued, []
         calls = [job.call for job in jobs]
         if not self.threaded:
+            answers, exc = None, None
             try:
                 answers = run_model_calls(calls)
-            except BaseException as exc:
-                self._batch_done(loop, jobs, None, exc)
-            else:
-                self._batch_done(loop, jobs, answers, None)
+            except BaseException as e:
+                exc = e
+            self._batch_done(loop, jobs, answers, exc)
             return
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="mpe-detection")
