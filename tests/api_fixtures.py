@@ -148,6 +148,15 @@ class World:
         return self.server.app.state.mpe.limits
 
 
+async def until(predicate: Callable[[], Any], what: str = "a condition", timeout: float = 30.0) -> None:
+    """Wait (at most ``timeout`` seconds) until ``predicate()`` holds."""
+    t0 = time.monotonic()
+    while not predicate():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
 async def wait_run(db: Database, run_id: str, tasks=(), timeout: float = 120) -> RunProgress:
     t0 = time.monotonic()
     while True:

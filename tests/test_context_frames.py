@@ -30,7 +30,7 @@ from server.engine.clips import episode_audio, load_suite
 from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.matching import context_note
-from tests.api_fixtures import wait_run
+from tests.api_fixtures import until, wait_run
 from tests.context_support import FRAME, HistoryScheduler, context_suite, expected_tracks, register
 
 # --- the pure core -----------------------------------------------------------------------------
@@ -115,14 +115,6 @@ class Logged(Bridge):
         return noise(seq)[: self.frame_samples]
 
 
-async def until(pred, timeout: float = 60.0):
-    for _ in range(int(timeout / 0.05)):
-        if pred():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not reached in time")
-
-
 def check_calls(calls, n_ctx: int, ctx: np.ndarray | None) -> None:
     """force(n) comes right before step(n) for n < n_ctx, never after; with ``ctx`` bit-exactly its audio."""
     steps = [seq for kind, seq, _ in calls if kind == "step"]
@@ -161,7 +153,7 @@ async def test_lockstep_context_frames_reach_only_bridges_that_accept_them(setti
         try:
             # it serves the explicit episode, then waits and is told that only context episodes are left
             await until(lambda: c_plain.episodes_done == 1 and c_plain.status is not None
-                        and c_plain.status.reason == "needs_context")
+                        and c_plain.status.reason == "needs_context", "the plain bridge's needs_context status", timeout=60)
             assert "accepts_context" in c_plain.status.hint and "implicit" in c_plain.status.hint
             ep, _, _ = episode_of(db, run, "implicit")
             assert ep.status == "queued" and ep.attempts == 0

@@ -21,7 +21,7 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode
 from server.engine.leasing import create_run, lease_episode
 from server.engine.worksignal import WorkKey, WorkSignal
-from tests.api_fixtures import Quiet, bridge, wait_run, world_on
+from tests.api_fixtures import Quiet, bridge, until, wait_run, world_on
 from tests.test_listen import narrow_server_side, stalled
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,12 +49,6 @@ def statements(engine, table: str):
 def waiting(w) -> int:
     """How many bridges wait on the server's work signal."""
     return sum(len(g.waiters) for g in w.server.app.state.mpe.work.groups.values())
-
-
-async def until(predicate, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 def one_episode(w, model: str = "x") -> str:

@@ -32,7 +32,7 @@ from server.engine.leasing import cancel_run, create_run
 from server.engine.limits import ServerLimits, worker_rates
 from server.engine.shared_slots import SharedSlots
 from server.settings import Settings
-from tests.api_fixtures import Quiet, Scripted, bridge, make_settings, wait_run, world_on
+from tests.api_fixtures import Quiet, Scripted, bridge, make_settings, until, wait_run, world_on
 from tests.conftest import database_url
 from tests.test_engine_e2e import _free_port, _start_server
 
@@ -234,15 +234,6 @@ class Clock:
 
     def run(self) -> None:
         self.since = time.monotonic()
-
-
-async def until(predicate, what: str) -> None:
-    """Wait (a bounded time) until ``predicate()`` holds."""
-    for _ in range(int(T / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @KINDS

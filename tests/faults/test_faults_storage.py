@@ -35,7 +35,7 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, BridgeRow, Database, Episode, FrameRow
 from server.engine.leasing import create_run
 from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
-from tests.api_fixtures import Quiet, bridge, make_settings, wait_run
+from tests.api_fixtures import Quiet, bridge, make_settings, until, wait_run
 
 REQUIRED = os.environ.get("MPE_REQUIRE_SYSTEM") == "1"
 
@@ -167,6 +167,7 @@ async def test_sqlite_disk_full_is_ridden_out(tmp_path, mini_suite):
             with OnLog("mpe.storage", "refused a write", disk.free) as seen:
                 async with bridge_to(server, b, token) as task:
                     p = await wait_run(db, run, [task])
+                    await until(lambda: len(b.ends) == 1, "the bridge to be told")  # the end follows the record
             assert seen.seen >= 1 and b.done  # the disk was full while it ran, and a write was refused
             assert p.completed == 1 and b.ends == ["completed"]
             with db.session() as s:
@@ -195,6 +196,7 @@ async def test_sqlite_disk_full_for_too_long_fails_the_attempt_only(tmp_path, mi
                         r = await http.get(f"http://127.0.0.1:{server.port}/v1/runs/{run}",
                                            headers={"Authorization": f"Bearer {token}"})
                         assert r.status_code == 200
+                    await until(lambda: len(b.ends) == 2, "the bridge to be told")
             assert gave_up.seen == 1
             assert p.completed == 1 and b.ends == ["aborted", "completed"]  # the same connection, twice
             with db.session() as s:
@@ -281,6 +283,7 @@ async def test_postgres_down_mid_episode_is_ridden_out(tmp_path, mini_suite, own
         with OnLog("mpe.storage", "refused a write", lambda: threading.Thread(target=pg.start).start()) as seen:
             async with bridge_to(server, b, token) as task:
                 p = await wait_run_through_outage(db, run, [task])
+                await until(lambda: len(b.ends) == 2, "the bridge to be told")
         assert seen.seen >= 1 and b.done
         assert p.completed == 2 and b.ends == ["completed", "completed"]
         with db.session() as s:
@@ -335,6 +338,7 @@ async def test_postgres_down_while_bridges_idle_keeps_them_connected(tmp_path, m
                 run = await asyncio.to_thread(create_run, db, team="ops", model="x", suite_path=str(mini_suite),
                                               clock="lockstep", limit=1, conditions=["explicit"])
                 p = await wait_run_through_outage(db, run, [task])
+                await until(lambda: len(b.ends) == 1, "the bridge to be told")
                 assert not task.done()  # the bridge never gave up
         assert met.seen >= 1  # the bridge's loop did meet the database away
         assert p.completed == 1 and b.ends == ["completed"]

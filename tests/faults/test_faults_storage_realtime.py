@@ -23,7 +23,7 @@ from clients.messages import EpisodeStart
 from server.core.status import AttemptStatus
 from server.db import Attempt, Episode, FrameRow
 from server.engine.leasing import create_run
-from tests.api_fixtures import Quiet
+from tests.api_fixtures import Quiet, until
 from tests.conftest import build_mini_suite
 from tests.faults.test_faults_storage import OnLog, bridge_to, check_recording, server_on, wait_run_through_outage
 
@@ -81,6 +81,7 @@ async def test_postgres_restarted_during_a_realtime_episode(tmp_path, short_suit
         with OnLog("mpe.storage", "refused a write", lambda: None) as refused:
             async with bridge_to(server, b, token) as task:
                 p = await wait_run_through_outage(db, run, [task])
+                await until(lambda: b.ends[-1:] == ["completed"], "the bridge to be told")
         assert b.fired and bounced.is_set() and refused.seen >= 1  # the database was away while it ran
         assert p.completed == 1 and b.ends[-1] == "completed"
         with db.session() as s:
