@@ -47,6 +47,12 @@ bench: setup
 	# the soak, short here (a minute): bench/soak.py without options runs 16 episodes for 10 minutes
 	$(BIN)/python bench/soak.py --seconds 60
 	$(BIN)/python bench/capacity.py --quick
+	# several server processes on PostgreSQL: lockstep throughput and realtime pacing (one round
+	# each here; docs/benchmarks.md's figures are from more rounds and 64 bridges)
+	$(BIN)/python bench/workers.py --repeat 1
+	$(BIN)/python bench/workers.py --clock realtime --bridges 16 --seconds 15 --repeat 1 --bare
+	$(BIN)/python bench/scoring.py --parts workers --db postgres
+	$(BIN)/python bench/storage.py
 
 clean:
 	rm -rf $(VENV) .mpe client-dist/build

@@ -12,8 +12,10 @@ With ``--clock realtime`` the run is a realtime one of ``--bridges`` episodes, o
 all started together (``--bridge always-talk`` by default there), and the figures are the room
 frames' send error against ``t0 + n·80 ms`` over the first ``--seconds`` of each episode (p50,
 p99, max, drift: the same figures as ``bench/engine.py``'s realtime part, from the same frame
-log), the failed attempts and the bridges that had to connect again; ``--bare`` adds the bare
-pacing baseline of ``bench/engine.py`` (no engine at all) with the same bridges in the same run.
+log), the failed attempts and the bridges that had to connect again. The run is cancelled once
+every episode's room frames are recorded past that span (and the drift window), so a case lasts
+about ``--seconds`` whatever the episodes' length. ``--bare`` adds the bare pacing baseline of
+``bench/engine.py`` (no engine at all) with the same bridges in the same run, each round.
 
 Throughput = stream seconds (room frames of the completed attempts × 80 ms) per wall second
 (first attempt start to last attempt end, from the ``attempts`` table). The cases alternate
