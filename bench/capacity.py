@@ -14,9 +14,9 @@ Four measurements in one run, each on the real parts (no part replaced):
               (bench/storage.py's measure of a table) per recorded episode-second (room frames x 80 ms).
 ``pgwrite``   what PostgreSQL sustains in a session's per-second pattern: ``--pg-threads`` threads, each
               one leased episode (``lease_episode``), each writing one recorded second after another
-              through the recorder's own write (``Recorder._write``: one transaction of frame rows,
-              the two tracks' FLAC chunks, copied from the realtime recording, and the lease's
-              renewal, ``renew_lease``), for ``--pg-seconds``; episode-seconds per second, and PostgreSQL
+              through the server's own write (``flush_group.commit`` with one flush: one transaction
+              of frame rows, the two tracks' FLAC chunks, copied from the realtime recording, and the
+              lease's renewal), for ``--pg-seconds``; episode-seconds per second, and PostgreSQL
               backend CPU per episode-second.
 ``scoring``   ``--score-episodes`` episodes of ``--score-bridge`` (``always-talk``: speech in every window,
               so the most ASR per second) recorded in lockstep, then scored (``score_run``:
@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import resource
@@ -80,10 +79,10 @@ from bench.workers import Served, _cpu_s, _postgres_cpu, start_bridge_host
 from server.auth import create_token
 from server.core.status import AttemptStatus
 from server.db import Attempt, AudioChunk, Database, Episode, FrameRow, Run
-from server.engine.leasing import Lease, cancel_run, create_run, lease_episode, renew_lease
+from server.engine.flush_group import commit
+from server.engine.leasing import Lease, cancel_run, create_run, lease_episode
 from server.engine.progress import run_progress
-from server.engine.recorder import Batch, Recorder
-from server.engine.storage import Outage
+from server.engine.recorder import Batch
 from server.scoring.runner import ScoreOptions, score_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,14 +238,12 @@ def _writer(db: Database, lease: Lease, second: Batch, stop: threading.Event, do
     attempt's next second through the recorder's write, the lease renewed in its transaction
     (§8: one commit per flush)."""
     att = lease.attempt_id
-    rec = Recorder(db, att, Outage(patience_s=60, clock=time.monotonic))
-    renew = functools.partial(renew_lease, lease=lease, owner=OWNER, lease_s=LEASE_S)
     k = 0
     while not stop.is_set():
         seq0 = k * len(second.frames)
         frames = [{**f, "attempt_id": att, "seq": seq0 + i, "slot": seq0 + i} for i, f in enumerate(second.frames)]
         chunks = [{**c, "attempt_id": att, "idx": k, "start_sample": c["n_samples"] * k} for c in second.chunks]
-        if not rec._write(Batch(frames=frames, chunks=chunks), renew):
+        if att not in commit(db, [Batch(frames=frames, chunks=chunks)], [lease], OWNER, LEASE_S):
             raise RuntimeError("the benchmark's lease was lost")
         k += 1
         done.append(1)

@@ -30,6 +30,7 @@ Usage::
     python bench/workers.py                          # 1 vs 2 workers, 2 rounds, about 3 minutes
     python bench/workers.py --workers 1,2,4 --repeat 3 --json out.json
     python bench/workers.py --clock realtime --bridges 64 --seconds 30 --bare   # realtime at 64 sessions
+    python bench/workers.py --clock realtime --bridges 64 --workers 1/0,1,2/0,2  # without / with group commit
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +102,32 @@ def _postgres_cpu() -> dict[int, float]:
     return out
 
 
+@dataclass(frozen=True)
+class Server:
+    """One server configuration of the comparison: ``workers`` processes, and the flush group's
+    window (``None``: the default of server/settings.py)."""
+
+    workers: int
+    flush_group_s: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Server:
+        n, _, window = text.partition("/")
+        return cls(int(n), float(window) if window else None)
+
+    def __str__(self) -> str:
+        return str(self.workers) if self.flush_group_s is None else f"{self.workers}/{self.flush_group_s:g}"
+
+
 class Served:
     """``mpe serve --workers N`` on a free port against ``url``, its log in ``log``."""
 
-    def __init__(self, url: str, data_dir: Path, workers: int, log: Path):
+    def __init__(self, url: str, data_dir: Path, workers: int, log: Path, flush_group_s: float | None = None):
         self.port, self.log, self.workers = _free_port(), log, workers
         # room for every bridge of the largest case (as bench/engine.py's server)
         env = dict(os.environ, DATABASE_URL=url, MPE_DATA_DIR=str(data_dir), MPE_MAX_BRIDGES_PER_TEAM="256")
+        if flush_group_s is not None:
+            env["MPE_FLUSH_GROUP_S"] = str(flush_group_s)
         with log.open("wb") as f:
             self.proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(self.port),
                                           "--workers", str(workers)], env=env, cwd=ROOT,
@@ -156,13 +177,14 @@ async def start_bridge_host(db: Database, port: int, token: str, n: int, bridge:
     return proc
 
 
-async def case(args, workdir: Path, suite, workers: int, round_: int) -> dict[str, Any]:
-    realtime = args.clock == "realtime"
+async def case(args, workdir: Path, suite, server: Server, round_: int) -> dict[str, Any]:
+    realtime, workers = args.clock == "realtime", server.workers
     with database_url("postgres", workdir, args.pg_url) as url:
         db = await asyncio.to_thread(Database, url)
         try:
             token = await asyncio.to_thread(create_token, db, TEAM, label="bench")
-            served = Served(url, workdir / "data", workers, workdir / f"serve-{workers}-{round_}.log")
+            served = Served(url, workdir / "data", workers, workdir / f"serve-{server}-{round_}.log".replace("/", "g"),
+                            server.flush_group_s)
             bridges = None
             try:
                 await served.wait_ready()
@@ -204,7 +226,7 @@ async def case(args, workdir: Path, suite, workers: int, round_: int) -> dict[st
             db.dispose()
     servers, bridge_cpu = sum(cpu[:-1]), cpu[-1]
     others = None if busy is None or busy0 is None else max(0.0, busy - busy0 - sum(cpu) - pg)
-    common = {"workers": workers, "round": round_,
+    common = {"workers": str(server), "round": round_,
               "cpu_servers_pct": round(100 * servers / wall, 1), "cpu_bridges_pct": round(100 * bridge_cpu / wall, 1),
               "cpu_postgres_pct": round(100 * pg / wall, 1),
               "cpu_others_pct": None if others is None else round(100 * others / wall, 1),
@@ -295,9 +317,9 @@ def report(results: dict[str, Any]) -> str:
                      f"{r['cpu_servers_pct']:.0f} % | {r['server_cpu_ms_per_stream_s']:.1f} | {r['cpu_bridges_pct']:.0f} % | {r['cpu_postgres_pct']:.0f} % | "
                      f"{_pct(r['cpu_others_pct'])} | "
                      f"{r['loadavg_1min_at_end']} |")
-    base = results["mean"].get(1)
-    for w, v in sorted(results["mean"].items()):
-        ratio = f" ({v / base:.2f}× one worker)" if base and w != 1 else ""
+    base = results["mean"].get("1")
+    for w, v in results["mean"].items():
+        ratio = f" ({v / base:.2f}× one worker)" if base and w != "1" else ""
         lines.append(f"\n{w} worker(s): mean {v:.0f} stream-s / wall-s{ratio}")
     return "\n".join(lines)
 
@@ -324,8 +346,10 @@ def _realtime_report(results: dict[str, Any]) -> list[str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2],
-                   help="worker counts to compare, in this order each round (default 1,2)")
+    p.add_argument("--workers", type=lambda s: [Server.parse(x) for x in s.split(",")], default="1,2",
+                   help="servers to compare, in this order each round (default 1,2): a worker count, or N/W for N "
+                        "workers whose flushes wait at most W s for a group (MPE_FLUSH_GROUP_S; 1/0 and 1: "
+                        "without and with group commit)")
     p.add_argument("--repeat", type=int, default=2, help="rounds (default 2)")
     p.add_argument("--bridges", type=int, default=8, help="bridges connected at once (default 8)")
     p.add_argument("--clock", choices=["lockstep", "realtime"], default="lockstep",
@@ -363,7 +387,7 @@ async def main(args) -> dict[str, Any]:
                 results["cases"].append(res := await case(args, workdir, suite, w, r))
                 print(json.dumps(res), file=sys.stderr)
     figure = "err_p99_ms" if realtime else "stream_s_per_wall_s"
-    kinds = (["bare"] if realtime and args.bare else []) + args.workers
+    kinds = (["bare"] if realtime and args.bare else []) + [str(w) for w in args.workers]
     results["mean"] = {w: statistics.mean(c[figure] for c in results["cases"] if c["workers"] == w and figure in c)
                        for w in kinds if any(c["workers"] == w and figure in c for c in results["cases"])}
     return results

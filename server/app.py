@@ -16,6 +16,7 @@ from server.api import install as install_api
 from server.api.errors import error_response
 from server.db import Database
 from server.engine.bridge_ws import GroupStatus, bridge_endpoint
+from server.engine.flush_group import FlushGroup
 from server.engine.leasing import leasable_groups
 from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
@@ -35,8 +36,11 @@ class ServerState:
     limits: ServerLimits | None = None  # the limits (docs/api.md "Limits"); from settings by default
     work: WorkSignal | None = None  # wakes idle bridges when work may have appeared (started by the app)
     status: GroupStatus | None = None  # what idle bridges are told, per group
+    flushes: FlushGroup | None = None  # the running attempts' flushes, written in groups
 
     def __post_init__(self) -> None:
+        if self.flushes is None:
+            self.flushes = FlushGroup(self.db, self.server_id, self.settings.lease_s, self.settings.flush_group_s)
         if self.limits is None:  # on PostgreSQL the per-team connection limits hold for every process
             shared = SharedSlots(self.db, self.server_id, self.settings.slot_ttl_s) if self.db.is_postgres else None
             self.limits = ServerLimits(self.settings, shared=shared)

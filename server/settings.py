@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # (restarting, disk full) is ridden out this long before the attempt fails with storage_error;
     # keep it below lease_s, or another server may take the episode over meanwhile.
     flush_s: float = 1.0
+    flush_group_s: float = Field(default=0.25, ge=0, description="a flush waits this long at most for the "
+                                 "process's other attempts' flushes, to be written in one transaction with them "
+                                 "(server/engine/flush_group.py); 0: only those due at the same moment")
     storage_patience_s: float = Field(default=10.0, gt=0)
     # Wire protocol
     handshake_timeout_s: float = 10.0

@@ -286,7 +286,7 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
         else:
             with state.live.attempt(lease) as observer:  # issue 5: live listeners
                 try:
-                    await EpisodeSession(state.db, conn, lease, state.server_id, settings, core,
+                    await EpisodeSession(state.db, conn, lease, state.flushes, settings, core,
                                          observer=observer).run()
                 finally:
                     conn.episode_ended = conn.clock()

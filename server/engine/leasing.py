@@ -7,13 +7,16 @@ on failure so that the next free bridge retries it from fresh model state.
 
 One lock order everywhere (PostgreSQL): a unit of work that changes a run or its episodes locks
 the run row first (:func:`_lock_run`), then the run's episodes, then their attempts, and decides
-on what it reads under those locks. Two of them never wait on each other in a cycle, and a cancel
+on what it reads under those locks; several episodes at once in the order of their ids (the one
+exception to the run first, the lease renewals of one server's attempts, locks only running
+episodes, in the same order). Two of them never wait on each other in a cycle, and a cancel
 sees every episode as the last unit of work left it. SQLite has no row locks; there
 :func:`_lock_run` takes the database's one write lock first, for the same effect.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -362,21 +365,30 @@ def lease_episode(
     return None
 
 
-def renew_lease(s: Session, lease: Lease, owner: str, lease_s: float) -> bool:
-    """Extend the lease, in the caller's transaction (the recorder's flush: one commit for both);
-    False if it was lost (taken over, or the run was cancelled or failed).
+def renew_leases(s: Session, leases: Sequence[Lease], owner: str, lease_s: float) -> set[str]:
+    """Extend ``leases`` (all held by this server, ``owner``) in the caller's transaction (the flush
+    group's: one commit for the recordings of all its attempts and their renewals); the attempt ids
+    whose lease still holds: not those lost (taken over) nor those whose run was cancelled or failed.
 
-    The one unit of work that does not lock the run first: it locks one episode row and waits for
-    nothing after it (the run's status is read, not locked), so it cannot close a cycle."""
-    n = s.execute(
+    The one unit of work that does not lock a run first: it locks the rows of its own running
+    episodes, in the order of their ids, and waits for nothing after them (the runs' status is
+    read, not locked). The only other unit of work that locks several running episodes,
+    :func:`fail_run`, locks them in the same order, so the two cannot wait on each other in a
+    cycle."""
+    if not leases:
+        return set()
+    mine = (Episode.id.in_([x.episode_id for x in leases]),
+            Episode.current_attempt_id.in_([x.attempt_id for x in leases]),
+            Episode.lease_owner == owner, Episode.status == EpisodeStatus.running)
+    s.execute(select(Episode.id).where(*mine).order_by(Episode.id).with_for_update())
+    held = {(episode, attempt) for episode, attempt in s.execute(
         update(Episode)
-        .where(Episode.id == lease.episode_id, Episode.current_attempt_id == lease.attempt_id,
-               Episode.lease_owner == owner, Episode.status == EpisodeStatus.running)
+        .where(*mine)
         .values(lease_expires=now() + lease_s)
-    ).rowcount
-    if n and s.scalar(select(Run.status).where(Run.id == lease.run_id)) not in ACTIVE_RUN:
-        return False  # the run was cancelled or failed
-    return bool(n)
+        .returning(Episode.id, Episode.current_attempt_id)
+    )}
+    active = set(s.scalars(select(Run.id).where(Run.id.in_({x.run_id for x in leases}), Run.status.in_(ACTIVE_RUN))))
+    return {x.attempt_id for x in leases if (x.episode_id, x.attempt_id) in held and x.run_id in active}
 
 
 def finish_attempt(
@@ -457,9 +469,11 @@ def fail_run(db: Database, lease: Lease, code: str, message: str) -> None:
     with ``code``, every open episode is cancelled, the run is ``failed`` with ``message``."""
     with db.session() as s:
         run = _lock_run(s, lease.run_id)  # the run, then its episodes, then the attempt (see the module)
-        s.execute(update(Episode).where(
-            Episode.run_id == run.id, Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled)))
-            .values(status=EpisodeStatus.cancelled, lease_owner=None, lease_expires=None))
+        open_ = (Episode.run_id == run.id, Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled)))
+        # in the order of their ids, as the lease renewals lock running episodes (renew_leases)
+        s.execute(select(Episode.id).where(*open_).order_by(Episode.id).with_for_update())
+        s.execute(update(Episode).where(*open_).values(status=EpisodeStatus.cancelled, lease_owner=None,
+                                                       lease_expires=None))
         s.execute(update(Attempt).where(
             Attempt.id == lease.attempt_id, Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.failed)))
             .values(status=AttemptStatus.failed, error_code=code, error_message=message[:2000], ended_at=utcnow()))

@@ -4,9 +4,8 @@ a database that refuses writes for a while loses nothing (server.engine.storage)
 
 from __future__ import annotations
 
-import asyncio
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +38,21 @@ class Flush(enum.Enum):
     written = "written"
     refused = "refused"  # the database refused it: kept for the next flush
     lease_lost = "lease_lost"  # written, but the renewal in its transaction found the lease gone
+
+
+def write_batches(s: Session, batches: Sequence[Batch]) -> None:
+    """Insert ``batches`` in ``s``'s transaction, each table's rows of all of them in one
+    statement. Audio is encoded here, once: a refused batch keeps its FLAC."""
+    for b in batches:
+        for c in b.chunks:
+            if "pcm" in c:
+                c["codec"], c["data"] = "flac", encode_flac(c.pop("pcm"))
+    for table, rows in ((EventRow, [r for b in batches for r in b.events]),
+                        (FrameRow, [r for b in batches for r in b.frames]),
+                        (AudioChunk, [r for b in batches for r in b.chunks]),
+                        (SegmentRow, [r for b in batches for r in b.segments])):
+        if rows:
+            s.execute(table.__table__.insert(), rows)
 
 
 @dataclass
@@ -87,29 +101,20 @@ class Recorder:
                            "detector": detector} for g in segments or ())
         return b
 
-    def _write(self, b: Batch, renew: Callable[[Session], bool] | None = None) -> bool:
-        """Insert the batch and, in the same transaction, run ``renew`` (its answer; True without one)."""
-        for c in b.chunks:  # encoded once, in this thread; a refused batch keeps its FLAC
-            if "pcm" in c:
-                c["codec"], c["data"] = "flac", encode_flac(c.pop("pcm"))
+    def _write(self, b: Batch) -> None:
         with self.db.session() as s:
-            for table, rows in ((EventRow, b.events), (FrameRow, b.frames), (AudioChunk, b.chunks),
-                                (SegmentRow, b.segments)):
-                if rows:
-                    s.execute(table.__table__.insert(), rows)
-            return renew(s) if renew is not None else True
+            write_batches(s, [b])
 
-    async def flush(self, segments: Iterable[Segment] | None = None, detector: str = "", *,
-                    renew: Callable[[Session], bool] | None = None) -> Flush:
-        """Write what is buffered, with ``renew`` (the lease's renewal) in the same transaction: one
-        commit per flush. ``refused`` when the database refused it (kept for the next flush;
-        StorageFailed once the outage has lasted the attempt's patience); ``lease_lost`` when it was
-        written but ``renew`` found the lease gone."""
+    async def flush(self, write: Callable[[Batch], Awaitable[bool]], segments: Iterable[Segment] | None = None,
+                    detector: str = "") -> Flush:
+        """Write what is buffered through ``write`` (the process's flush group: with the lease's
+        renewal, in one transaction with other attempts' flushes; server.engine.flush_group).
+        ``refused`` when the database refused it (kept for the next flush; StorageFailed once the
+        outage has lasted the attempt's patience); ``lease_lost`` when it was written but the
+        renewal found the lease gone."""
         b = self._take(segments, detector)
-        if not b and renew is None:
-            return Flush.written
         try:
-            renewed = await asyncio.to_thread(self._write, b, renew)
+            renewed = await write(b)
         except UNAVAILABLE as exc:
             self.outage.refuse(exc)
             return Flush.refused

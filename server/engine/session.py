@@ -28,7 +28,8 @@ from server.core.impairment import ImpairedArrivals
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
 from server.engine.detection import DETECTION, ON_LOOP
-from server.engine.leasing import Lease, finish_attempt, renew_lease
+from server.engine.flush_group import FlushGroup
+from server.engine.leasing import Lease, finish_attempt
 from server.engine.recorder import Flush, Recorder
 from server.engine.storage import Outage, StorageFailed
 from server.settings import Settings
@@ -99,9 +100,9 @@ class EpisodeSession:
 
     slots: SlotPlacer | None = None  # realtime only: set when the episode starts (§4)
 
-    def __init__(self, db: Database, conn: Connection, lease: Lease, owner: str, settings: Settings,
+    def __init__(self, db: Database, conn: Connection, lease: Lease, flushes: FlushGroup, settings: Settings,
                  core: EpisodeCore, observer: EpisodeObserver | None = None):
-        self.db, self.conn, self.lease, self.owner, self.settings = db, conn, lease, owner, settings
+        self.db, self.conn, self.lease, self.flushes, self.settings = db, conn, lease, flushes, settings
         self.observer = observer
         self.core = core
         self.rec = Recorder(db, lease.attempt_id, Outage(settings.storage_patience_s, conn.clock))
@@ -156,6 +157,7 @@ class EpisodeSession:
 
     async def _close(self, ok: bool, reason: str, err: BaseException | None) -> None:
         if self.flushing is not None:
+            self.flushes.hurry()  # its group need not wait for others any longer
             try:
                 await self.flushing
             except Exception as exc:
@@ -200,8 +202,8 @@ class EpisodeSession:
                 pass
 
     async def _flush_and_renew(self) -> None:
-        renew = functools.partial(renew_lease, lease=self.lease, owner=self.owner, lease_s=self.settings.lease_s)
-        if await self.rec.flush(renew=renew) is Flush.lease_lost:  # refused: kept, tried again next time
+        write = functools.partial(self.flushes.write, lease=self.lease)
+        if await self.rec.flush(write) is Flush.lease_lost:  # refused: kept, tried again next time
             raise AttemptAborted("lease lost or run cancelled")
 
     async def _maybe_flush(self) -> None:

@@ -1,0 +1,104 @@
+"""Group commit of the running attempts' flushes (DESIGN §8, server/engine/flush_group.py), on
+SQLite and on PostgreSQL: the flushes that fall due within the window share one transaction, each
+learns whether its own lease holds, and a flush whose rows the database rejects fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from server.db import Database, Episode, FrameRow
+from server.engine.flush_group import FlushGroup
+from server.engine.leasing import Lease, cancel_run, create_run, lease_episode
+from server.engine.recorder import Batch
+
+OWNER = "s1"
+
+
+def _leases(db: Database, suite, n: int, model: str = "m") -> tuple[str, list[Lease]]:
+    run = create_run(db, team="local", model=model, suite_path=str(suite), clock="lockstep", limit=n)
+    leases = [lease_episode(db, team="local", admin=False, model=model, clocks=["lockstep"], owner=OWNER,
+                            bridge_id=f"b{i}", bridge_rate=24000, model_revision="", lease_s=5.0) for i in range(n)]
+    assert None not in leases and {x.run_id for x in leases} == {run}
+    return run, leases
+
+
+def _batch(lease: Lease, seq0: int, n: int = 3) -> Batch:
+    return Batch(frames=[{"attempt_id": lease.attempt_id, "direction": "room", "seq": seq0 + i, "slot": seq0 + i,
+                          "sent_us": None, "arrived_us": None, "silent": True} for i in range(n)])
+
+
+def _frames(db: Database, lease: Lease) -> list[int]:
+    with db.session() as s:
+        return list(s.scalars(select(FrameRow.seq).where(FrameRow.attempt_id == lease.attempt_id)
+                              .order_by(FrameRow.seq)))
+
+
+def _expiry(db: Database, lease: Lease) -> float:
+    with db.session() as s:
+        return s.scalar(select(Episode.lease_expires).where(Episode.id == lease.episode_id))
+
+
+async def test_flushes_due_together_share_one_transaction(db, mini_suite):
+    _, leases = _leases(db, mini_suite, 3)
+    before = [_expiry(db, x) for x in leases]
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.2)
+    held = await asyncio.gather(*(group.write(_batch(x, 0), x) for x in leases))
+    assert held == [True, True, True]
+    assert (group.transactions, group.flushes) == (1, 3)
+    assert all(_frames(db, x) == [0, 1, 2] for x in leases)
+    assert all(_expiry(db, x) > b + 30 for x, b in zip(leases, before))  # renewed to now + 60 s
+    # the next flushes: a group of their own, in order after the first
+    held = await asyncio.gather(*(group.write(_batch(x, 3), x) for x in leases))
+    assert held == [True, True, True] and group.transactions == 2
+    assert all(_frames(db, x) == list(range(6)) for x in leases)
+
+
+async def test_each_flush_learns_of_its_own_lease(db, mini_suite):
+    """A lease taken over and a cancelled run answer False for their own flushes only; every
+    flush's rows are written all the same."""
+    _, leases = _leases(db, mini_suite, 2)
+    other_run, (other,) = _leases(db, mini_suite, 1, model="m2")
+    with db.session() as s:  # another server took the first episode over
+        s.get(Episode, leases[0].episode_id).lease_owner = "s2"
+    cancel_run(db, other_run)
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.2)
+    held = await asyncio.gather(*(group.write(_batch(x, 0), x) for x in [*leases, other]))
+    assert held == [False, True, False] and group.transactions == 1
+    assert all(_frames(db, x) == [0, 1, 2] for x in [*leases, other])
+
+
+async def test_a_flush_the_database_rejects_fails_alone(db, mini_suite):
+    """Rows that break a constraint (here: a frame of an attempt that does not exist) fail their
+    own flush; the others of its group are written."""
+    _, leases = _leases(db, mini_suite, 2)
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.2)
+    ghost = dataclasses.replace(leases[1], attempt_id="no-such-attempt")
+    results = await asyncio.gather(group.write(_batch(leases[0], 0), leases[0]), group.write(_batch(ghost, 0), ghost),
+                                   return_exceptions=True)
+    assert results[0] is True and isinstance(results[1], IntegrityError)
+    assert _frames(db, leases[0]) == [0, 1, 2]
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(FrameRow).where(FrameRow.attempt_id == ghost.attempt_id)) == 0
+
+
+async def test_hurry_writes_the_waiting_group_now(db, mini_suite):
+    """An ending attempt does not wait out the window (here far longer than the test's patience)."""
+    _, (lease,) = _leases(db, mini_suite, 1)
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=600.0)
+    write = asyncio.ensure_future(group.write(_batch(lease, 0), lease))
+    await asyncio.sleep(0.05)
+    assert not write.done()  # waiting for others
+    group.hurry()
+    assert await asyncio.wait_for(write, 30) is True
+    assert _frames(db, lease) == [0, 1, 2]
+
+
+async def test_no_window_writes_what_is_due_in_the_same_turn(db, mini_suite):
+    _, leases = _leases(db, mini_suite, 2)
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.0)
+    assert await asyncio.gather(*(group.write(_batch(x, 0), x) for x in leases)) == [True, True]
+    assert group.transactions == 1
