@@ -12,12 +12,13 @@ Four measurements in one run, each on the real parts (no part replaced):
               benchmark uses) and PostgreSQL's CPU per episode-second. After the run is cancelled:
               rows and on-disk bytes of the tables that grow with the episodes
               (bench/storage.py's measure of a table) per recorded episode-second (room frames x 80 ms).
-``pgwrite``   what PostgreSQL sustains in a session's per-second pattern: ``--pg-threads`` threads, each
-              one leased episode (``lease_episode``), each writing one recorded second after another
-              through the server's own write (``flush_group.commit`` with one flush: one transaction
-              of frame rows, the two tracks' FLAC chunks, copied from the realtime recording, and the
-              lease's renewal), for ``--pg-seconds``; episode-seconds per second, and PostgreSQL
-              backend CPU per episode-second.
+``pgwrite``   what PostgreSQL sustains in the server's per-second pattern: ``--pg-threads`` threads (server
+              processes), each with ``--pg-group`` leased episodes (``lease_episode``; 1 by default),
+              each writing one recorded second of all its episodes after another through the server's
+              own write (``flush_group.commit``: one transaction of their frame rows, the two tracks'
+              FLAC chunks, copied from the realtime recording, and their leases' renewal; a group of
+              N is a process whose flushes fall due N at a time), for ``--pg-seconds``;
+              episode-seconds per second, and PostgreSQL backend CPU per episode-second.
 ``scoring``   ``--score-episodes`` episodes of ``--score-bridge`` (``always-talk``: speech in every window,
               so the most ASR per second) recorded in lockstep, then scored (``score_run``:
               faster-whisper tiny.en + detector replay + rule judge, fresh, one worker) cold and
@@ -233,20 +234,20 @@ OWNER = "bench-capacity"
 LEASE_S = 30.0
 
 
-def _writer(db: Database, lease: Lease, second: Batch, stop: threading.Event, done: list[int]) -> None:
-    """What a session does each second of its episode, again and again: write ``second`` as the
-    attempt's next second through the recorder's write, the lease renewed in its transaction
-    (§8: one commit per flush)."""
-    att = lease.attempt_id
+def _writer(db: Database, leases: list[Lease], second: Batch, stop: threading.Event, done: list[int]) -> None:
+    """What a server process does each second of its episodes, again and again: write ``second``
+    as each attempt's next second, all in one transaction with their leases' renewal (§8)."""
     k = 0
     while not stop.is_set():
         seq0 = k * len(second.frames)
-        frames = [{**f, "attempt_id": att, "seq": seq0 + i, "slot": seq0 + i} for i, f in enumerate(second.frames)]
-        chunks = [{**c, "attempt_id": att, "idx": k, "start_sample": c["n_samples"] * k} for c in second.chunks]
-        if att not in commit(db, [Batch(frames=frames, chunks=chunks)], [lease], OWNER, LEASE_S):
-            raise RuntimeError("the benchmark's lease was lost")
+        batches = [Batch(frames=[{**f, "attempt_id": x.attempt_id, "seq": seq0 + i, "slot": seq0 + i}
+                                 for i, f in enumerate(second.frames)],
+                         chunks=[{**c, "attempt_id": x.attempt_id, "idx": k, "start_sample": c["n_samples"] * k}
+                                 for c in second.chunks]) for x in leases]
+        if len(commit(db, batches, leases, OWNER, LEASE_S)) != len(leases):
+            raise RuntimeError("a lease of the benchmark was lost")
         k += 1
-        done.append(1)
+        done.append(len(leases))
 
 
 def _leases(db: Database, suite, n: int) -> list[Lease]:
@@ -269,9 +270,11 @@ def pgwrite_part(args, url: str, suite) -> list[dict[str, Any]]:
         second = one_second(db)
         out = []
         for threads in args.pg_threads:
-            leases = _leases(db, suite, threads)
+            g = args.pg_group
+            leases = _leases(db, suite, threads * g)
             stop, done = threading.Event(), []
-            workers = [threading.Thread(target=_writer, args=(db, a, second, stop, done)) for a in leases]
+            workers = [threading.Thread(target=_writer, args=(db, leases[i * g:(i + 1) * g], second, stop, done))
+                       for i in range(threads)]
             pg0, ru0 = _postgres_cpu(), resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.monotonic()
             for w in workers:
@@ -284,8 +287,8 @@ def pgwrite_part(args, url: str, suite) -> list[dict[str, Any]]:
             ru = resource.getrusage(resource.RUSAGE_SELF)
             pg_cpu = _backend_cpu_s(url, pg0)
             me = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
-            n = len(done)
-            out.append({"threads": threads, "episode_s": n, "wall_s": round(wall, 2),
+            n = sum(done)
+            out.append({"threads": threads, "group": g, "episode_s": n, "wall_s": round(wall, 2),
                         "episode_s_per_s": n / wall, "pg_cpu_ms_per_episode_s": 1000 * pg_cpu / max(n, 1),
                         "client_cpu_ms_per_episode_s": 1000 * me / max(n, 1),
                         "bytes_per_episode_s": sum(len(c["data"]) for c in second.chunks), "load": _load()})
@@ -331,7 +334,7 @@ async def scoring_part(args, workdir: Path) -> dict[str, Any]:
             "cpu_s_per_episode_s": asr_judge / per_ep + warm / ep_s, "load": _load()}
 
 
-PATTERN_COMMITS = 2  # per episode-second in pgwrite: the flush and the lease renewal
+PATTERN_COMMITS = 2  # per episode-second in pgwrite with one episode per transaction
 
 
 def pg_capacity(results: dict[str, Any]) -> dict[str, float] | None:
@@ -344,7 +347,7 @@ def pg_capacity(results: dict[str, Any]) -> dict[str, float] | None:
         return None
     best = max(results["pgwrite"], key=lambda r: r["episode_s_per_s"])
     cpu = rt["pg_cpu_ms_per_episode_s"] / best["pg_cpu_ms_per_episode_s"]
-    commits = rt["xacts_per_episode_s"] / PATTERN_COMMITS
+    commits = rt["xacts_per_episode_s"] / (PATTERN_COMMITS / best.get("group", 1))  # a group's commits are shared
     factor = max(1.0, cpu, commits)
     return {"pattern": best["episode_s_per_s"], "cpu_ratio": cpu, "commit_ratio": commits,
             "realtime": best["episode_s_per_s"] / factor}
@@ -385,10 +388,10 @@ def report(results: dict[str, Any]) -> str:
         L.append(f"| {r['db']} | {r['episodes']} ({r['streaming_at_end']} at end) | {r['window_s']} | "
                  f"{r['server_cpu_ms_per_episode_s']:.1f} | {pgc} | {xa} | {rows:.1f} | {b:,.0f} | "
                  f"{b * 100 / 1e6:.3f} | {r['load']} |")
-    L += ["", "| PostgreSQL writers | episode-s written | wall s | **episode-s / s** | PG CPU ms / ep-s | "
-          "client CPU ms / ep-s | load |", "|---|---|---|---|---|---|---|"]
+    L += ["", "| PostgreSQL writers | episodes per transaction | episode-s written | wall s | **episode-s / s** | "
+          "PG CPU ms / ep-s | client CPU ms / ep-s | load |", "|---|---|---|---|---|---|---|---|"]
     for r in results["pgwrite"]:
-        L.append(f"| {r['threads']} | {r['episode_s']} | {r['wall_s']} | **{r['episode_s_per_s']:.0f}** | "
+        L.append(f"| {r['threads']} | {r.get('group', 1)} | {r['episode_s']} | {r['wall_s']} | **{r['episode_s_per_s']:.0f}** | "
                  f"{r['pg_cpu_ms_per_episode_s']:.2f} | {r['client_cpu_ms_per_episode_s']:.2f} | {r['load']} |")
     cap = results["pg_capacity"]
     if cap:
@@ -437,6 +440,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rt-bridge", default="always-talk")
     p.add_argument("--pg-threads", type=lambda s: [int(x) for x in s.split(",")], default=None,
                    help="writer threads, comma-separated (1,4,8; quick 1,4)")
+    p.add_argument("--pg-group", type=int, default=1,
+                   help="episodes per writer thread, written in one transaction each second (default 1)")
     p.add_argument("--pg-seconds", type=float, default=None, help="per writer-thread count (15 s; quick 4 s)")
     p.add_argument("--score-episodes", type=int, default=None, help="episodes recorded and scored (6; quick 2)")
     p.add_argument("--score-bridge", default="always-talk",
@@ -468,7 +473,7 @@ async def amain(args) -> dict[str, Any]:
         workdir = Path(tmp)
         # long enough that no episode ends in the window: always-talk holds T's wait to its 60 s cap
         suite = await asyncio.to_thread(build_bench_suite, workdir / "suite", args.cache_dir,
-                                        target_s=args.rt_window_s + 10, n_pairs=max(args.rt_episodes, *args.pg_threads), name="bench-capacity")
+                                        target_s=args.rt_window_s + 10, n_pairs=max(args.rt_episodes, *(t * args.pg_group for t in args.pg_threads)), name="bench-capacity")
         for kind in [k.strip() for k in args.dbs.split(",") if k.strip()]:
             ctx = private_pg(args.pg_url) if kind == "postgres" else database_url("sqlite", workdir, args.pg_url)
             with ctx as url:
