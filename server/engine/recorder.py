@@ -105,14 +105,13 @@ class Recorder:
         with self.db.session() as s:
             write_batches(s, [b])
 
-    async def flush(self, write: Callable[[Batch], Awaitable[bool]], segments: Iterable[Segment] | None = None,
-                    detector: str = "") -> Flush:
+    async def flush(self, write: Callable[[Batch], Awaitable[bool]]) -> Flush:
         """Write what is buffered through ``write`` (the process's flush group: with the lease's
         renewal, in one transaction with other attempts' flushes; server.engine.flush_group).
         ``refused`` when the database refused it (kept for the next flush; StorageFailed once the
         outage has lasted the attempt's patience); ``lease_lost`` when it was written but the
         renewal found the lease gone."""
-        b = self._take(segments, detector)
+        b = self._take(None, "")
         try:
             renewed = await write(b)
         except UNAVAILABLE as exc:
