@@ -99,7 +99,10 @@ async def recv_frame(ws) -> tuple[int, int, int, bytes]:
 
 
 async def start_episode(ws) -> dict:
-    start = await recv_json(ws)
+    """The next ``episode.start``, past any ``status``: an idle bridge may be told what work matches
+    it at any time (docs/protocol.md §4.5), e.g. that its run ended just before the next was queued."""
+    while (start := await recv_json(ws))["type"] == "status":
+        pass
     assert start["type"] == "episode.start", start
     return start
 
