@@ -182,8 +182,8 @@ async def test_endpoint_failures_end_attempts_with_errors(db, settings, mini_sui
     run = create_run(db, team="local", model="freeze-omni", suite_path=str(mini_suite), clock="realtime",
                      limit=2, max_attempts=2)
     async with FreezeOmniPeer(scripts) as peer, BackgroundServer(settings) as server:
-        bridge = create_bridge("freeze-omni-sio", endpoint=peer.url, connect_timeout_s="1.5",
-                               response_timeout_s="1.5")
+        bridge = create_bridge("freeze-omni-sio", endpoint=peer.url, connect_timeout_s="4",
+                               response_timeout_s="4")
         p = await serve_run(db, server, bridge, tok, run)
     assert p.status == "finished" and p.failed == 4 and p.completed == 0, p
     assert peer.connections == len(FAULTS)
