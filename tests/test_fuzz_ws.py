@@ -60,6 +60,7 @@ from clients.errors import CLOSE_CODES
 from clients.messages import storable
 from server.api.errors import HTTP_STATUS
 from server.auth import create_token
+from server.core.status import EpisodeStatus
 from server.db import Attempt, Episode, Run
 from server.engine.bridge_ws import LATE_ANSWERS_S
 from server.engine.leasing import create_run
@@ -300,10 +301,13 @@ class BridgeSequences(RuleBasedStateMachine):
         for attempt, outcome in self.expected.items():
             assert got.get(attempt) == outcome, (attempt, got.get(attempt), outcome, "\n".join(self.log))
 
-    def queued(self) -> bool:
+    def retried(self) -> bool:
+        """An episode of this example waits for this connection: queued, or leased by it already
+        (the server leases right after ``welcome``, maybe before this looks; no attempt of an
+        earlier connection is running, see :meth:`settle`)."""
         with self.sw.world.db.session() as s:
             return bool(self.runs) and s.scalar(select(Episode.id).where(
-                Episode.run_id.in_(self.runs), Episode.status == "queued").limit(1)) is not None
+                Episode.run_id.in_(self.runs), Episode.status.in_([EpisodeStatus.queued, EpisodeStatus.running])).limit(1)) is not None
 
     def started(self, allowed: Verdict | None = None, sent: str | None = None) -> None:
         """``episode.start`` and room frame 0 are next. With ``allowed``, the codes of a message
@@ -402,7 +406,7 @@ class BridgeSequences(RuleBasedStateMachine):
             self.n, self.own = params["rate"] * 80 // 1000, True
         assert kind == "text" and msg["type"] == "welcome" and msg["bridge_id"], msg
         self.phase = Phase.idle
-        if self.own and self.queued():  # a failed episode of an earlier connection is retried at once
+        if self.own and self.retried():  # a failed episode of an earlier connection is retried at once
             SEEN["retried"] += 1
             self.started()
 
@@ -470,7 +474,7 @@ class BridgeSequences(RuleBasedStateMachine):
         # Work is queued only after a message that is certainly taken: whether the server reads an
         # uncertain one before or after it leases would decide the example's next state by timing
         # (Hypothesis needs the same draws to lead to the same state); those meet a second hello.
-        if self.own and verdict is None and not self.queued():
+        if self.own and verdict is None and not self.retried():
             self.runs.append(create_run(self.sw.world.db, team="alpha", model=self.model,
                                         suite_path=str(self.sw.suite), clock="lockstep", limit=1,
                                         conditions=["explicit"], max_attempts=2))

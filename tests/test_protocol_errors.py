@@ -22,11 +22,14 @@ import pytest
 import websockets
 from sqlalchemy import func, select
 
-from clients.errors import CLOSE_CODES
+from clients.codec import FLAG_SILENT, KIND_ASSISTANT, Frame
+from clients.errors import CLOSE_CODES, ProtocolError
+from clients.messages import Hello
 from server.app import BackgroundServer
-from server.auth import create_token
+from server.auth import Principal, create_token
 from server.core.audio import decode_audio
 from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
+from server.engine.bridge_ws import LATE_ANSWERS_S, InboundFrame, WSConnection
 from server.engine.leasing import cancel_run, create_run
 from tests.api_fixtures import serve_one
 
@@ -618,3 +621,45 @@ async def test_a_late_answer_right_after_an_episode_is_discarded(server, db, min
     queue_run(db, mini_suite)
     assert await play_lockstep(ws) == frames  # same connection, the next episode, whole
     await ws.close()
+
+
+async def test_frames_from_before_an_episode_began_are_late_answers_to_the_last():
+    """The connection's rule (protocol.md §7.2), on literal arrival times: audio that arrived while no
+    episode ran is passed over within 2 s of the last episode's end, even when the next episode has
+    begun by the time it is read (the server leased it at once); later, or with no episode before,
+    it is ``unexpected_message``. Frames that arrived after the episode began are its own."""
+    now = [100.0]
+
+    def connection() -> WSConnection:
+        conn = WSConnection(None, Principal(team="t", scopes=frozenset(), token_id=1),
+                            Hello(protocol=1, model={"name": "m", "revision": "r"}))
+        conn.clock = lambda: now[0]
+        return conn
+
+    def arrive(conn: WSConnection, seq: int, at: float) -> None:
+        conn.queue.put_nowait(InboundFrame(Frame(kind=KIND_ASSISTANT, seq=seq, flags=FLAG_SILENT,
+                                                 pcm=np.zeros(1920, np.int16)), at))
+
+    fresh = connection()
+    arrive(fresh, 0, 100.0)  # no episode before on this connection
+    with pytest.raises(ProtocolError, match="outside an episode"):
+        await fresh.next_inbound(0)
+
+    conn = connection()
+    conn.begin_episode()
+    now[0] = 110.0
+    conn.end_episode()
+    arrive(conn, 250, 110.5)  # on its way when the episode ended
+    now[0] = 111.0
+    conn.begin_episode()  # the next episode, leased at once
+    arrive(conn, 0, 111.2)
+    got = await conn.next_inbound(0)
+    assert (got.frame.seq, got.arrived) == (0, 111.2)
+    assert await conn.next_inbound(0) is None
+    now[0] = 120.0
+    conn.end_episode()
+    arrive(conn, 7, 120.0 + LATE_ANSWERS_S - 0.01)  # still a late answer, while idle
+    assert await conn.next_inbound(0) is None
+    arrive(conn, 8, 120.0 + LATE_ANSWERS_S + 0.01)  # too late to be one
+    with pytest.raises(ProtocolError, match="outside an episode"):
+        await conn.next_inbound(0)

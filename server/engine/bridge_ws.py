@@ -60,7 +60,27 @@ class WSConnection:
         self.max_binary = max_binary_size(hello.sample_rate)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.clock = time.monotonic
+        self.episode_began: float | None = None  # when the episode in progress began (None: no episode)
         self.episode_ended: float | None = None  # when the last episode on this connection ended
+
+    def begin_episode(self) -> None:
+        """An episode starts (``episode.start`` is about to be sent): frames that arrived before
+        this are not its own (:meth:`next_inbound`)."""
+        self.episode_began = self.clock()
+
+    def end_episode(self) -> None:
+        self.episode_began, self.episode_ended = None, self.clock()
+
+    def _outside_episode(self, msg: InboundFrame) -> bool:
+        """True for an audio frame that arrived while no episode was running: a late answer to the
+        last one, within LATE_ANSWERS_S of its end (answers on their way when the server ended it,
+        e.g. a cancelled run's, or sent before the next ``episode.start``: protocol.md §7.2), to be
+        discarded. Any other such frame is a protocol error."""
+        if self.episode_began is not None and msg.arrived >= self.episode_began:
+            return False
+        if self.episode_ended is None or msg.arrived - self.episode_ended > LATE_ANSWERS_S:
+            raise ProtocolError("audio frame outside an episode", code="unexpected_message")
+        return True
 
     @property
     def gone(self) -> bool:
@@ -106,18 +126,23 @@ class WSConnection:
             self.queue.put_nowait(exc)
 
     async def next_inbound(self, timeout: float | None) -> Any:
-        try:
-            if timeout is not None and timeout <= 0:
-                item = self.queue.get_nowait()
-            else:
-                async with asyncio.timeout(timeout):  # cheaper than wait_for: no inner task
-                    item = await self.queue.get()
-        except (asyncio.QueueEmpty, TimeoutError):
-            return None
-        if isinstance(item, BaseException):
-            self.queue.put_nowait(item)  # stays fatal for later readers
-            raise item
-        return item
+        """The next message from the bridge, None when ``timeout`` passes first; raises the reader's
+        failure. Late answers to the last episode are passed over (they were queued before the
+        episode began or while none ran, so passing them over takes no time of ``timeout``)."""
+        while True:
+            try:
+                if timeout is not None and timeout <= 0:
+                    item = self.queue.get_nowait()
+                else:
+                    async with asyncio.timeout(timeout):  # cheaper than wait_for: no inner task
+                        item = await self.queue.get()
+            except (asyncio.QueueEmpty, TimeoutError):
+                return None
+            if isinstance(item, BaseException):
+                self.queue.put_nowait(item)  # stays fatal for later readers
+                raise item
+            if item.type != "frame" or not self._outside_episode(item):
+                return item
 
 
 class GroupStatus:
@@ -289,32 +314,25 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
                     await EpisodeSession(state.db, conn, lease, state.flushes, settings, core,
                                          observer=observer).run()
                 finally:
-                    conn.episode_ended = conn.clock()
+                    conn.end_episode()
         status.after_episode()
         woken = True  # look again at once
 
 
 async def _idle(conn: WSConnection, work: WorkSignal, key: WorkKey, timeout: float) -> bool:
     """Wait until the work signal wakes this bridge (True), ``timeout`` passes (False) or the bridge
-    sends something: a disconnect or an error is raised, an audio frame is a protocol error, except
-    within LATE_ANSWERS_S of the end of its last episode (answers that were on their way when the
-    server ended it, e.g. a cancelled run's: discarded)."""
+    sends something: a disconnect or an error is raised, and so is an audio frame (outside an
+    episode) unless it is a late answer to the last one (:meth:`WSConnection.next_inbound`)."""
     woken = asyncio.ensure_future(work.wait(key, timeout))
     try:
-        while True:
-            inbound = asyncio.ensure_future(conn.next_inbound(None))
-            try:
-                await asyncio.wait({inbound, woken}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                inbound.cancel()
-            if inbound.done() and not inbound.cancelled():
-                msg = inbound.result()  # raises the reader's failure
-                if msg.type == "frame":
-                    if conn.episode_ended is None or msg.arrived - conn.episode_ended > LATE_ANSWERS_S:
-                        raise ProtocolError("audio frame outside an episode", code="unexpected_message")
-                    if not woken.done():
-                        continue
-            return woken.done() and not woken.cancelled() and woken.result()
+        inbound = asyncio.ensure_future(conn.next_inbound(None))
+        try:
+            await asyncio.wait({inbound, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            inbound.cancel()
+        if inbound.done() and not inbound.cancelled():
+            inbound.result()  # raises the reader's failure
+        return woken.done() and not woken.cancelled() and woken.result()
     finally:
         woken.cancel()
 

@@ -80,6 +80,7 @@ class Connection(Protocol):
     async def send_text(self, text: str) -> None: ...
     async def send_bytes(self, data: bytes) -> None: ...
     async def next_inbound(self, timeout: float | None) -> Any: ...  # Frame | Text | Stats, raises on error
+    def begin_episode(self) -> None: ...  # before episode.start: what arrived until now answers an earlier one
     def clock(self) -> float: ...
 
 
@@ -140,6 +141,7 @@ class EpisodeSession:
         try:
             if start.context_frames and not self.conn.accepts_context:  # leasing never lets this happen
                 raise MPEError(f"episode {lease.episode_id} has context frames, but the bridge did not accept them")
+            self.conn.begin_episode()
             await self.conn.send_text(start.dumps())
             self.t0 = self.last_flush = self.conn.clock()
             if lease.clock == "lockstep":
