@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from starlette.websockets import WebSocket
 from clients.redact import RedactSecrets
 from server.api import install as install_api
 from server.api.errors import error_response
+from server.core.phases import FramePhases
 from server.db import Database
 from server.engine.bridge_ws import GroupStatus, bridge_endpoint
 from server.engine.flush_group import FlushGroup
@@ -21,6 +23,7 @@ from server.engine.leasing import leasable_groups
 from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
 from server.engine.protocols import HttpProtocol, WebSocketProtocol
+from server.engine.session import FRAME_PERIOD_S
 from server.engine.shared_slots import SharedSlots
 from server.engine.worksignal import WorkSignal
 from server.settings import Settings, default_server_id
@@ -37,6 +40,7 @@ class ServerState:
     work: WorkSignal | None = None  # wakes idle bridges when work may have appeared (started by the app)
     status: GroupStatus | None = None  # what idle bridges are told, per group
     flushes: FlushGroup | None = None  # the running attempts' flushes, written in groups
+    phases: FramePhases = field(default_factory=lambda: FramePhases(FRAME_PERIOD_S))  # realtime deadlines, spread
 
     def __post_init__(self) -> None:
         if self.flushes is None:
@@ -64,9 +68,14 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         await state.work.start()
         if state.limits.shared is not None:
             await state.limits.shared.start()
+        # What startup made (modules, the app, the pools) lives as long as the process: out of the
+        # collector's way, a full collection walks only what serving made since, and the pauses it
+        # puts on every session's deadlines are a fraction as long (DESIGN §4, docs/benchmarks.md)
+        gc.freeze()
         try:
             yield
         finally:
+            gc.unfreeze()  # collectable again (a process that serves several apps in turn, as the tests)
             state.stopping.set()
             await state.work.stop()
             if state.limits.shared is not None:

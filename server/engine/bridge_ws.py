@@ -311,7 +311,7 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
         else:
             with state.live.attempt(lease) as observer:  # issue 5: live listeners
                 try:
-                    await EpisodeSession(state.db, conn, lease, state.flushes, settings, core,
+                    await EpisodeSession(state.db, conn, lease, state.flushes, state.phases, settings, core,
                                          observer=observer).run()
                 finally:
                     conn.end_episode()

@@ -25,6 +25,7 @@ from server.core.detector import DETECTOR_VERSION
 from server.core.episode import FRAME, EpisodeCore
 from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
+from server.core.phases import FramePhases
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
 from server.engine.detection import DETECTION, ON_LOOP
@@ -70,6 +71,9 @@ class SideDataBudget:
         self.stats_bytes = total
 
 
+FRAME_PERIOD_S = FRAME / STREAM_RATE  # seconds of one frame: the realtime clock's period (§4)
+
+
 class Connection(Protocol):
     """What a session needs from a bridge connection (see server.engine.bridge_ws)."""
 
@@ -101,9 +105,11 @@ class EpisodeSession:
 
     slots: SlotPlacer | None = None  # realtime only: set when the episode starts (§4)
 
-    def __init__(self, db: Database, conn: Connection, lease: Lease, flushes: FlushGroup, settings: Settings,
-                 core: EpisodeCore, observer: EpisodeObserver | None = None):
+    def __init__(self, db: Database, conn: Connection, lease: Lease, flushes: FlushGroup, phases: FramePhases,
+                 settings: Settings, core: EpisodeCore, observer: EpisodeObserver | None = None):
         self.db, self.conn, self.lease, self.flushes, self.settings = db, conn, lease, flushes, settings
+        self.phases = phases
+        self.phase: float | None = None  # realtime: the phase of the frame period this attempt holds
         self.observer = observer
         self.core = core
         self.rec = Recorder(db, lease.attempt_id, Outage(settings.storage_patience_s, conn.clock))
@@ -141,6 +147,9 @@ class EpisodeSession:
         try:
             if start.context_frames and not self.conn.accepts_context:  # leasing never lets this happen
                 raise MPEError(f"episode {lease.episode_id} has context frames, but the bridge did not accept them")
+            if lease.clock == "realtime":  # deadlines apart from the process's other sessions'
+                delay, self.phase = self.phases.reserve(self.conn.clock())
+                await asyncio.sleep(delay)
             self.conn.begin_episode()
             await self.conn.send_text(start.dumps())
             self.t0 = self.last_flush = self.conn.clock()
@@ -158,6 +167,8 @@ class EpisodeSession:
             await self._close(ok, reason, err)
 
     async def _close(self, ok: bool, reason: str, err: BaseException | None) -> None:
+        if self.phase is not None:
+            self.phases.release(self.phase)
         if self.flushing is not None:
             self.flushes.hurry()  # its group need not wait for others any longer
             try:
@@ -295,7 +306,7 @@ class EpisodeSession:
         Where each assistant frame goes, and which arrivals are ``bad_seq``, is the pure
         :class:`server.core.slots.SlotPlacer`'s business; this loop only keeps time.
         """
-        slots = self.slots = SlotPlacer(self.t0, FRAME / STREAM_RATE, self.settings.realtime_grace_frames)
+        slots = self.slots = SlotPlacer(self.t0, FRAME_PERIOD_S, self.settings.realtime_grace_frames)
         clock = self.conn.clock
         n = 0
         total = None
