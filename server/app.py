@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
             await state.limits.shared.start()
         # What startup made (modules, the app, the pools) lives as long as the process: out of the
         # collector's way, a full collection walks only what serving made since, and the pauses it
-        # puts on every session's deadlines are a fraction as long (DESIGN §4, docs/benchmarks.md)
+        # puts on every session's deadlines are a fraction as long (DESIGN §10)
         gc.freeze()
         try:
             yield
