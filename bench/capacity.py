@@ -9,7 +9,8 @@ Four measurements in one run, each on the real parts (no part replaced):
               a realtime run of that many episodes. Once all are streaming, a window of
               ``--rt-window-s`` seconds: the server process's CPU (``/proc``) per episode-second, and
               on PostgreSQL the committed transactions (``pg_stat_database`` of a database only this
-              benchmark uses) and PostgreSQL's CPU per episode-second. After the run is cancelled:
+              benchmark uses), the WAL flushes (``pg_stat_wal``: the whole PostgreSQL server's, so
+              run it where nothing else writes) and PostgreSQL's CPU per episode-second. After the run is cancelled:
               rows and on-disk bytes of the tables that grow with the episodes
               (bench/storage.py's measure of a table) per recorded episode-second (room frames x 80 ms).
 ``pgwrite``   what PostgreSQL sustains in the server's per-second pattern: ``--pg-threads`` threads (server
@@ -18,7 +19,7 @@ Four measurements in one run, each on the real parts (no part replaced):
               own write (``flush_group.commit``: one transaction of their frame rows, the two tracks'
               FLAC chunks, copied from the realtime recording, and their leases' renewal; a group of
               N is a process whose flushes fall due N at a time), for ``--pg-seconds``;
-              episode-seconds per second, and PostgreSQL backend CPU per episode-second.
+              episode-seconds per second, PostgreSQL backend CPU and WAL flushes per episode-second.
 ``scoring``   ``--score-episodes`` episodes of ``--score-bridge`` (``always-talk``: speech in every window,
               so the most ASR per second) recorded in lockstep, then scored (``score_run``:
               faster-whisper tiny.en + detector replay + rule judge, fresh, one worker) cold and
@@ -127,6 +128,12 @@ def _commits(url: str) -> int:
     return _pg_scalars(url, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")[0]
 
 
+def _wal_syncs(url: str) -> int:
+    """WAL flushes to disk of the whole PostgreSQL server (``pg_stat_wal.wal_sync``, PostgreSQL ≥ 14):
+    what each committing write transaction waits for; a read-only one (the server's polls) makes none."""
+    return _pg_scalars(url, "SELECT wal_sync FROM pg_stat_wal")[0]
+
+
 def _backend_cpu_s(url: str, before: dict[int, float]) -> float:
     """CPU seconds the backends now connected to ``url``'s database used since ``before`` (a
     ``_postgres_cpu()`` snapshot; a backend not in it started since). The machine's PostgreSQL
@@ -178,7 +185,8 @@ async def realtime_part(args, kind: str, url: str, workdir: Path, suite) -> dict
             await asyncio.sleep(args.rt_warmup_s)  # past the start: connection and first flushes
             pid = served.pids()[0]
             pg = kind == "postgres"
-            cpu0, pg0, x0 = _cpu_s(pid), _postgres_cpu() if pg else {}, _commits(url) if pg else 0
+            cpu0, pg0 = _cpu_s(pid), _postgres_cpu() if pg else {}
+            x0, f0 = (_commits(url), _wal_syncs(url)) if pg else (0, 0)
             w0 = time.monotonic()
             await asyncio.sleep(window)
             wall = time.monotonic() - w0
@@ -187,6 +195,7 @@ async def realtime_part(args, kind: str, url: str, workdir: Path, suite) -> dict
             still = await asyncio.to_thread(_running, db, run_id)
             await asyncio.sleep(1.5)  # the window's last statistics reach pg_stat_database
             xacts = _commits(url) - x0 if pg else None
+            syncs = _wal_syncs(url) - f0 if pg else None
             load = _load()
             await asyncio.to_thread(cancel_run, db, run_id)
             for _ in range(150):
@@ -207,6 +216,7 @@ async def realtime_part(args, kind: str, url: str, workdir: Path, suite) -> dict
             "server_cpu_ms_per_episode_s": 1000 * cpu / ep_s, "server_cpu_pct": 100 * cpu / wall,
             "pg_cpu_ms_per_episode_s": None if pg_cpu is None else 1000 * pg_cpu / ep_s,
             "xacts_per_episode_s": None if xacts is None else xacts / ep_s,
+            "wal_syncs_per_episode_s": None if syncs is None else syncs / ep_s,
             "recorded_episode_s": round(rec["episode_s"], 1),
             "rows_per_episode_s": {t: v / es for t, v in rec["rows"].items()},
             "bytes_per_episode_s": {t: v / es for t, v in rec["bytes"].items()},
@@ -275,7 +285,7 @@ def pgwrite_part(args, url: str, suite) -> list[dict[str, Any]]:
             stop, done = threading.Event(), []
             workers = [threading.Thread(target=_writer, args=(db, leases[i * g:(i + 1) * g], second, stop, done))
                        for i in range(threads)]
-            pg0, ru0 = _postgres_cpu(), resource.getrusage(resource.RUSAGE_SELF)
+            pg0, ru0, f0 = _postgres_cpu(), resource.getrusage(resource.RUSAGE_SELF), _wal_syncs(url)
             t0 = time.monotonic()
             for w in workers:
                 w.start()
@@ -286,11 +296,14 @@ def pgwrite_part(args, url: str, suite) -> list[dict[str, Any]]:
             wall = time.monotonic() - t0
             ru = resource.getrusage(resource.RUSAGE_SELF)
             pg_cpu = _backend_cpu_s(url, pg0)
+            time.sleep(1.5)  # the last statistics reach pg_stat_wal
+            syncs = _wal_syncs(url) - f0
             me = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
             n = sum(done)
             out.append({"threads": threads, "group": g, "episode_s": n, "wall_s": round(wall, 2),
                         "episode_s_per_s": n / wall, "pg_cpu_ms_per_episode_s": 1000 * pg_cpu / max(n, 1),
                         "client_cpu_ms_per_episode_s": 1000 * me / max(n, 1),
+                        "wal_syncs_per_episode_s": syncs / max(n, 1),
                         "bytes_per_episode_s": sum(len(c["data"]) for c in second.chunks), "load": _load()})
             print(f"  pgwrite {threads} threads: {n / wall:.0f} episode-s / s", file=sys.stderr, flush=True)
         return out
@@ -334,22 +347,21 @@ async def scoring_part(args, workdir: Path) -> dict[str, Any]:
             "cpu_s_per_episode_s": asr_judge / per_ep + warm / ep_s, "load": _load()}
 
 
-PATTERN_COMMITS = 2  # per episode-second in pgwrite with one episode per transaction
-
-
 def pg_capacity(results: dict[str, Any]) -> dict[str, float] | None:
     """Realtime episode-seconds per second one PostgreSQL takes: the best rate measured in a
-    session's per-second pattern (flush + lease renewal), divided by how much more a realtime
-    episode-second of the whole server asks of PostgreSQL (its token checks and polls besides):
-    in backend CPU, or in commits, whichever is more."""
+    server process's write pattern (flushes with their leases' renewal), divided by how much more
+    a realtime episode-second of the whole server asks of PostgreSQL (its token checks and polls
+    besides): in backend CPU, or in WAL flushes (what commits wait for), whichever is more. A
+    figure not measured (results of an older bench) leaves its ratio out (None)."""
     rt = next((r for r in results["realtime"] if r["db"] == "postgres"), None)
     if not results["pgwrite"] or rt is None:
         return None
     best = max(results["pgwrite"], key=lambda r: r["episode_s_per_s"])
     cpu = rt["pg_cpu_ms_per_episode_s"] / best["pg_cpu_ms_per_episode_s"]
-    commits = rt["xacts_per_episode_s"] / (PATTERN_COMMITS / best.get("group", 1))  # a group's commits are shared
-    factor = max(1.0, cpu, commits)
-    return {"pattern": best["episode_s_per_s"], "cpu_ratio": cpu, "commit_ratio": commits,
+    rt_syncs, pattern_syncs = rt.get("wal_syncs_per_episode_s"), best.get("wal_syncs_per_episode_s")
+    syncs = rt_syncs / pattern_syncs if rt_syncs is not None and pattern_syncs else None
+    factor = max(1.0, cpu, syncs or 0.0)
+    return {"pattern": best["episode_s_per_s"], "cpu_ratio": cpu, "sync_ratio": syncs,
             "realtime": best["episode_s_per_s"] / factor}
 
 
@@ -395,10 +407,11 @@ def report(results: dict[str, Any]) -> str:
                  f"{r['pg_cpu_ms_per_episode_s']:.2f} | {r['client_cpu_ms_per_episode_s']:.2f} | {r['load']} |")
     cap = results["pg_capacity"]
     if cap:
-        L += ["", f"PostgreSQL capacity for realtime episodes: {cap['pattern']:.0f} episode-s / s in a session's "
-              f"pattern (a flush with the lease renewal in its transaction); a realtime episode-second costs {cap['cpu_ratio']:.2f}x its backend CPU and "
-              f"{cap['commit_ratio']:.2f}x its commits: {cap['pattern']:.0f} / "
-              f"{max(1.0, cap['cpu_ratio'], cap['commit_ratio']):.2f} = "
+        syncs = "WAL flushes not measured" if cap["sync_ratio"] is None else f"{cap['sync_ratio']:.2f}x its WAL flushes"
+        L += ["", f"PostgreSQL capacity for realtime episodes: {cap['pattern']:.0f} episode-s / s in a server "
+              f"process's write pattern (flushes with their leases' renewal); a realtime episode-second costs "
+              f"{cap['cpu_ratio']:.2f}x its backend CPU and {syncs}: {cap['pattern']:.0f} / "
+              f"{max(1.0, cap['cpu_ratio'], cap['sync_ratio'] or 0.0):.2f} = "
               f"**{cap['realtime']:.0f} concurrent realtime episodes**"]
     s = results["scoring"]
     L += ["", f"Scoring: {s['episodes']} alike {s['bridge']} episodes, {s['episode_s']} episode-s, {s['failures']} "

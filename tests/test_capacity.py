@@ -52,3 +52,22 @@ def test_unmeasured_postgres_is_left_out_not_counted_as_zero():
     c = capacity(UnitCosts(**{**COSTS.__dict__, "pg_write_capacity": None}), PLAN)
     assert not [r for r in c.resources if r.name.startswith("PostgreSQL")]
     assert c.bottleneck.startswith("scoring")
+
+
+def test_postgres_capacity_is_the_pattern_rate_over_the_larger_ratio():
+    """bench/capacity.py's PostgreSQL factor: what a realtime episode-second of the whole server costs
+    against the write pattern's, in backend CPU or in WAL flushes, whichever is more."""
+    from bench.capacity import pg_capacity
+
+    rt = {"db": "postgres", "pg_cpu_ms_per_episode_s": 2.0, "wal_syncs_per_episode_s": 0.3}
+    writes = [{"episode_s_per_s": 400.0, "pg_cpu_ms_per_episode_s": 1.0, "wal_syncs_per_episode_s": 0.1},
+              {"episode_s_per_s": 600.0, "pg_cpu_ms_per_episode_s": 1.5, "wal_syncs_per_episode_s": 0.1}]
+    cap = pg_capacity({"realtime": [rt], "pgwrite": writes})
+    assert (cap["pattern"], cap["cpu_ratio"], cap["sync_ratio"]) == pytest.approx((600, 4 / 3, 3.0))
+    assert cap["realtime"] == pytest.approx(200)
+    cap = pg_capacity({"realtime": [{**rt, "wal_syncs_per_episode_s": 0.05}], "pgwrite": writes})
+    assert cap["realtime"] == pytest.approx(450)  # the CPU ratio is the larger now
+    old = pg_capacity({"realtime": [{k: v for k, v in rt.items() if k != "wal_syncs_per_episode_s"}],
+                       "pgwrite": writes})  # results of a bench that did not count them
+    assert old["sync_ratio"] is None and old["realtime"] == pytest.approx(450)
+    assert pg_capacity({"realtime": [{**rt, "db": "sqlite"}], "pgwrite": writes}) is None
