@@ -23,7 +23,6 @@ from server.engine.leasing import leasable_groups
 from server.engine.limits import ServerLimits
 from server.engine.live import LiveHub
 from server.engine.protocols import HttpProtocol, WebSocketProtocol
-from server.engine.session import FRAME_PERIOD_S
 from server.engine.shared_slots import SharedSlots
 from server.engine.worksignal import WorkSignal
 from server.settings import Settings, default_server_id
@@ -40,7 +39,7 @@ class ServerState:
     work: WorkSignal | None = None  # wakes idle bridges when work may have appeared (started by the app)
     status: GroupStatus | None = None  # what idle bridges are told, per group
     flushes: FlushGroup | None = None  # the running attempts' flushes, written in groups
-    phases: FramePhases = field(default_factory=lambda: FramePhases(FRAME_PERIOD_S))  # realtime deadlines, spread
+    phases: FramePhases = field(default_factory=FramePhases)  # where its realtime sessions keep their deadlines
 
     def __post_init__(self) -> None:
         if self.flushes is None:

@@ -306,8 +306,9 @@ class BridgeSequences(RuleBasedStateMachine):
         (the server leases right after ``welcome``, maybe before this looks; no attempt of an
         earlier connection is running, see :meth:`settle`)."""
         with self.sw.world.db.session() as s:
-            return bool(self.runs) and s.scalar(select(Episode.id).where(
-                Episode.run_id.in_(self.runs), Episode.status.in_([EpisodeStatus.queued, EpisodeStatus.running])).limit(1)) is not None
+            waiting = select(Episode.id).where(Episode.run_id.in_(self.runs),
+                                               Episode.status.in_([EpisodeStatus.queued, EpisodeStatus.running]))
+            return bool(self.runs) and s.scalar(waiting.limit(1)) is not None
 
     def started(self, allowed: Verdict | None = None, sent: str | None = None) -> None:
         """``episode.start`` and room frame 0 are next. With ``allowed``, the codes of a message

@@ -13,11 +13,13 @@ Pure: the caller passes in its clock's time and waits the returned delay itself.
 
 from __future__ import annotations
 
+from clients.codec import FRAME_MS
+
 
 class FramePhases:
     """The phases (seconds in ``[0, period)``) that a process's running realtime sessions hold."""
 
-    def __init__(self, period: float):
+    def __init__(self, period: float = FRAME_MS / 1000):
         self.period = period
         self.taken: list[float] = []
 

@@ -71,9 +71,6 @@ class SideDataBudget:
         self.stats_bytes = total
 
 
-FRAME_PERIOD_S = FRAME / STREAM_RATE  # seconds of one frame: the realtime clock's period (§4)
-
-
 class Connection(Protocol):
     """What a session needs from a bridge connection (see server.engine.bridge_ws)."""
 
@@ -306,7 +303,7 @@ class EpisodeSession:
         Where each assistant frame goes, and which arrivals are ``bad_seq``, is the pure
         :class:`server.core.slots.SlotPlacer`'s business; this loop only keeps time.
         """
-        slots = self.slots = SlotPlacer(self.t0, FRAME_PERIOD_S, self.settings.realtime_grace_frames)
+        slots = self.slots = SlotPlacer(self.t0, FRAME / STREAM_RATE, self.settings.realtime_grace_frames)
         clock = self.conn.clock
         n = 0
         total = None
