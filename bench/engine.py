@@ -534,6 +534,26 @@ def detector_limit(audio: np.ndarray, seconds: float) -> dict[str, Any]:
             "stream_s_per_cpu_s": round(frames * PERIOD_S / max(cpu, 1e-9), 1)}
 
 
+def detector_batches(audio: np.ndarray, sizes: tuple[int, ...] = (1, 4, 16, 64), seconds: float = 1.0
+                     ) -> list[dict[str, Any]]:
+    """What a row of a batch of the detector's model calls costs (server.engine.detection batches the
+    calls of a process's sessions): ``sizes`` rows of the always-talk bridge's speech, one batch call
+    after another for ``seconds`` each, in microseconds per row."""
+    from server.core.detector import ModelCall, run_model_calls
+
+    chunk = np.asarray(audio[:576], np.float32)[None, :] / 32768.0
+    out = []
+    for n in sizes:
+        calls = [ModelCall(chunk.copy(), np.zeros((2, 1, 128), np.float32)) for _ in range(n)]
+        run_model_calls(calls)  # warm
+        k, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            run_model_calls(calls)
+            k += 1
+        out.append({"rows": n, "us_per_row": round((time.perf_counter() - t0) / (k * n) * 1e6, 1)})
+    return out
+
+
 async def loopback_limit(args, workdir: Path, seconds: float) -> dict[str, Any]:
     """What the loopback round trip allows: a bare WebSocket server (this process) plays lockstep
     with one ``silent`` bridge in a process of its own (room frame, wait for its answer, the next),
@@ -582,6 +602,9 @@ async def run_limits(args, workdir: Path, out: dict[str, Any], checkpoint) -> No
     talk = (await asyncio.to_thread(make_bridges, "always-talk", 1, args.cache_dir))[0].inner.audio24
     out["loopback"] = await loopback_limit(args, workdir, args.limit_seconds)
     out["detector"] = await asyncio.to_thread(detector_limit, talk, args.limit_seconds)
+    out["detector_batches"] = await asyncio.to_thread(detector_batches, talk)
+    print("  detector model calls in batches, µs per row: "
+          + ", ".join(f"{b['rows']} rows {b['us_per_row']}" for b in out["detector_batches"]), flush=True)
     out["engine"] = []
     for bridge in ("silent", "always-talk"):
         async with bench_env("sqlite", workdir, args.pg_url) as env:

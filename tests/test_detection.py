@@ -8,8 +8,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from server.core.detector import SpeechDetector, detect_events
-from server.engine.detection import Detection
+from server.core.detector import SpeechDetector, detect_events, run_model_calls, run_steps
+from server.engine.detection import BATCH_ROWS, Detection
 
 try:
     from tests.audio_fixtures import place, speech_cache_dir, synthesize, trim
@@ -67,3 +67,48 @@ def test_a_failing_session_fails_alone(tracks, threaded):
     events, known = asyncio.run(main())
     assert events == [] and known > 0
 
+
+
+def _speech_frame(tracks) -> tuple[np.ndarray, int]:
+    """A frame inside speech (every chunk needs the model) and how many model calls it takes alone."""
+    frame, calls = tracks[0][RATE // 2 : RATE // 2 + FRAME], []
+    run_steps(SpeechDetector().push_calls(frame), lambda c: calls.append(c) or run_model_calls(c))
+    return frame, len(calls)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["on-loop", "worker"])
+def test_sessions_that_may_wait_share_a_batch(tracks, threaded):
+    """Frames that may wait are batched with those asked for later; the batch goes LEAD_S before the
+    earliest need, or when a session needs its result now."""
+    detection = Detection(threaded=threaded)
+    frame, calls = _speech_frame(tracks)
+
+    async def main() -> list:
+        first = detection.run(SpeechDetector().push_calls(frame), wait_s=0.2)
+        await asyncio.sleep(0.05)  # long enough for a batch of one to have run, were it sent at once
+        second = detection.run(SpeechDetector().push_calls(frame), wait_s=30)
+        assert not first.done() and not second.done()
+        urgent = detection.run(SpeechDetector().push_calls(frame))  # needed now: everyone goes with it
+        async with asyncio.timeout(10):
+            return await asyncio.gather(first, second, urgent)
+
+    assert calls >= 1
+    assert asyncio.run(main()) == [[], [], []]
+    assert (detection.batches, detection.rows) == (calls, 3 * calls)  # one batch per call, all three in each
+
+
+def test_a_batch_goes_when_its_time_comes_or_when_it_is_full(tracks):
+    detection = Detection()
+    frame, calls = _speech_frame(tracks)
+
+    async def main() -> None:
+        alone = detection.run(SpeechDetector().push_calls(frame), wait_s=0.05)
+        async with asyncio.timeout(10):
+            await alone  # nobody joined: it went on its own, LEAD_S before it was due
+        assert (detection.batches, detection.rows) == (calls, calls)
+        full = [detection.run(SpeechDetector().push_calls(frame), wait_s=3600) for _ in range(BATCH_ROWS)]
+        async with asyncio.timeout(10):
+            await asyncio.gather(*full)  # BATCH_ROWS waiting: they did not wait for their time
+
+    asyncio.run(main())
+    assert (detection.batches, detection.rows) == (2 * calls, (1 + BATCH_ROWS) * calls)

@@ -1,28 +1,34 @@
 """The speech detector's work of every session in this process, in batches across sessions.
 
 Each session hands its assistant frame to :meth:`Detection.run` as the episode core's steps
-(:meth:`server.core.episode.EpisodeCore.feed_assistant_calls`) and awaits the result. The steps
-of all sessions of an event loop are advanced together, on that loop: each to its next Silero
-call, the calls of all of them run as one batch (:func:`server.core.detector.run_model_calls`,
-one model call for all sessions with speech; a row costs about half as much in a batch of 16 as
-alone), each handed its answer, and so on until every one is done. Nothing waits to fill a
-batch: a lone session gets its call at once, and batches grow only as far as the sessions' work
-overlaps — which is when the server is busy, and they save the most.
+(:meth:`server.core.episode.EpisodeCore.feed_assistant_calls`), says how long the result may
+wait, and awaits it. The steps of all sessions of an event loop are advanced together, on that
+loop: each to its next Silero call, the calls of all of them run as one batch
+(:func:`server.core.detector.run_model_calls`, one model call for all sessions with speech), each
+handed its answer, and so on until every one is done.
+
+When a batch goes: as soon as a session needs its result within ``LEAD_S`` (lockstep: at once),
+or once ``BATCH_ROWS`` sessions wait, and otherwise ``LEAD_S`` before the earliest time a waiting
+session needs its result; every session waiting then joins. A realtime session's frame is final
+well before it must be decided on (its answer arrives some 70 ms before the session's next
+deadline, §4), so with many sessions batches fill, and a row in a batch of 16 costs about half
+of a call alone (docs/benchmarks.md "Detector batches that wait"). Batches stop growing at
+``BATCH_ROWS``: a batch holds the loop for its model calls (about 1 ms per call at 16 rows).
 
 Where the model calls run:
 
-* on the event loop (the default): one batch per loop turn, as a callback after the callbacks
-  that were ready (every session woken in the same turn joins it);
-* in one worker thread (``threaded``, settings.detector_worker): the loop hands the batch over
-  and goes on; sessions that ask meanwhile join the next batch, which goes as soon as this one
-  is back. onnxruntime releases the GIL, so the model runs beside the loop — on a machine with a
-  core to spare. Only the model call leaves the loop (one GIL handoff per batch each way): the
-  steps themselves (resampling, segmentation, the scheduler's decisions) stay on it.
+* on the event loop (the default): the batch's steps' next calls (a frame takes 2–3) queue again
+  under the same rule, so that they go after the callbacks ready meanwhile: a room frame due
+  then is not held behind a whole frame's calls of 16 sessions;
+* in one worker thread (``threaded``, settings.detector_worker): the loop hands each call of the
+  batch over and goes on; onnxruntime releases the GIL, so the model runs beside the loop — on a
+  machine with a core to spare. Only the model call leaves the loop (one GIL handoff per call each
+  way): the steps themselves (resampling, segmentation, the scheduler's decisions) stay on it.
 
 The decisions are the episode core's, in the same order per session (each session awaits its
 slot before the next), and a row's answer in a batch is the one it gets alone, bit for bit
 (tests/test_detector.py), so a session fed here decides exactly what it decides when the core
-calls the model itself.
+calls the model itself; when its batch ran changes nothing but when it hears.
 """
 
 from __future__ import annotations
@@ -35,20 +41,25 @@ from typing import Any
 
 from server.core.detector import ModelAnswer, ModelCall, ModelSteps, run_model_calls
 
+BATCH_ROWS = 16  # a batch goes once this many sessions wait
+LEAD_S = 0.02  # ... or this long before the earliest time a waiting session needs its result
+
 
 @dataclass(slots=True)
 class _Job:
     steps: ModelSteps[Any]
     future: asyncio.Future
+    due: float  # the loop's time by which the session needs the result
     call: ModelCall | None = None
 
 
 @dataclass(slots=True)
 class _LoopBatches:
-    """One event loop's jobs waiting for the next batch, and whether a batch is on its way."""
+    """One event loop's jobs waiting for the next batch, and when that batch goes."""
 
     queued: list[_Job] = field(default_factory=list)
-    busy: bool = False  # a batch is scheduled or (threaded) in the worker
+    busy: bool = False  # a batch is on its way (scheduled to run now, or in the worker)
+    timer: asyncio.TimerHandle | None = None  # the batch waits for its time
 
 
 class Detection:
@@ -62,50 +73,79 @@ class Detection:
         self.batches = 0  # model calls run (one per batch)
         self.rows = 0  # stream calls they answered
 
-    def run(self, steps: ModelSteps[Any]) -> asyncio.Future:
-        """Run ``steps``; the returned future (of the running loop) gets their result. Steps that
-        need no model call (silence) end here, at once; the others go on from their first call in
-        the next batch."""
+    def run(self, steps: ModelSteps[Any], wait_s: float = 0.0) -> asyncio.Future:
+        """Run ``steps``; the returned future (of the running loop) gets their result, at the latest
+        ``wait_s`` from now (unless the model is slower). Steps that need no model call (silence)
+        end here, at once; the others go on from their first call in a batch."""
         loop = asyncio.get_running_loop()
-        job = _Job(steps, loop.create_future())
+        job = _Job(steps, loop.create_future(), loop.time() + max(wait_s, 0.0))
         done: list = []
-        queued = self._loops.setdefault(loop, _LoopBatches()).queued
-        _advance(job, None, queued, done)
+        state = self._loops.setdefault(loop, _LoopBatches())
+        _advance(job, None, state.queued, done)
         _set_results(done)
         self._next_batch(loop)
         return job.future
 
     def _next_batch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Schedule the next batch: now (a session needs its result within LEAD_S, or BATCH_ROWS
+        wait), else LEAD_S before the earliest due."""
         state = self._loops[loop]
-        if state.queued and not state.busy:
+        if not state.queued or state.busy:
+            return
+        at = min(job.due for job in state.queued) - LEAD_S
+        if len(state.queued) >= BATCH_ROWS or at <= loop.time():
+            if state.timer is not None:
+                state.timer.cancel()
+                state.timer = None
             state.busy = True
-            loop.call_soon(self._start_batch, loop)
+            loop.call_soon(self._start_batch, loop)  # after the callbacks ready now: they may join
+        elif state.timer is None or state.timer.when() > at:
+            if state.timer is not None:
+                state.timer.cancel()
+            state.timer = loop.call_at(at, self._its_time, loop)
+
+    def _its_time(self, loop: asyncio.AbstractEventLoop) -> None:
+        state = self._loops[loop]
+        state.timer = None
+        state.busy = True
+        self._start_batch(loop)
 
     def _start_batch(self, loop: asyncio.AbstractEventLoop) -> None:
         state = self._loops[loop]
-        jobs, state.queued = state.queued, []
-        calls = [job.call for job in jobs]
-        if not self.threaded:
-            answers, exc = None, None
-            try:
-                answers = run_model_calls(calls)
-            except BaseException as e:
-                exc = e
-            self._batch_done(loop, jobs, answers, exc)
+        if self.threaded:
+            self._hand_over(loop, state)
             return
+        jobs, state.queued = state.queued, []
+        answers, exc = None, None
+        try:
+            answers = run_model_calls([job.call for job in jobs])
+        except BaseException as e:
+            exc = e
+        self._answered(state, jobs, answers, exc)
+        state.busy = False
+        self._next_batch(loop)  # the steps' next calls, queued again
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop, state: _LoopBatches) -> None:
+        jobs, state.queued = state.queued, []
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="mpe-detection")
-        handed = loop.run_in_executor(self._worker, run_model_calls, calls)
+        handed = loop.run_in_executor(self._worker, run_model_calls, [job.call for job in jobs])
         handed.add_done_callback(lambda f: self._handed_back(loop, jobs, f))
 
     def _handed_back(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job], f: asyncio.Future) -> None:
-        exc = asyncio.CancelledError() if f.cancelled() else f.exception()
-        self._batch_done(loop, jobs, None if exc is not None else f.result(), exc)
-
-    def _batch_done(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job], answers: list[ModelAnswer] | None,
-                    exc: BaseException | None) -> None:
         state = self._loops[loop]
+        exc = asyncio.CancelledError() if f.cancelled() else f.exception()
+        waiting = len(state.queued)
+        self._answered(state, jobs, None if exc is not None else f.result(), exc)
+        if len(state.queued) > waiting:  # the batch's steps have next calls: at once, with whoever waits
+            self._hand_over(loop, state)
+            return
         state.busy = False
+        self._next_batch(loop)
+
+    def _answered(self, state: _LoopBatches, jobs: list[_Job], answers: list[ModelAnswer] | None,
+                  exc: BaseException | None) -> None:
+        """A batch's answers to its jobs: each goes on to its next call (queued) or its end."""
         done: list = []
         if exc is not None:  # the model failed: every session of the batch hears it
             done = [(job, None, exc) for job in jobs]
@@ -115,7 +155,6 @@ class Detection:
             for job, answer in zip(jobs, answers):
                 _advance(job, answer, state.queued, done)
         _set_results(done)
-        self._next_batch(loop)
 
 
 def _advance(job: _Job, answer: Any, queued: list[_Job], done: list) -> None:
