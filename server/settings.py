@@ -46,9 +46,9 @@ class Settings(BaseSettings):
     lockstep_timeout_s: float = 30.0
     realtime_grace_frames: int = 25  # realtime: how many frames a seq may run ahead of the room frames sent
     # The speech detector's model calls in one worker thread, batched across sessions
-    # (server/engine/detection.py); off (the default): batched on the event loop, one batch per loop
-    # turn. The worker frees the loop thread but, at 64 sessions on 2 idle cores, paced no better
-    # (docs/benchmarks.md)
+    # (server/engine/detection.py); off (the default): the batches run on the event loop. The worker
+    # frees the loop thread but costs the process more CPU: an option for a machine with a core to
+    # spare (docs/benchmarks.md "Detector batches that wait")
     detector_worker: bool = False
     # Connections (docs/api.md "Limits"): an HTTP connection without a complete request head for this
     # long (idle before its first request, between keep-alive requests, or a head that trickles in) is

@@ -7,9 +7,10 @@ import asyncio
 
 import numpy as np
 import pytest
+import uvloop
 
 from server.core.detector import SpeechDetector, detect_events, run_model_calls, run_steps
-from server.engine.detection import BATCH_ROWS, Detection
+from server.engine.detection import BATCH_ROWS, LEAD_S, Detection
 
 try:
     from tests.audio_fixtures import place, speech_cache_dir, synthesize, trim
@@ -112,3 +113,24 @@ def test_a_batch_goes_when_its_time_comes_or_when_it_is_full(tracks):
 
     asyncio.run(main())
     assert (detection.batches, detection.rows) == (2 * calls, (1 + BATCH_ROWS) * calls)
+
+
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}  # `mpe serve` runs on uvloop
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_batch_due_within_a_millisecond(tracks, loop):
+    """uvloop answers a call_at under a millisecond away with a plain handle (no ``when()``): the time
+    a batch waits for is Detection's own, and a session asking meanwhile joins that batch."""
+    detection = Detection()
+    frame, calls = _speech_frame(tracks)
+
+    async def main() -> list:
+        soon = detection.run(SpeechDetector().push_calls(frame), wait_s=LEAD_S + 0.0004)
+        later = detection.run(SpeechDetector().push_calls(frame), wait_s=30)
+        async with asyncio.timeout(10):
+            return await asyncio.gather(soon, later)
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        assert runner.run(main()) == [[], []]
+    assert (detection.batches, detection.rows) == (calls, 2 * calls)

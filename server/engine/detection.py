@@ -59,7 +59,8 @@ class _LoopBatches:
 
     queued: list[_Job] = field(default_factory=list)
     busy: bool = False  # a batch is on its way (scheduled to run now, or in the worker)
-    timer: asyncio.TimerHandle | None = None  # the batch waits for its time
+    timer: asyncio.Handle | None = None  # the batch waits for its time ...
+    timer_at: float = 0.0  # ... which is this (uvloop's handle for a time under 1 ms away has no when())
 
 
 class Detection:
@@ -99,10 +100,10 @@ class Detection:
                 state.timer = None
             state.busy = True
             loop.call_soon(self._start_batch, loop)  # after the callbacks ready now: they may join
-        elif state.timer is None or state.timer.when() > at:
+        elif state.timer is None or state.timer_at > at:
             if state.timer is not None:
                 state.timer.cancel()
-            state.timer = loop.call_at(at, self._its_time, loop)
+            state.timer, state.timer_at = loop.call_at(at, self._its_time, loop), at
 
     def _its_time(self, loop: asyncio.AbstractEventLoop) -> None:
         state = self._loops[loop]
