@@ -539,9 +539,9 @@ def detector_batches(audio: np.ndarray, sizes: tuple[int, ...] = (1, 4, 16, 64),
     """What a row of a batch of the detector's model calls costs (server.engine.detection batches the
     calls of a process's sessions): ``sizes`` rows of the always-talk bridge's speech, one batch call
     after another for ``seconds`` each, in microseconds per row."""
-    from server.core.detector import ModelCall, run_model_calls
+    from server.core.detector import CHUNK_SAMPLES_16K, CONTEXT_SAMPLES_16K, ModelCall, run_model_calls
 
-    chunk = np.asarray(audio[:576], np.float32)[None, :] / 32768.0
+    chunk = np.asarray(audio[: CONTEXT_SAMPLES_16K + CHUNK_SAMPLES_16K], np.float32)[None, :] / 32768.0
     out = []
     for n in sizes:
         calls = [ModelCall(chunk.copy(), np.zeros((2, 1, 128), np.float32)) for _ in range(n)]

@@ -69,7 +69,6 @@ def test_a_failing_session_fails_alone(tracks, threaded):
     assert events == [] and known > 0
 
 
-
 def _speech_frame(tracks) -> tuple[np.ndarray, int]:
     """A frame inside speech (every chunk needs the model) and how many model calls it takes alone."""
     frame, calls = tracks[0][RATE // 2 : RATE // 2 + FRAME], []

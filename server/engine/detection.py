@@ -17,13 +17,15 @@ of a call alone (docs/benchmarks.md "Detector batches that wait"). Batches stop 
 
 Where the model calls run:
 
-* on the event loop (the default): the batch's steps' next calls (a frame takes 2–3) queue again
-  under the same rule, so that they go after the callbacks ready meanwhile: a room frame due
-  then is not held behind a whole frame's calls of 16 sessions;
-* in one worker thread (``threaded``, settings.detector_worker): the loop hands each call of the
-  batch over and goes on; onnxruntime releases the GIL, so the model runs beside the loop — on a
-  machine with a core to spare. Only the model call leaves the loop (one GIL handoff per call each
-  way): the steps themselves (resampling, segmentation, the scheduler's decisions) stay on it.
+* on the event loop (the default);
+* in one worker thread (``threaded``, settings.detector_worker): the loop hands the batch over and
+  goes on; onnxruntime releases the GIL, so the model runs beside the loop — on a machine with a
+  core to spare. Only the model call leaves the loop (one GIL handoff per batch each way): the
+  steps themselves (resampling, segmentation, the scheduler's decisions) stay on it.
+
+Either way a batch's steps' next calls (a frame takes 2–3) queue again under the same rule, so
+that on the loop they go after the callbacks ready meanwhile: a room frame due then is not held
+behind a whole frame's calls of 16 sessions.
 
 The decisions are the episode core's, in the same order per session (each session awaits its
 slot before the next), and a row's answer in a batch is the one it gets alone, bit for bit
@@ -94,15 +96,16 @@ class Detection:
         if not state.queued or state.busy:
             return
         at = min(job.due for job in state.queued) - LEAD_S
-        if len(state.queued) >= BATCH_ROWS or at <= loop.time():
-            if state.timer is not None:
-                state.timer.cancel()
-                state.timer = None
+        now = len(state.queued) >= BATCH_ROWS or at <= loop.time()
+        if state.timer is not None:
+            if not now and state.timer_at <= at:
+                return  # the batch's time stands
+            state.timer.cancel()
+            state.timer = None
+        if now:
             state.busy = True
             loop.call_soon(self._start_batch, loop)  # after the callbacks ready now: they may join
-        elif state.timer is None or state.timer_at > at:
-            if state.timer is not None:
-                state.timer.cancel()
+        else:
             state.timer, state.timer_at = loop.call_at(at, self._its_time, loop), at
 
     def _its_time(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -113,40 +116,31 @@ class Detection:
 
     def _start_batch(self, loop: asyncio.AbstractEventLoop) -> None:
         state = self._loops[loop]
-        if self.threaded:
-            self._hand_over(loop, state)
-            return
         jobs, state.queued = state.queued, []
+        calls = [job.call for job in jobs]
+        if self.threaded:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="mpe-detection")
+            handed = loop.run_in_executor(self._worker, run_model_calls, calls)
+            handed.add_done_callback(lambda f: self._handed_back(loop, jobs, f))
+            return
         answers, exc = None, None
         try:
-            answers = run_model_calls([job.call for job in jobs])
+            answers = run_model_calls(calls)
         except BaseException as e:
             exc = e
-        self._answered(state, jobs, answers, exc)
-        state.busy = False
-        self._next_batch(loop)  # the steps' next calls, queued again
-
-    def _hand_over(self, loop: asyncio.AbstractEventLoop, state: _LoopBatches) -> None:
-        jobs, state.queued = state.queued, []
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="mpe-detection")
-        handed = loop.run_in_executor(self._worker, run_model_calls, [job.call for job in jobs])
-        handed.add_done_callback(lambda f: self._handed_back(loop, jobs, f))
+        self._batch_done(loop, jobs, answers, exc)
 
     def _handed_back(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job], f: asyncio.Future) -> None:
-        state = self._loops[loop]
         exc = asyncio.CancelledError() if f.cancelled() else f.exception()
-        waiting = len(state.queued)
-        self._answered(state, jobs, None if exc is not None else f.result(), exc)
-        if len(state.queued) > waiting:  # the batch's steps have next calls: at once, with whoever waits
-            self._hand_over(loop, state)
-            return
-        state.busy = False
-        self._next_batch(loop)
+        self._batch_done(loop, jobs, None if exc is not None else f.result(), exc)
 
-    def _answered(self, state: _LoopBatches, jobs: list[_Job], answers: list[ModelAnswer] | None,
-                  exc: BaseException | None) -> None:
-        """A batch's answers to its jobs: each goes on to its next call (queued) or its end."""
+    def _batch_done(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job], answers: list[ModelAnswer] | None,
+                    exc: BaseException | None) -> None:
+        """Each job of the batch goes on to its next call (queued again, under the same rule) or to
+        its end."""
+        state = self._loops[loop]
+        state.busy = False
         done: list = []
         if exc is not None:  # the model failed: every session of the batch hears it
             done = [(job, None, exc) for job in jobs]
@@ -156,6 +150,7 @@ class Detection:
             for job, answer in zip(jobs, answers):
                 _advance(job, answer, state.queued, done)
         _set_results(done)
+        self._next_batch(loop)
 
 
 def _advance(job: _Job, answer: Any, queued: list[_Job], done: list) -> None:

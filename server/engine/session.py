@@ -22,7 +22,7 @@ from clients.errors import MPEError, ProtocolError
 from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, EpisodeEnd, EpisodeStart, Reference
 from server.core.audio import FrameResampler
 from server.core.detector import DETECTOR_VERSION
-from server.core.episode import FRAME, EpisodeCore, FedSlot
+from server.core.episode import FRAME, EpisodeCore
 from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
 from server.core.phases import FramePhases
@@ -246,14 +246,9 @@ class EpisodeSession:
 
     async def _take_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None,
                               arrived: float | None, by: float | None = None) -> None:
-        """Feed timeline slot ``slot`` (the frame ``seq`` placed there, or silence: ``pcm`` None) and
-        record it; ``by``: when the core must have decided on it (None: now)."""
-        self._record_assistant(slot, seq, pcm, arrived, *await self._feed_assistant(pcm, by))
-
-    async def _feed_assistant(self, pcm: np.ndarray | None, by: float | None = None) -> tuple[np.ndarray, FedSlot]:
-        """The next slot's frame (silence when ``pcm`` is None) to the core, which decides on it by
-        ``by`` (the connection's clock; None: now); the frame at 24 kHz and what the slot became. In
-        a teacher-forced slot the core takes the context audio instead (§5.1). The detector's model
+        """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None), for
+        the core to decide on by ``by`` (the connection's clock; None: now). In a teacher-forced slot
+        the core takes the context audio instead (§5.1), and that is recorded. The detector's model
         calls are batched with the other sessions' (server.engine.detection)."""
         self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
@@ -262,11 +257,6 @@ class EpisodeSession:
         self.detecting = detection.run(self.core.feed_assistant_calls(pcm24), wait_s)
         fed = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
         self.detecting = None
-        return pcm24, fed
-
-    def _record_assistant(self, slot: int, seq: int | None, pcm: np.ndarray | None, arrived: float | None,
-                          pcm24: np.ndarray, fed: FedSlot) -> None:
-        """The recording and the live listeners' share of a fed slot."""
         if fed.forced and pcm is not None and pcm.any():
             self.context_replies_nonsilent += 1
         self.rec.add_audio("assistant", fed.pcm)
@@ -287,11 +277,7 @@ class EpisodeSession:
             self.rec.stats.update(msg.data)
 
     async def _lockstep(self) -> None:
-        """§4 lockstep: room frame n goes out only once assistant frames up to n - max_inflight are in.
-
-        Only what the next room frame depends on stands between an answer and that frame: the
-        answer is fed to the core, the room frames it lets out are sent, and then it is recorded
-        (while the bridge works on its next answer)."""
+        """§4 lockstep: room frame n goes out only once assistant frames up to n - max_inflight are in."""
         inflight = self.lease.max_inflight
         next_recv = 0
         ended = False
@@ -309,13 +295,8 @@ class EpisodeSession:
             frame, arrived = msg.frame, msg.arrived
             if frame.seq != next_recv:
                 raise ProtocolError(f"expected assistant frame seq {next_recv}, got {frame.seq}", code="bad_seq")
-            fed = await self._feed_assistant(frame.pcm)
+            await self._take_assistant(frame.seq, frame.seq, frame.pcm, arrived)
             next_recv += 1
-            try:
-                while not ended and self.room_sent - next_recv < inflight:
-                    ended = not await self._send_room()
-            finally:
-                self._record_assistant(frame.seq, frame.seq, frame.pcm, arrived, *fed)
             await self._maybe_flush()
 
     async def _realtime(self) -> None:
