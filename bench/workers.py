@@ -183,7 +183,8 @@ async def case(args, workdir: Path, suite, server: Server, round_: int) -> dict[
         db = await asyncio.to_thread(Database, url)
         try:
             token = await asyncio.to_thread(create_token, db, TEAM, label="bench")
-            served = Served(url, workdir / "data", workers, workdir / f"serve-{server}-{round_}.log".replace("/", "g"),
+            served = Served(url, workdir / "data", workers,
+                            (args.logs or workdir) / f"serve-{server}-{round_}.log".replace("/", "g"),
                             server.flush_group_s)
             bridges = None
             try:
@@ -363,10 +364,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pg-url", default=DEFAULT_PG_URL, help="PostgreSQL server (a schema per case, dropped after)")
     p.add_argument("--cache-dir", type=Path, default=ROOT / ".mpe", help="TTS clip cache (default .mpe)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    p.add_argument("--logs", type=Path, default=None,
+                   help="keep the servers' logs in this folder (serve-<workers>-<round>.log); by default they go "
+                        "with the temporary folder")
     p.add_argument("--bridge-host", action="store_true", help=argparse.SUPPRESS)  # the bridge process itself
     p.add_argument("--server", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.bridge = args.bridge or ("always-talk" if args.clock == "realtime" else "silent")
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
     return args
 
 

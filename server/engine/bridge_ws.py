@@ -24,7 +24,7 @@ from server.engine.clips import open_episode
 from server.engine.leasing import fail_run, lease_episode
 from server.engine.limits import client_address
 from server.engine.matching import bridge_work
-from server.engine.session import EpisodeSession
+from server.engine.session import Disconnected, EpisodeSession
 from server.engine.worksignal import WorkKey, WorkSignal
 
 log = logging.getLogger("mpe.bridge")
@@ -32,11 +32,6 @@ log = logging.getLogger("mpe.bridge")
 STATUS_EVERY_S = 2.0  # while a bridge is idle, how often the work that matches it is looked at again
 DATABASE_RETRY_S = 1.0  # an idle bridge whose lease query met the database away tries again this soon
 LATE_ANSWERS_S = 2.0  # audio frames this soon after an episode ended are late answers to it, discarded
-
-
-class Disconnected(Exception):
-    """The bridge closed its WebSocket."""
-    pass
 
 
 @dataclass

@@ -16,6 +16,7 @@ import json
 from typing import Any, Callable, Protocol
 
 import numpy as np
+from starlette.websockets import WebSocketDisconnect
 
 from clients.codec import KIND_CONTEXT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
 from clients.errors import MPEError, ProtocolError
@@ -69,6 +70,24 @@ class SideDataBudget:
                                 code="too_much_data")
         self.stats_sizes.update(sizes)
         self.stats_bytes = total
+
+
+class Disconnected(Exception):
+    """The bridge closed its WebSocket (a departure, not a failure of the server)."""
+
+
+def attempt_error(err: BaseException) -> tuple[str, str]:
+    """The code and message a failed attempt is stored with: an MPEError's own (the bridge's code
+    when it reported the error, e.g. endpoint_rate_limited); ``disconnected`` when the bridge left;
+    anything else is the server's fault, ``internal``, with the exception's text, so that it is never
+    blamed on the bridge and can be told apart without the server's log."""
+    if isinstance(err, MPEError):
+        return getattr(err, "remote_code", None) or err.code, str(err)
+    if isinstance(err, (Disconnected, WebSocketDisconnect, ConnectionError)):
+        return "disconnected", "the bridge closed the connection"
+    if not isinstance(err, Exception):  # cancelled: the server's task was stopped (a shutdown)
+        return "disconnected", type(err).__name__
+    return "internal", f"{type(err).__name__}: {err}"
 
 
 class Connection(Protocol):
@@ -191,9 +210,7 @@ class EpisodeSession:
             self.rec.outage.ended()  # closing the attempt gets patience of its own
         finally:
             # the bridge's own code when it reported the error (e.g. endpoint_rate_limited)
-            code = None if ok else (getattr(err, "remote_code", None) or err.code if isinstance(err, MPEError)
-                                    else "disconnected")
-            message = None if ok else (str(err) if isinstance(err, MPEError) else type(err).__name__)
+            code, message = (None, None) if ok else attempt_error(err)
             if self.rec.outage.refused:  # writes the database refused and this attempt wrote again later
                 self.rec.stats["server"]["storage_refused"] = self.rec.outage.refused
             try:

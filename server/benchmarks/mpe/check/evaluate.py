@@ -88,6 +88,9 @@ ADVICE: dict[str, str] = {
     "disconnected": "The bridge closed the connection during an episode without sending an error: look at the "
                     "bridge's log (an exception in reset or step?). With the SDK, step() must return "
                     "int16[frame_samples] or None; raise an MPEError to report a failure with its own code.",
+    "internal": "The server failed during the attempt (its fault, not the bridge's): the attempt's message "
+                "names the exception and the server's log has its traceback. The episode is tried again (up to "
+                "the run's max_attempts); report it if it repeats.",
     "unexpected_message": "Send audio only between episode.start and episode.end, and hello only once "
                           "(docs/protocol.md §3).",
     "bad_json": "Text messages must be JSON objects (docs/protocol.md §4).",
