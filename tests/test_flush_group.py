@@ -10,7 +10,7 @@ import dataclasses
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from server.db import Database, Episode, FrameRow
+from server.db import AudioChunk, Database, Episode, EventRow, FrameRow, SegmentRow
 from server.engine.flush_group import FlushGroup
 from server.engine.leasing import Lease, cancel_run, create_run, lease_episode
 from server.engine.recorder import Batch
@@ -102,3 +102,27 @@ async def test_no_window_writes_what_is_due_in_the_same_turn(db, mini_suite):
     group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.0)
     assert await asyncio.gather(*(group.write(_batch(x, 0), x) for x in leases)) == [True, True]
     assert group.transactions == 1
+
+
+async def test_every_table_of_a_flush_is_written_as_given(db, mini_suite):
+    """The rows of each table (on PostgreSQL by COPY, server.db.insert_rows) come back as they were
+    given, in order: JSON, NULLs, booleans, bytes, a column named by a reserved word (segments.end),
+    and text that COPY's format must escape."""
+    _, (lease,) = _leases(db, mini_suite, 1)
+    a = lease.attempt_id
+    odd = 'tab\there, new\nline, back\\slash, "quoted", ünïcode'
+    events = [{"attempt_id": a, "t": 24_000 * i, "type": "turn_start", "data": {"who": odd, "n": i, "x": None}}
+              for i in range(3)]
+    frames = [{"attempt_id": a, "direction": d, "seq": i, "slot": i + 1, "sent_us": None if d == "room" else 10 * i,
+               "arrived_us": 2 ** 40 + i, "silent": i % 2 == 0} for i in range(40) for d in ("room", "assistant")]
+    chunks = [{"attempt_id": a, "track": "room", "idx": 0, "start_sample": 0, "n_samples": 3, "codec": "raw",
+               "data": bytes(range(256)) + b"\\x00\n\t"}]
+    segments = [{"attempt_id": a, "source": "live", "start": 10, "end": 20, "detector": odd}]
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.0)
+    assert await group.write(Batch(events=[dict(r) for r in events], frames=[dict(r) for r in frames],
+                                   chunks=[dict(r) for r in chunks], segments=[dict(r) for r in segments]), lease)
+    with db.session() as s:
+        for table, rows in ((EventRow, events), (FrameRow, frames), (AudioChunk, chunks), (SegmentRow, segments)):
+            cols = [table.__table__.c[k] for k in rows[0]]
+            got = [dict(r._mapping) for r in s.execute(select(*cols).order_by(table.id))]
+            assert got == rows, table.__tablename__

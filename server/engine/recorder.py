@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from server.core.audio import encode_flac
 from server.core.events import Event
 from server.core.timebase import Segment
-from server.db import AudioChunk, Database, EventRow, FrameRow, SegmentRow
+from server.db import AudioChunk, Database, EventRow, FrameRow, SegmentRow, insert_rows
 from server.engine.storage import UNAVAILABLE, Outage
 
 
@@ -51,8 +51,7 @@ def write_batches(s: Session, batches: Sequence[Batch]) -> None:
                         (FrameRow, [r for b in batches for r in b.frames]),
                         (AudioChunk, [r for b in batches for r in b.chunks]),
                         (SegmentRow, [r for b in batches for r in b.segments])):
-        if rows:
-            s.execute(table.__table__.insert(), rows)
+        insert_rows(s, table, rows)
 
 
 @dataclass
