@@ -297,13 +297,15 @@ def insert_rows(s: Session, table: type[Base], rows: Sequence[dict[str, Any]]) -
     """Insert ``rows`` (dicts with the same keys, named after ``table``'s columns) in ``s``'s
     transaction, in their order. On PostgreSQL by ``COPY``: psycopg runs an ``executemany`` as a
     pipeline of one ``INSERT`` per row, some 25 µs of the interpreter a row, which at 64 realtime
-    sessions was 15 % of a core beside the event loop (docs/benchmarks.md); elsewhere one
-    ``executemany``. A driver error is raised as SQLAlchemy's (``UNAVAILABLE`` when the database is
-    away), as from any other statement."""
+    sessions was 15 % of a core beside the event loop (docs/benchmarks.md). Elsewhere, and for a
+    table with a binary column (few rows, large values: COPY's text format would escape them to
+    twice their size, more work on both sides than it saves), one ``executemany``. A driver error
+    is raised as SQLAlchemy's (``UNAVAILABLE`` when the database is away), as from any other
+    statement."""
     if not rows:
         return
     t = table.__table__
-    if s.get_bind().dialect.name != "postgresql":
+    if s.get_bind().dialect.name != "postgresql" or any(isinstance(c.type, LargeBinary) for c in t.columns):
         s.execute(t.insert(), rows)
         return
     import psycopg
