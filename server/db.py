@@ -16,6 +16,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
+import psycopg
+from psycopg import sql
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -308,9 +310,6 @@ def insert_rows(s: Session, table: type[Base], rows: Sequence[dict[str, Any]]) -
     if s.get_bind().dialect.name != "postgresql" or any(isinstance(c.type, LargeBinary) for c in t.columns):
         s.execute(t.insert(), rows)
         return
-    import psycopg
-    from psycopg import sql
-
     cols = list(rows[0])
     as_json = [isinstance(t.c[c].type, JSON) for c in cols]
     copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(t.name),

@@ -209,7 +209,6 @@ class EpisodeSession:
             ok, reason, err = False, "aborted", err or exc
             self.rec.outage.ended()  # closing the attempt gets patience of its own
         finally:
-            # the bridge's own code when it reported the error (e.g. endpoint_rate_limited)
             code, message = (None, None) if ok else attempt_error(err)
             if self.rec.outage.refused:  # writes the database refused and this attempt wrote again later
                 self.rec.stats["server"]["storage_refused"] = self.rec.outage.refused
