@@ -6,7 +6,6 @@ SQLite by default, PostgreSQL when DATABASE_URL says so. The schema is owned by 
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -302,22 +301,22 @@ def insert_rows(s: Session, table: type[Base], rows: Sequence[dict[str, Any]]) -
     sessions was 15 % of a core beside the event loop (docs/benchmarks.md). Elsewhere, and for a
     table with a binary column (few rows, large values: COPY's text format would escape them to
     twice their size, more work on both sides than it saves), one ``executemany``. A driver error
-    is raised as SQLAlchemy's (``UNAVAILABLE`` when the database is away), as from any other
-    statement."""
+    is raised as SQLAlchemy's (``UNAVAILABLE`` when the database is away), and each value is
+    converted by its column type's own bind processor (JSON, booleans), as for any other statement."""
     if not rows:
         return
-    t = table.__table__
-    if s.get_bind().dialect.name != "postgresql" or any(isinstance(c.type, LargeBinary) for c in t.columns):
+    t, dialect = table.__table__, s.get_bind().dialect
+    if dialect.name != "postgresql" or any(isinstance(c.type, LargeBinary) for c in t.columns):
         s.execute(t.insert(), rows)
         return
     cols = list(rows[0])
-    as_json = [isinstance(t.c[c].type, JSON) for c in cols]
+    bind = [t.c[c].type.dialect_impl(dialect).bind_processor(dialect) or (lambda v: v) for c in cols]
     copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(t.name),
                                                           sql.SQL(", ").join(map(sql.Identifier, cols)))
     try:
         with s.connection().connection.driver_connection.cursor() as cur, cur.copy(copy_sql) as copy:
             for r in rows:
-                copy.write_row([json.dumps(r[c]) if j else r[c] for c, j in zip(cols, as_json)])
+                copy.write_row([f(r[c]) for c, f in zip(cols, bind)])
     except psycopg.Error as exc:
         raise DBAPIError.instance(f"COPY {t.name}", None, exc, psycopg.Error, hide_parameters=True) from exc
 
