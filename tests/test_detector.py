@@ -166,6 +166,33 @@ def test_segmenter_respects_config():
     assert events[-1].seen_at - events[-1].at == 320 * MS
 
 
+@pytest.mark.parametrize("cfg, never", [(DetectorConfig(), True), (DetectorConfig(min_speech_ms=0, merge_pause_ms=0), False),
+                                        (DetectorConfig(threshold=0.8, min_speech_ms=64, merge_pause_ms=96), True)],
+                         ids=["default", "zero", "short"])
+def test_may_emit_is_exact(cfg, never):
+    """may_emit(span) is False exactly when no probabilities for the span's chunks report an event:
+    from every state reached by a random history, every continuation of 1-4 chunks drawn from a
+    below-neg_threshold, a between and a speech probability is tried."""
+    import itertools
+    import random
+
+    rng = random.Random(7)
+    levels = (0.0, cfg.threshold - 0.1, 1.0)  # pause, "between" (extends, does not start), speech
+    tried = {True: 0, False: 0}
+    for _ in range(60):
+        history = [rng.choice(levels) for _ in range(rng.randrange(60))]
+        n = len(history)
+        for k in range(1, 5):
+            possible = False
+            for cont in itertools.product(levels, repeat=k):
+                seg, _ = run_probs(history, cfg)
+                possible |= any(seg.step(p, (n + i) * C, (n + i + 1) * C) for i, p in enumerate(cont))
+            seg, _ = run_probs(history, cfg)
+            assert seg.may_emit(n * C, (n + k) * C) == possible, (history, k)
+            tried[possible] += 1
+    assert tried[True] and bool(tried[False]) == never  # with no minimum and no pause, an event is always possible
+
+
 # ------------------------------------------------------------------------- model
 
 

@@ -32,6 +32,10 @@ Pipeline, all causal:
    streams as one batch (:func:`run_model_calls`: rows ``[B, 576]``, states
    ``[2, B, 128]``; each row's answer is the one it gets alone, bit for bit, which
    ``tests/test_detector.py`` checks); :meth:`SpeechDetector.push` runs them one by one.
+   ``push_calls`` is :meth:`SpeechDetector.take` (resample and queue: how far the detector will
+   have heard is known here) then :meth:`SpeechDetector.process_calls` (the model and the
+   segmentation); between the two, :meth:`SpeechDetector.may_decide` says whether the queued
+   chunks can report an event at all.
 4. **Digital silence shortcut.** A chunk whose 16 kHz samples are all exactly zero gets
    probability 0.0 without a model call, and the model state and context are reset to
    zeros (a fresh model). This makes the silent frames that dominate an assistant track
@@ -264,6 +268,21 @@ class Segmenter:
         """While :attr:`active`: the end of the open segment's last speech chunk (pauses not counted)."""
         return self._last_end if self._onset_reported else None
 
+    def may_emit(self, start: int, end: int) -> bool:
+        """May the chunks covering ``[start, end)`` report an event, whatever their probabilities?
+        False only where no sequence of probabilities could: an onset needs a segment that reaches
+        ``min_speech`` by ``end``, an offset a pause that reaches ``merge_pause`` by ``end``. Exact
+        (True means some probabilities would), so a caller may act on False before the model has
+        run (server.core.episode); tests/test_detector.py checks both ways."""
+        if end <= start:
+            return False
+        if self._start is None:  # a segment opened at the span's first chunk
+            return end - start >= self._min_speech
+        if self._onset_reported:  # a pause from now on (speech only moves _last_end on)
+            return end - self._last_end >= self._merge_pause
+        # the open segment's onset; a segment opened after it closes starts later, so needs more
+        return end - self._start >= self._min_speech
+
     def step(self, p: float, start: int, end: int) -> list[SpeechEvent]:
         """Consume the probability ``p`` of the chunk covering ``[start, end)``."""
         if self._start is None:
@@ -382,13 +401,43 @@ class SpeechDetector:
     def push_calls(self, pcm: np.ndarray) -> ModelSteps[list[SpeechEvent]]:
         """:meth:`push` without calling the model: yields each :class:`ModelCall` and takes its
         answer back (the caller may batch them with other streams'), returns the events."""
+        self.take(pcm)
+        return (yield from self.process_calls())
+
+    def take(self, pcm: np.ndarray) -> None:
+        """The first half of :meth:`push_calls`: resample ``pcm`` and queue it, deciding nothing yet.
+        :attr:`queued_until` and :meth:`may_decide` tell what processing it will do;
+        :meth:`process_calls` processes it."""
         if self._finished:
             raise RuntimeError("push() after finish(); call reset() to start a new stream")
         x = self._to_float(pcm)
         self._input_samples += x.shape[0]
         if self._resampler is not None:
             x = self._resampler.resample_chunk(x)
-        return (yield from self._feed(x))
+        self._pending = np.concatenate((self._pending, x))  # a copy: the caller may reuse its array
+
+    @property
+    def queued_until(self) -> int:
+        """What :attr:`known_until` will be once the whole chunks queued by :meth:`take` are processed
+        (it depends on the amount of audio only, never on the model)."""
+        return (self._chunks + self._pending.shape[0] // CHUNK_SAMPLES_16K) * CHUNK_STREAM_SAMPLES
+
+    def may_decide(self) -> bool:
+        """May processing the queued whole chunks report an event? False means it will not, whatever
+        the model says of them (:meth:`Segmenter.may_emit`)."""
+        return self._segmenter.may_emit(self._known_until, self.queued_until)
+
+    def process_calls(self) -> ModelSteps[list[SpeechEvent]]:
+        """The second half of :meth:`push_calls`: run the queued whole chunks, returns the events."""
+        buf = self._pending
+        events: list[SpeechEvent] = []
+        n_full = buf.shape[0] // CHUNK_SAMPLES_16K
+        for k in range(n_full):
+            chunk = buf[k * CHUNK_SAMPLES_16K : (k + 1) * CHUNK_SAMPLES_16K]
+            start = self._chunks * CHUNK_STREAM_SAMPLES
+            events += yield from self._process(chunk, start, start + CHUNK_STREAM_SAMPLES)
+        self._pending = buf[n_full * CHUNK_SAMPLES_16K :].copy()
+        return events
 
     def finish(self) -> list[SpeechEvent]:
         """End of track: flush the resampler, run the zero-padded last partial chunk,
@@ -401,7 +450,8 @@ class SpeechDetector:
         events: list[SpeechEvent] = []
         if self._resampler is not None:
             tail = self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
-            events += yield from self._feed(tail)
+            self._pending = np.concatenate((self._pending, tail))
+        events += yield from self.process_calls()  # what take() queued and the resampler held back
         track_end = self._input_samples * STREAM_RATE // self.config.input_rate
         if self._pending.shape[0]:
             chunk = np.zeros(CHUNK_SAMPLES_16K, dtype=np.float32)
@@ -431,17 +481,6 @@ class SpeechDetector:
         if x.dtype == np.float64:
             return x.astype(np.float32)
         raise TypeError(f"expected int16 or float32 PCM, got {x.dtype}")
-
-    def _feed(self, x16k: np.ndarray) -> ModelSteps[list[SpeechEvent]]:
-        buf = np.concatenate((self._pending, x16k)) if self._pending.shape[0] else x16k
-        events: list[SpeechEvent] = []
-        n_full = buf.shape[0] // CHUNK_SAMPLES_16K
-        for k in range(n_full):
-            chunk = buf[k * CHUNK_SAMPLES_16K : (k + 1) * CHUNK_SAMPLES_16K]
-            start = self._chunks * CHUNK_STREAM_SAMPLES
-            events += yield from self._process(chunk, start, start + CHUNK_STREAM_SAMPLES)
-        self._pending = buf[n_full * CHUNK_SAMPLES_16K :].copy()
-        return events
 
     def _process(self, chunk: np.ndarray, start: int, end: int) -> ModelSteps[list[SpeechEvent]]:
         p = yield from self._probability(chunk)

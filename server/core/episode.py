@@ -34,6 +34,9 @@ class FedSlot(NamedTuple):
 
     pcm: np.ndarray  # the assistant track for the slot: the context audio when forced, else the bridge's frame
     forced: bool  # the slot had a context frame: the bridge's own frame was ignored
+    #: fed with ``defer``: the slot's detector work that can change no decision, still to run (to its
+    #: end, before the next slot is fed); None when there is none
+    later: ModelSteps[None] | None = None
 
 
 class EpisodeCore:
@@ -52,6 +55,7 @@ class EpisodeCore:
         self.assistant_slots = 0  # assistant frames fed to the detector so far
         self.context_frames = scheduler.context_frames
         self._context: dict[int, np.ndarray] = {}  # planned context audio by slot, until that slot is fed
+        self._later: ModelSteps[None] | None = None  # a deferred slot's detector work, until it has run
 
     def mix(self, pieces: tuple[Piece, ...]) -> np.ndarray:
         """One frame of the clips' pieces added up (int16 clipping where they overlap), silence elsewhere."""
@@ -78,15 +82,39 @@ class EpisodeCore:
         teacher-forced slot the context audio replaces it."""
         return run_steps(self.feed_assistant_calls(pcm))
 
-    def feed_assistant_calls(self, pcm: np.ndarray) -> ModelSteps[FedSlot]:
+    def feed_assistant_calls(self, pcm: np.ndarray, *, defer: bool = False) -> ModelSteps[FedSlot]:
         """:meth:`feed_assistant`, yielding the detector's model calls to the caller (who may run
-        them in a batch with other episodes', see server.core.detector); the same decisions."""
+        them in a batch with other episodes', see server.core.detector); the same decisions.
+
+        ``defer``: where the slot's audio cannot make the detector report an event, whatever the
+        model says of it (:meth:`SpeechDetector.may_decide`), the scheduler hears at once what it
+        would hear after the model (no event, and how far the detector has heard), and the model
+        calls come back as :attr:`FedSlot.later`, for the caller to run while the bridge works on
+        its next answer (lockstep, DESIGN §5). Every decision, event and segment is the same."""
+        if self._later is not None:
+            raise RuntimeError("an assistant slot fed before the previous slot's deferred detector work ran")
         forced = self._context.pop(self.assistant_slots, None)
         used = pcm if forced is None else forced
-        events = yield from self.detector.push_calls(used)
+        self.detector.take(used)
         self.assistant_slots += 1
+        if defer and not self.detector.may_decide():
+            self.scheduler.observe([], self.detector.queued_until)
+            self._later = self._deferred()
+            return FedSlot(used, forced is not None, self._later)
+        events = yield from self.detector.process_calls()
         self.scheduler.observe(events, self.detector.known_until)
         return FedSlot(used, forced is not None)
 
+    def _deferred(self) -> ModelSteps[None]:
+        events = yield from self.detector.process_calls()
+        if events:  # may_decide() promised there would be none
+            raise RuntimeError(f"deferred detector work reported {events}")
+        self._later = None
+
     def finish(self) -> None:
+        """The end of the attempt: the detector's track ends (a deferred slot's work never run is
+        done by the detector's own finish)."""
+        if self._later is not None:
+            self._later.close()
+            self._later = None
         self.detector.finish()

@@ -22,14 +22,14 @@ from clients.codec import KIND_CONTEXT, KIND_ROOM, STREAM_RATE, encode_frame, fr
 from clients.errors import MPEError, ProtocolError
 from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, EpisodeEnd, EpisodeStart, Reference
 from server.core.audio import FrameResampler
-from server.core.detector import DETECTOR_VERSION
+from server.core.detector import DETECTOR_VERSION, ModelSteps
 from server.core.episode import FRAME, EpisodeCore
 from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
 from server.core.phases import FramePhases
 from server.core.slots import SlotPlacer, SlotStats
 from server.db import Database
-from server.engine.detection import DETECTION, ON_LOOP
+from server.engine.detection import DETECTION, ON_LOOP, Detection
 from server.engine.flush_group import FlushGroup
 from server.engine.leasing import Lease, finish_attempt
 from server.engine.recorder import Flush, Recorder
@@ -139,6 +139,7 @@ class EpisodeSession:
         self.room_sent = 0
         self.flushing: asyncio.Task | None = None
         self.detecting: asyncio.Future | None = None  # the core's detector work in flight
+        self.later: ModelSteps[None] | None = None  # lockstep: the last slot's deferred detector work (DESIGN §5)
         self.frames_in = 0  # assistant frames received
         sc = lease.scenario  # realtime: the run's network impairment, drawn the same way in every attempt
         self.impaired = None if lease.impair is None or lease.clock != "realtime" else \
@@ -265,14 +266,16 @@ class EpisodeSession:
         """Feed timeline slot ``slot``: the frame ``seq`` placed there, or silence (``pcm`` None), for
         the core to decide on by ``by`` (the connection's clock; None: now). In a teacher-forced slot
         the core takes the context audio instead (§5.1), and that is recorded. The detector's model
-        calls are batched with the other sessions' (server.engine.detection)."""
+        calls are batched with the other sessions' (server.engine.detection); in lockstep those that
+        can change no decision are left for after the next room frame (``self.later``, DESIGN §5)."""
         self.frames_in += pcm is not None
         pcm24 = self.from_bridge(pcm if pcm is not None else np.zeros(self.bridge_frame, np.int16))
-        detection = DETECTION if self.settings.detector_worker else ON_LOOP
         wait_s = 0.0 if by is None else by - self.conn.clock()
-        self.detecting = detection.run(self.core.feed_assistant_calls(pcm24), wait_s)
-        fed = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
-        self.detecting = None
+        await self._heard()
+        defer = self.lease.clock == "lockstep"
+        self.detecting = self._detection.run(self.core.feed_assistant_calls(pcm24, defer=defer), wait_s)
+        fed = await self._heard()
+        self.later = fed.later
         if fed.forced and pcm is not None and pcm.any():
             self.context_replies_nonsilent += 1
         self.rec.add_audio("assistant", fed.pcm)
@@ -280,6 +283,24 @@ class EpisodeSession:
             self.observer.assistant(slot, fed.pcm)
         if pcm is not None:
             self.rec.add_frame("assistant", seq, slot, pcm24, arrived_us=None if arrived is None else self._us(arrived))
+
+    @property
+    def _detection(self) -> Detection:
+        return DETECTION if self.settings.detector_worker else ON_LOOP
+
+    async def _heard(self) -> Any:
+        """Wait for the core's detector work in flight, if any; its result."""
+        if self.detecting is None:
+            return None
+        out = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
+        self.detecting = None
+        return out
+
+    def _hear_later(self) -> None:
+        """Lockstep: start the last slot's deferred detector work (FedSlot.later), now that the room
+        frame it did not hold back is out; the next slot waits for it (_heard)."""
+        if self.later is not None:
+            self.detecting, self.later = self._detection.run(self.later), None
 
     def _on_side_message(self, msg) -> None:
         if msg.type == "text":
@@ -300,6 +321,7 @@ class EpisodeSession:
         while True:
             while not ended and self.room_sent - next_recv < inflight:
                 ended = not await self._send_room()
+            self._hear_later()  # while the bridge works on its answer
             if ended and next_recv == self.room_sent:
                 break
             msg = await self.conn.next_inbound(self.settings.lockstep_timeout_s)
@@ -314,6 +336,7 @@ class EpisodeSession:
             await self._take_assistant(frame.seq, frame.seq, frame.pcm, arrived)
             next_recv += 1
             await self._maybe_flush()
+        await self._heard()
 
     async def _realtime(self) -> None:
         """§4 realtime: room frame n at t0 + n·80 ms on absolute deadlines; never wait for the bridge.
