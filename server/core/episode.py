@@ -59,6 +59,11 @@ class EpisodeCore:
 
     def mix(self, pieces: tuple[Piece, ...]) -> np.ndarray:
         """One frame of the clips' pieces added up (int16 clipping where they overlap), silence elsewhere."""
+        if len(pieces) <= 1:  # most frames: nothing to add up, nothing to clip (a tenth of the cost)
+            out = np.zeros(self.frame, dtype=np.int16)
+            for p in pieces:
+                out[p.dst_start : p.dst_start + p.length] = self.clips[p.source][p.src_start : p.src_start + p.length]
+            return out
         acc = np.zeros(self.frame, dtype=np.int32)
         for p in pieces:
             acc[p.dst_start : p.dst_start + p.length] += self.clips[p.source][p.src_start : p.src_start + p.length]
