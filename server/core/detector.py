@@ -436,7 +436,7 @@ class SpeechDetector:
             chunk = buf[k * CHUNK_SAMPLES_16K : (k + 1) * CHUNK_SAMPLES_16K]
             start = self._chunks * CHUNK_STREAM_SAMPLES
             events += yield from self._process(chunk, start, start + CHUNK_STREAM_SAMPLES)
-        self._pending = buf[n_full * CHUNK_SAMPLES_16K :].copy()
+        self._pending = self._pending[n_full * CHUNK_SAMPLES_16K :].copy()  # with what take() added meanwhile
         return events
 
     def finish(self) -> list[SpeechEvent]:
