@@ -23,7 +23,7 @@ from clients.errors import MPEError, ProtocolError
 from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, EpisodeEnd, EpisodeStart, Reference
 from server.core.audio import FrameResampler
 from server.core.detector import DETECTOR_VERSION, ModelSteps
-from server.core.episode import FRAME, EpisodeCore
+from server.core.episode import FRAME, EpisodeCore, FedSlot
 from server.core.events import TEXT, Event
 from server.core.impairment import ImpairedArrivals
 from server.core.phases import FramePhases
@@ -288,8 +288,9 @@ class EpisodeSession:
     def _detection(self) -> Detection:
         return DETECTION if self.settings.detector_worker else ON_LOOP
 
-    async def _heard(self) -> Any:
-        """Wait for the core's detector work in flight, if any; its result."""
+    async def _heard(self) -> FedSlot | None:
+        """Wait for the core's detector work in flight, if any: a slot's feed (its FedSlot) or a
+        slot's deferred work (None)."""
         if self.detecting is None:
             return None
         out = await asyncio.shield(self.detecting)  # cancelled, the core is still busy: _close waits
