@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -126,3 +127,41 @@ async def test_every_table_of_a_flush_is_written_as_given(db, mini_suite):
             cols = [table.__table__.c[k] for k in rows[0]]
             got = [dict(r._mapping) for r in s.execute(select(*cols).order_by(table.id))]
             assert got == rows, table.__tablename__
+
+
+async def test_a_long_track_is_written_in_chunks_encoded_ahead(db, mini_suite):
+    """A track's audio becomes a chunk, encoded in the background, once CHUNK_SAMPLES of it wait
+    (server.engine.recorder): whatever the flushes and the close cut, the chunks of each track are
+    contiguous from sample 0 and decode to the audio added."""
+    import numpy as np
+
+    from server.core.audio import decode_audio
+    from server.engine.recorder import CHUNK_SAMPLES, Flush, Recorder
+    from server.engine.storage import Outage
+
+    _, (lease,) = _leases(db, mini_suite, 1)
+    group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.0)
+    rec = Recorder(db, lease.attempt_id, Outage(5.0, time.monotonic))
+    rng = np.random.default_rng(7)
+    frame = 1920
+    added = {"room": [], "assistant": []}
+    per_chunk = CHUNK_SAMPLES // frame
+    for i in range(3 * per_chunk + 25):  # flushes after frames 30 and 200 and the close cut 5 chunks a track:
+        for track in added:
+            pcm = (rng.normal(0, 3000, frame) * (track == "room" or i % 3 == 0)).astype(np.int16)
+            added[track].append(pcm)
+            rec.add_audio(track, pcm)
+        if i in (30, 200):  # [0, 30], [31, 155] encoded ahead, [156, 200], [201, 325] encoded ahead, the rest
+            assert await rec.flush(lambda b: group.write(b, lease)) is Flush.written
+    await rec.close()
+    with db.session() as s:
+        for track, parts in added.items():
+            rows = s.execute(select(AudioChunk.idx, AudioChunk.start_sample, AudioChunk.n_samples, AudioChunk.data)
+                             .where(AudioChunk.attempt_id == lease.attempt_id, AudioChunk.track == track)
+                             .order_by(AudioChunk.idx)).all()
+            assert [r.idx for r in rows] == [0, 1, 2, 3, 4], track
+            assert [r.n_samples // frame for r in rows] == [31, per_chunk, 200 - 30 - per_chunk, per_chunk,
+                                                            3 * per_chunk + 25 - 201 - per_chunk]
+            assert [r.start_sample for r in rows] == list(np.cumsum([0] + [r.n_samples for r in rows[:-1]]))
+            audio = np.concatenate([decode_audio(r.data) for r in rows])
+            assert np.array_equal(audio, np.concatenate(parts)), track

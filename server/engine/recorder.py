@@ -6,17 +6,26 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
+from clients.codec import STREAM_RATE
 from server.core.audio import encode_flac
 from server.core.events import Event
 from server.core.timebase import Segment
 from server.db import AudioChunk, Database, EventRow, FrameRow, SegmentRow, insert_rows
 from server.engine.storage import UNAVAILABLE, Outage
+
+#: once this much of a track waits to be written, it becomes a chunk whose FLAC is encoded at once, in
+#: the background (ENCODER). Lockstep records far faster than real time (a flush every ``flush_s`` of
+#: wall time holds minutes of audio): otherwise the attempt's last write would encode a whole flush's
+#: audio while the bridge waits for ``episode.end`` (docs/benchmarks.md "Recording").
+CHUNK_SAMPLES = 10 * STREAM_RATE
+ENCODER = ThreadPoolExecutor(1, thread_name_prefix="mpe-flac")  # one: its CPU is bounded; libsndfile runs without the GIL
 
 
 @dataclass
@@ -42,11 +51,13 @@ class Flush(enum.Enum):
 
 def write_batches(s: Session, batches: Sequence[Batch]) -> None:
     """Insert ``batches`` in ``s``'s transaction, each table's rows of all of them in one
-    statement. Audio is encoded here, once: a refused batch keeps its FLAC."""
+    statement. Audio is encoded here (or was, in the background: :data:`CHUNK_SAMPLES`), once: a
+    refused batch keeps its FLAC."""
     for b in batches:
         for c in b.chunks:
             if "pcm" in c:
-                c["codec"], c["data"] = "flac", encode_flac(c.pop("pcm"))
+                pcm, encoding = c.pop("pcm"), c.pop("encoding", None)
+                c["codec"], c["data"] = "flac", encode_flac(pcm) if encoding is None else encoding.result()
     for table, rows in ((EventRow, [r for b in batches for r in b.events]),
                         (FrameRow, [r for b in batches for r in b.frames]),
                         (AudioChunk, [r for b in batches for r in b.chunks]),
@@ -65,6 +76,8 @@ class Recorder:
     events: list[dict] = field(default_factory=list)
     frames: list[dict] = field(default_factory=list)
     audio: dict[str, list[np.ndarray]] = field(default_factory=lambda: {"room": [], "assistant": []})
+    waiting: dict[str, int] = field(default_factory=lambda: {"room": 0, "assistant": 0})  # samples in ``audio``
+    cut: list[dict] = field(default_factory=list)  # chunks of CHUNK_SAMPLES, encoding, not yet taken
     written: dict[str, int] = field(default_factory=lambda: {"room": 0, "assistant": 0})
     chunk_idx: dict[str, int] = field(default_factory=lambda: {"room": 0, "assistant": 0})
     stats: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +94,21 @@ class Recorder:
 
     def add_audio(self, track: str, pcm: np.ndarray) -> None:
         self.audio[track].append(pcm)
+        self.waiting[track] += len(pcm)
+        if self.waiting[track] >= CHUNK_SAMPLES:
+            chunk = self._chunk(track)
+            chunk["encoding"] = ENCODER.submit(encode_flac, chunk["pcm"])
+            self.cut.append(chunk)
+
+    def _chunk(self, track: str) -> dict:
+        """The track's waiting audio as the next chunk's row (its PCM not yet encoded)."""
+        pcm = np.concatenate(self.audio[track])
+        self.audio[track], self.waiting[track] = [], 0
+        row = {"attempt_id": self.attempt_id, "track": track, "idx": self.chunk_idx[track],
+               "start_sample": self.written[track], "n_samples": len(pcm), "pcm": pcm}
+        self.chunk_idx[track] += 1
+        self.written[track] += len(pcm)
+        return row
 
     def _take(self, segments: Iterable[Segment] | None, detector: str) -> Batch:
         """Move what was added since the last flush behind what is still pending."""
@@ -88,14 +116,9 @@ class Recorder:
         b.events.extend(self.events)
         b.frames.extend(self.frames)
         self.events, self.frames = [], []
-        for track, parts in self.audio.items():
-            if parts:
-                pcm = np.concatenate(parts)
-                self.audio[track] = []
-                b.chunks.append({"attempt_id": self.attempt_id, "track": track, "idx": self.chunk_idx[track],
-                                 "start_sample": self.written[track], "n_samples": len(pcm), "pcm": pcm})
-                self.chunk_idx[track] += 1
-                self.written[track] += len(pcm)
+        b.chunks.extend(self.cut)
+        self.cut = []
+        b.chunks.extend(self._chunk(track) for track, parts in self.audio.items() if parts)
         b.segments.extend({"attempt_id": self.attempt_id, "source": "live", "start": g.start, "end": g.end,
                            "detector": detector} for g in segments or ())
         return b
