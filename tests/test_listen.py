@@ -322,6 +322,33 @@ async def test_an_episode_on_another_server_is_tailed_from_the_database(tmp_path
         assert [m["type"] for m in h.json[-2:]] == ["end", "done"] and h.close_code == 1000
 
 
+async def test_status_is_built_only_while_someone_listens():
+    """Nobody listening, a room frame does not build the scheduler's status at all (lockstep runs
+    hundreds of frames a second); a listener who joins gets it then, as of the last room frame, and
+    from then on every STATUS_EVERY frames."""
+    from server.engine.live import STATUS_EVERY, LiveHub
+
+    hub = LiveHub(audio_max=8, json_max=50)
+    ch = hub.open(episode_id="e", attempt_id="a", run_id="r", clock="lockstep", turns=[])
+    built = []
+
+    def status() -> dict:
+        built.append(len(built))
+        return {"state": f"s{len(built)}"}
+
+    frame = np.zeros(FRAME, np.int16)
+    for seq in range(10):
+        ch.room(seq, frame, (), status)
+    assert built == []
+    late = hub.new_listener()
+    ch.attach(late)
+    got = [json.loads(m) for m in await late.next_batch() if isinstance(m, str) and '"status"' in m]
+    assert got == [{"type": "status", "t": 10 * FRAME, "t_s": 0.8, "state": "s1"}]
+    for seq in range(10, 10 + 2 * STATUS_EVERY):
+        ch.room(seq, frame, (), status)
+    assert len(built) == 3
+
+
 async def test_listener_queues_are_bounded():
     """The hub's core, driven directly: audio keeps the newest frames, status only the latest
     value, JSON overflow cuts the listener off, the final message comes after everything."""

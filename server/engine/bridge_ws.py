@@ -126,7 +126,7 @@ class WSConnection:
         episode began or while none ran, so passing them over takes no time of ``timeout``)."""
         while True:
             try:
-                if timeout is not None and timeout <= 0:
+                if (timeout is not None and timeout <= 0) or not self.queue.empty():  # no timer for what is here
                     item = self.queue.get_nowait()
                 else:
                     async with asyncio.timeout(timeout):  # cheaper than wait_for: no inner task

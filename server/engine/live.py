@@ -191,8 +191,7 @@ class EpisodeChannel:
         self.raw: list[tuple[int, str, dict]] = []  # every event so far, for late joiners
         self.history: list[str] = []  # ... as the listeners who see the script get them
         self._levels = {"room": _Levels(), "assistant": _Levels()}
-        self.last_status: str | None = None
-        self.public_status: str | None = None  # last_status without the scheduler's state
+        self._status: Callable[[], dict] | None = None  # the scheduler's status, once a room frame went out
         self.t = 0  # stream samples published so far (room)
         self.ended: str | None = None
 
@@ -213,8 +212,9 @@ class EpisodeChannel:
             for t, type_, data in self.raw:
                 if (text := event_message(t, type_, data, {}, listener.public)) is not None:
                     listener.push_json(text)
-        if self.last_status is not None:
-            listener.set_status(self.last_status if listener.public is None else self.public_status)
+        if self._status is not None:  # where the episode is now
+            full, public = self._status_messages()
+            listener.set_status(full if listener.public is None else public)
         if self.ended is not None:
             listener.finish(self.ended)
         else:
@@ -232,16 +232,23 @@ class EpisodeChannel:
         self._levels["room"].add(pcm)
         for e in events:
             self._event(e.t, e.type, e.data)
-        # §3 state for people: sent on a change of phase and every few frames otherwise.
-        if events or seq % STATUS_EVERY == 0:
-            state = {"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3), **status()}
-            self.last_status, self.public_status = _dumps(state), _dumps(public_status(state))
+        # §3 state for people: sent on a change of phase and every few frames otherwise; built only
+        # when someone listens (a listener who joins gets it then: attach)
+        self._status = status
+        if self.listeners and (events or seq % STATUS_EVERY == 0):
+            full, public = self._status_messages()
             for lst in self.listeners:
-                lst.set_status(self.last_status if lst.public is None else self.public_status)
+                lst.set_status(full if lst.public is None else public)
         if self.listeners:
             data = encode_frame(KIND_ROOM, seq, pcm)
             for lst in self.listeners:
                 lst.push_audio(data)
+
+    def _status_messages(self) -> tuple[str, str]:
+        """The ``status`` message as of the last room frame: for listeners who see everything, and
+        without the scheduler's state (disclosure)."""
+        state = {"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3), **self._status()}
+        return _dumps(state), _dumps(public_status(state))
 
     @_safe
     def assistant(self, slot: int, pcm: np.ndarray) -> None:
