@@ -56,8 +56,10 @@ def write_batches(s: Session, batches: Sequence[Batch]) -> None:
     for b in batches:
         for c in b.chunks:
             if "pcm" in c:
-                pcm, encoding = c.pop("pcm"), c.pop("encoding", None)
-                c["codec"], c["data"] = "flac", encode_flac(pcm) if encoding is None else encoding.result()
+                encoding = c.get("encoding")
+                c["codec"], c["data"] = "flac", encode_flac(c["pcm"]) if encoding is None else encoding.result()
+                del c["pcm"]
+                c.pop("encoding", None)
     for table, rows in ((EventRow, [r for b in batches for r in b.events]),
                         (FrameRow, [r for b in batches for r in b.frames]),
                         (AudioChunk, [r for b in batches for r in b.chunks]),
