@@ -29,11 +29,7 @@ from server.core.detector import (
     speech_probabilities,
 )
 from server.core.timebase import Segment, SpeechEvent
-
-try:
-    from tests.audio_fixtures import energy_extent, noise, place, speech_cache_dir, synthesize, trim
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from audio_fixtures import energy_extent, noise, place, speech_cache_dir, synthesize, trim
+from tests.audio_fixtures import energy_extent, noise, place, speech_cache_dir, synthesize, trim
 
 RATE = 24_000
 C = CHUNK_STREAM_SAMPLES  # 768

@@ -1,5 +1,5 @@
-"""The episode core's deferred detector work (EpisodeCore.feed_assistant_calls(defer=True), DESIGN §4
-lockstep): a slot whose audio cannot make the detector report an event lets the next room frame be
+"""The episode core's deferred detector work (EpisodeCore.feed_assistant_calls(defer=True), DESIGN §5,
+in lockstep): a slot whose audio cannot make the detector report an event lets the next room frame be
 planned before the model has run on it. Real speech through the real detector and the Duplex-MPE
 scheduler, whose T wait follows the assistant's onsets and offsets: every room frame, event and
 segment must be what the core decides with the model run first."""
@@ -9,18 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from clients.codec import STREAM_RATE as RATE
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.core.detector import run_steps
-from server.core.episode import EpisodeCore
+from server.core.episode import FRAME, EpisodeCore
 from server.core.schedule import PREAMBLE
-
-try:
-    from tests.audio_fixtures import place, speech_cache_dir, synthesize, trim
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from audio_fixtures import place, speech_cache_dir, synthesize, trim
-
-RATE = 24_000
-FRAME = 1920
+from tests.audio_fixtures import place, speech_cache_dir, synthesize, trim
 
 
 @pytest.fixture(scope="module")

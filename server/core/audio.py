@@ -52,21 +52,21 @@ def _block_shortfall(in_rate: int, out_rate: int, out_samples: int, quality: str
     return shortfall
 
 
+_SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None  # encode_flac's files; None: the system's temporary directory
+
+
 def encode_flac(pcm: np.ndarray, rate: int = 24_000) -> bytes:
     """FLAC bytes of 16-bit mono ``pcm`` at ``rate`` Hz (how recorded audio chunks are stored, §8).
 
     Encoded into an unnamed temporary file (in memory where /dev/shm is), not a BytesIO: with a
-    file object libsndfile hands every block it writes back to Python, taking the GIL some 60 times
-    per 10 s of audio, and a server encodes in a thread beside its event loop; with a file
-    descriptor it writes on its own (docs/benchmarks.md "Recording")."""
+    file object libsndfile hands every block it writes back to Python, taking the GIL each time,
+    and a server encodes in a thread beside its event loop; with a file descriptor it writes on its
+    own (docs/benchmarks.md "Recording")."""
     with tempfile.TemporaryFile(dir=_SCRATCH) as f:
         with sf.SoundFile(f.fileno(), "w", rate, 1, "PCM_16", format="FLAC", closefd=False) as out:
             out.write(pcm.astype(np.int16, copy=False))
         f.seek(0)
         return f.read()
-
-
-_SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None  # None: the system's temporary directory
 
 
 def decode_audio(data: bytes) -> np.ndarray:

@@ -120,7 +120,8 @@ class Recorder:
         self.events, self.frames = [], []
         b.chunks.extend(self.cut)
         self.cut = []
-        b.chunks.extend(self._chunk(track) for track, parts in self.audio.items() if parts)
+        for track in [t for t, parts in self.audio.items() if parts]:  # _chunk empties self.audio[track]
+            b.chunks.append(self._chunk(track))
         b.segments.extend({"attempt_id": self.attempt_id, "source": "live", "start": g.start, "end": g.end,
                            "detector": detector} for g in segments or ())
         return b
