@@ -257,7 +257,7 @@ class Tracked(Bridge):
 
 
 def make_bridges(name: str, n: int, cache_dir: Path) -> list[Tracked]:
-    from server.bridges import create_bridge
+    from server.cli.bridges import create_bridge
 
     return [Tracked(create_bridge(name, data_dir=str(cache_dir))) for _ in range(n)]
 

@@ -85,7 +85,7 @@ def main() -> None:
         data_dir = args.data_dir or Path(tmp)
         settings = Settings(data_dir=data_dir)
         settings.ensure_dirs()
-        from server.demo import run_demo
+        from server.cli.demo import run_demo
 
         t0 = time.monotonic()
         demo = asyncio.run(run_demo(settings, models, console=console, score=False))
@@ -161,7 +161,7 @@ def bench_workers(args) -> None:
             database_url(args.db, Path(tmp), args.pg_url) as url:
         settings = Settings(data_dir=args.data_dir or Path(tmp), DATABASE_URL=url)
         settings.ensure_dirs()
-        from server.demo import run_demo
+        from server.cli.demo import run_demo
 
         demo = asyncio.run(run_demo(settings, [args.workers_model], console=console, score=False))
         db = Database(settings.db_url)

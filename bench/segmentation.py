@@ -88,7 +88,7 @@ def make_bridge(name: str, data_dir: Path, suite_path: Path):
         from model_bridges.reference import Silent
 
         return Silent()
-    from server.bridges import AlwaysTalk
+    from server.cli.bridges import AlwaysTalk
 
     return AlwaysTalk(data_dir)
 

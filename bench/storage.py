@@ -107,7 +107,7 @@ def measure(db: Database, runs: dict[str, str]) -> list[dict[str, Any]]:
 
 async def record(kind: str, workdir: Path, data_dir: Path, models: list[str], pg_url: str,
                  console: Console) -> list[dict[str, Any]]:
-    from server.demo import run_demo
+    from server.cli.demo import run_demo
 
     with database_url(kind, workdir, pg_url) as url:
         settings = Settings(data_dir=data_dir, DATABASE_URL=url)

@@ -2,7 +2,7 @@
 """Multi-process serving benchmark: ``mpe serve --workers N`` on PostgreSQL, lockstep throughput or realtime pacing.
 
 Each case starts the real server as its own process tree (``python -m server.cli serve --workers
-N``: a supervisor and N worker processes sharing one port with SO_REUSEPORT, server/workers.py)
+N``: a supervisor and N worker processes sharing one port with SO_REUSEPORT, server/cli/supervisor.py)
 on a fresh PostgreSQL schema, then one bridge process of its own with ``--bridges`` reference
 bridges (``clients.sdk.BridgeClient``, each its own WebSocket to that port; the kernel spreads
 them over the workers). Once every bridge is connected a lockstep run of ``--episodes`` episodes
@@ -73,10 +73,10 @@ from bench.engine import (
 )
 from bench.engine import process_cpu_s as _cpu_s
 from server.auth import create_token
+from server.cli.supervisor import STARTED_LOG
 from server.db import Attempt, BridgeRow, Database, Episode, FrameRow
 from server.engine.leasing import cancel_run, create_run
 from server.engine.progress import run_progress
-from server.workers import STARTED_LOG
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,7 +178,7 @@ async def start_bridge_host(db: Database, port: int, token: str, n: int, bridge:
 
 
 async def case(args, workdir: Path, suite, server: Server, round_: int) -> dict[str, Any]:
-    realtime, workers = args.clock == "realtime", server.workers
+    realtime, workers = args.clock == "realtime", server.cli.supervisor
     with database_url("postgres", workdir, args.pg_url) as url:
         db = await asyncio.to_thread(Database, url)
         try:

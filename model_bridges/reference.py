@@ -1,7 +1,7 @@
 """Reference bridges with known behaviour: ``silent`` and ``echo``.
 
 ``always-talk`` and ``oracle`` need the server's TTS and suites; they live in
-:mod:`server.bridges`.
+:mod:`server.cli.bridges`.
 """
 
 from __future__ import annotations

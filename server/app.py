@@ -15,6 +15,7 @@ from starlette.websockets import WebSocket
 from clients.redact import RedactSecrets
 from server.api import install as install_api
 from server.api.errors import error_response
+from server.bridgecheck.api import router as check_router
 from server.core.phases import FramePhases
 from server.db import Database
 from server.engine.bridge_ws import GroupStatus, bridge_endpoint
@@ -55,7 +56,7 @@ class ServerState:
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
     """The application; ``migrate=False`` for the workers of ``mpe serve --workers``, whose
-    supervisor brought the database to head before starting them (server/workers.py)."""
+    supervisor brought the database to head before starting them (server/cli/supervisor.py)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -86,7 +87,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
                               "Every /v1 route takes a team token (`Authorization: Bearer <token>`); errors are "
                               '`{"error": {"code", "message"}}` with a stable code.')
     app.add_api_websocket_route("/v1/bridge", bridge_endpoint)
-    install_api(app)  # REST API, listen socket, pages (issue 5)
+    install_api(app)  # REST API, listen socket, pages
+    app.include_router(check_router)  # the bridge check (/v1/checks)
     app.router.default = _socket_not_found(app.router.default)
 
     @app.get("/healthz", include_in_schema=False)

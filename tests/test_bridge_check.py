@@ -25,7 +25,8 @@ from clients.sdk import Bridge, BridgeClient, BridgeOptions
 from model_bridges.reference import Silent
 from server.app import BackgroundServer
 from server.auth import create_token
-from server.benchmarks.mpe.check.evaluate import (
+from server.benchmarks.mpe.suite import Suite, check_suite
+from server.bridgecheck.evaluate import (
     ADVICE,
     OWN_CODE_ADVICE,
     AnswerFrame,
@@ -36,9 +37,8 @@ from server.benchmarks.mpe.check.evaluate import (
     Verdict,
     evaluate,
 )
-from server.benchmarks.mpe.check.suite import CHECK_SUITE_NAME, build_check_suite
-from server.benchmarks.mpe.suite import Suite, check_suite
-from server.check_cli import CheckOptions, http_base, render, run_check
+from server.bridgecheck.suite import CHECK_SUITE_NAME, build_check_suite
+from server.cli.check import CheckOptions, http_base, render, run_check
 from server.core.events import Event
 from server.core.status import AttemptStatus, RunStatus
 from server.engine.leasing import create_run

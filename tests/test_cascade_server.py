@@ -18,8 +18,8 @@ import soundfile as sf
 from server.benchmarks.mpe.rules import episode_windows, parse_timeline
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.benchmarks.mtr.suite import Dialogue, MTRMeta, Suite, check_suite
-from server.bridges import create_bridge
 from server.cascade.bridge import Cascade
+from server.cli.bridges import create_bridge
 from server.core.detector import SpeechDetector
 from server.core.events import Event
 from server.db import Episode

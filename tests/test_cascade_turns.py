@@ -182,7 +182,7 @@ def test_the_echo_guard_passes_the_room_through_while_aria_has_been_silent():
 
 
 def test_the_cascade_refuses_options_it_does_not_take(tmp_path):
-    from server.bridges import BridgeConfigError, create_bridge
+    from server.cli.bridges import BridgeConfigError, create_bridge
 
     with pytest.raises(BridgeConfigError, match="llmm"):
         create_bridge("cascade", data_dir=str(tmp_path), llmm="rule")

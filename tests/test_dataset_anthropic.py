@@ -17,9 +17,10 @@ from server.benchmarks.mpe.dataset.anthropic_gen import SCRIPT_SCHEMA, SYSTEM_PR
 from server.benchmarks.mpe.dataset.build import build_text_suite
 from server.benchmarks.mpe.dataset.compose import Composition, plan_pairs
 from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
-from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan
+from server.benchmarks.mpe.dataset.schema import PairPlan
 from server.benchmarks.mpe.suite import Suite, check_suite
 from server.cli import app
+from server.datasets.errors import DatasetError
 from tests.fake_anthropic import FakeAnthropic, Reply
 
 KEY = "sk-test"

@@ -18,10 +18,10 @@ from server.benchmarks.mpe.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mpe.dataset.compose import Composition, apportion, plan_pairs
 from server.benchmarks.mpe.dataset.procedural import IMPLICIT_T_CUE, SETUP_N1, ProceduralGenerator
 from server.benchmarks.mpe.dataset.rules import check_script
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mpe.dataset.stats import PAPER_CONVERSATION_S, PAPER_T_S, realism
 from server.benchmarks.mpe.suite import Suite, bucket_of, check_suite, mentions_aria
 from server.cli import app
+from server.datasets.errors import DatasetError
 from server.engine.suitedir import SuiteError
 
 runner = CliRunner()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from server.demo import mtr_sanity_problems, run_demo, sanity_problems
+from server.cli.demo import mtr_sanity_problems, run_demo, sanity_problems
 from server.settings import Settings
 from tests.builtin_suites import seed_builtin
 

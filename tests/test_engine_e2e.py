@@ -21,7 +21,7 @@ from clients.messages import EpisodeStart
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
 from server.app import BackgroundServer
 from server.auth import create_token
-from server.bridges import create_bridge
+from server.cli.bridges import create_bridge
 from server.core.detector import detect_segments
 from server.core.timebase import Segment
 from server.db import Attempt, AudioChunk, Episode, EventRow, FrameRow, SegmentRow

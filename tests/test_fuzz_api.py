@@ -31,7 +31,7 @@ from clients.messages import EpisodeStart
 from clients.sdk import Bridge
 from server.api.errors import HTTP_STATUS
 from server.auth import create_token
-from server.benchmarks.mpe.check.suite import CHECK_SUITE_NAME, build_check_suite
+from server.bridgecheck.suite import CHECK_SUITE_NAME, build_check_suite
 from server.db import Episode, Token
 from server.db import Suite as SuiteRow
 from server.engine.leasing import create_run

@@ -11,7 +11,6 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset import phrases
 from server.benchmarks.mtr.dataset.build import build_text_suite, suite_meta
 from server.benchmarks.mtr.dataset.builtin import BUILTINS, build_builtin
@@ -36,6 +35,7 @@ from server.benchmarks.mtr.dataset.topics import TOPICS
 from server.benchmarks.mtr.dataset.voices import BAND_HZ, broadcast_filter, role_voices
 from server.benchmarks.mtr.suite import FEATURES, REPLY_MARGIN_S, Suite, check_suite, feature_set_name
 from server.cli import app
+from server.datasets.errors import DatasetError
 from server.tts import OUTPUT_RATE, get_engine
 from tests.fake_anthropic import FakeAnthropic
 

@@ -189,7 +189,7 @@ def test_claude_dimension_judge_requests_and_unparseable_replies():
 
 @pytest.fixture(scope="module")
 def scored(mtr_dims_mini, tmp_path_factory):
-    from server.bridges import AlwaysTalk  # noqa: F401  (the always-talk figures are in docs/mtr.md)
+    from server.cli.bridges import AlwaysTalk  # noqa: F401  (the always-talk figures are in docs/mtr.md)
 
     asr, cache = make_asr("faster-whisper"), Cache()
     oracle = run_suite(mtr_dims_mini, MTROracle(tmp_path_factory.mktemp("o"), mtr_dims_mini))

@@ -20,7 +20,7 @@ from server.benchmarks.mtr.metrics import compute_metrics
 from server.benchmarks.mtr.oracle import MTROracle
 from server.benchmarks.mtr.report import print_tables
 from server.benchmarks.mtr.suite import FEATURES, Dialogue, MTRMeta, Suite, check_suite
-from server.bridges import AlwaysTalk
+from server.cli.bridges import AlwaysTalk
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
 from tests.api_fixtures import bridge, wait_run, world_on

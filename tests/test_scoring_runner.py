@@ -22,7 +22,7 @@ from server.app import BackgroundServer
 from server.auth import create_token
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.report import collect_report, render_html
-from server.bridges import create_bridge
+from server.cli.bridges import create_bridge
 from server.db import EpisodeScoreRow, MetricValueRow, ScoringRow
 from server.engine.export import export_run
 from server.engine.leasing import create_run

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from clients.sdk import BridgeClient, BridgeOptions
 from server.app import BackgroundServer
 from server.auth import create_token
-from server.bridges import create_bridge
+from server.cli.bridges import create_bridge
 from server.db import Attempt, Episode, Run
 from server.engine.leasing import create_run
 

@@ -1,4 +1,4 @@
-"""``mpe serve --workers N`` (server/workers.py): N real server processes on one port against the
+"""``mpe serve --workers N`` (server/cli/supervisor.py): N real server processes on one port against the
 real PostgreSQL, bridges, listeners and REST clients connecting to that port. One run is shared by
 both workers, each episode once; a listener follows an episode the other worker runs; a worker
 killed mid-run is started again and loses nothing; SQLite is refused."""
@@ -24,11 +24,7 @@ from sqlalchemy import select
 from clients.codec import KIND_ROOM, decode_frame
 from clients.sdk import Bridge, BridgeClient, BridgeOptions
 from server.auth import create_token
-from server.core.status import AttemptStatus, EpisodeStatus
-from server.db import Attempt, BridgeRow, Database, Episode
-from server.engine.leasing import create_run
-from server.engine.progress import run_progress
-from server.workers import (
+from server.cli.supervisor import (
     STARTED_LOG,
     RestartBackoff,
     WorkersUnsupported,
@@ -36,6 +32,10 @@ from server.workers import (
     reserve_port,
     worker_server_id,
 )
+from server.core.status import AttemptStatus, EpisodeStatus
+from server.db import Attempt, BridgeRow, Database, Episode
+from server.engine.leasing import create_run
+from server.engine.progress import run_progress
 from tests.api_fixtures import FRAME, make_settings, wait_run
 from tests.conftest import database_url
 from tests.faults.test_faults_kill import completed

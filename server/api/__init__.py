@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from server.api import audio, checks, episodes, listen, runs, suites, tokens
+from server.api import audio, episodes, listen, runs, suites, tokens
 from server.api.errors import error_body, install_error_handlers
 
 STATIC_DIR = Path(__file__).resolve().parent.parent.parent / "static"
@@ -146,7 +146,7 @@ def install(app: FastAPI) -> None:
     """Add the API to ``app``: JSON error handlers, the ``/v1`` routers and the listen socket, the
     :class:`Guard` middleware, and the pages at ``/ui/``."""
     install_error_handlers(app)
-    for module in (runs, episodes, audio, suites, tokens, checks):
+    for module in (runs, episodes, audio, suites, tokens):
         app.include_router(module.router)
     app.include_router(listen.router)
     app.add_middleware(Guard)

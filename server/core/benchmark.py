@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from clients.errors import MPEError
+from clients.sdk import BaseBridge
 from server.core.events import TEXT, Event
 from server.core.schedule import Scheduler
 
@@ -94,6 +96,12 @@ class ScoreEntry(BaseModel):
     @abstractmethod
     def judged(self) -> list[JudgedItem]:
         """The entry's judge verdicts on transcripts, in episode order."""
+
+
+class UnknownBridge(MPEError):
+    """A benchmark was asked for a bridge it does not have."""
+
+    code = "unknown_bridge"
 
 
 #: outcome filter values every benchmark understands, besides ``ok`` and its failure types
@@ -207,3 +215,13 @@ class Benchmark(ABC):
         """Every terminal table of ``mpe report`` over the latest scorings of ``refs`` (runs or
         scoring ids), and the self-contained HTML report at ``html`` when given; returns
         ``{"metrics", "analyses"}``."""
+
+    # --- the reference bridge ----------------------------------------------------------------
+
+    #: the name ``mpe bridge`` starts this benchmark's oracle under (None: the benchmark has none)
+    oracle_bridge: ClassVar[str | None] = None
+
+    def oracle(self, data_dir: Path, suite: str | None = None) -> BaseBridge:
+        """The benchmark's oracle: a bridge that knows the script (an admin token's ``episode.start``
+        carries it) and behaves ideally; only called when :attr:`oracle_bridge` is set."""
+        raise UnknownBridge(f"benchmark {self.name!r} has no oracle bridge")

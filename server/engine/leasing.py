@@ -40,7 +40,7 @@ from server.core.status import (
 from server.db import Attempt, Database, Episode, Run, advisory_xact_lock, new_id, now, utcnow
 from server.db import Suite as SuiteRow
 from server.engine.clips import episode_audio, load_suite
-from server.engine.registry import PLUGINS, get_benchmark
+from server.engine.registry import all_benchmarks, get_benchmark
 from server.engine.worksignal import WorkKey, announce
 from server.settings import MAX_INFLIGHT, Settings
 
@@ -246,8 +246,8 @@ def bridge_runs(*, team: str, admin: bool, model: str) -> list:
 def context_episodes() -> ColumnElement[bool]:
     """SQL condition on an episode joined with its run: it starts with assistant-context frames
     (docs/protocol.md §5.1), i.e. its run's benchmark lists its condition in ``context_conditions``."""
-    parts = [and_(Run.benchmark == name, Episode.condition.in_(sorted(conds)))
-             for name in sorted(PLUGINS) if (conds := get_benchmark(name).context_conditions)]
+    parts = [and_(Run.benchmark == b.name, Episode.condition.in_(sorted(conds)))
+             for b in all_benchmarks() if (conds := b.context_conditions)]
     return or_(*parts) if parts else false()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.benchmarks.mpe import outcome
 from server.benchmarks.mpe.duty import DUTY_TEXT
@@ -23,6 +23,9 @@ from server.benchmarks.mpe.textref.prompt import STATS_KEY as TEXT_REFERENCE_STA
 from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
 from server.core.events import Event
 from server.core.schedule import PREAMBLE
+
+if TYPE_CHECKING:
+    from server.benchmarks.mpe.oracle import Oracle
 
 
 def episode_plan(scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> EpisodePlan:
@@ -37,6 +40,7 @@ class DuplexMPE(Benchmark):
     conditions = tuple(CONDITIONS)
     duty_text = DUTY_TEXT  # the paper's duty instruction (App. A3.1), sent only when a run asks for it
     failure_types = outcome.FAILURES
+    oracle_bridge = "oracle"
     # what the model heard anyway: when the preamble and each clip (by index only) played
     public_events = {**MODEL_EVENTS, "preamble.start": frozenset(), "preamble.end": frozenset(),
                      "clip.start": frozenset({"idx"}), "clip.end": frozenset({"idx"})}
@@ -105,6 +109,12 @@ class DuplexMPE(Benchmark):
         if html is not None:
             html.write_text(render_html(data, max_timelines=max_timelines), encoding="utf-8")
         return {"metrics": data.metrics, "analyses": data.analyses}
+
+    def oracle(self, data_dir: Path, suite: str | None = None) -> Oracle:
+        """Knows the Duplex-MPE script (admin token: ``episode.start`` carries the reference) and behaves ideally."""
+        from server.benchmarks.mpe.oracle import Oracle
+
+        return Oracle(data_dir, suite)
 
 
 BENCHMARK = DuplexMPE()

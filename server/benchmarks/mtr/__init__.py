@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.benchmarks.mtr import outcome
 from server.benchmarks.mtr.entry import MTREpisodeScore
@@ -21,6 +21,9 @@ from server.benchmarks.mtr.scheduler import RoundScheduler
 from server.benchmarks.mtr.suite import BENCHMARK_NAME, HISTORY_MODES, Dialogue, Suite, scenario_of, validate_suite
 from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
 from server.core.events import Event
+
+if TYPE_CHECKING:
+    from server.benchmarks.mtr.oracle import MTROracle
 
 
 def _rounds(scenario: Mapping[str, Any]) -> tuple[Dialogue, int | None]:
@@ -33,6 +36,7 @@ class MTRDuplexBench(Benchmark):
     context_conditions = frozenset({"gt"})
     dataset_cli = "server.benchmarks.mtr.dataset.cli"
     failure_types = FAILURES
+    oracle_bridge = "mtr-oracle"
     # what the model heard anyway: where the history and each round's user turns are (no features)
     public_events = {**MODEL_EVENTS, **{f"{k}.{e}": frozenset({"round", "part"}) for k in ("user", "round", "history")
                                         for e in ("start", "end")}}
@@ -98,6 +102,12 @@ class MTRDuplexBench(Benchmark):
         if html is not None:
             html.write_text(render_html(entries, max_timelines=max_timelines), encoding="utf-8")
         return data
+
+    def oracle(self, data_dir: Path, suite: str | None = None) -> MTROracle:
+        """Knows the MTR-DuplexBench dialogues (admin token) and handles every feature ideally."""
+        from server.benchmarks.mtr.oracle import MTROracle
+
+        return MTROracle(data_dir, suite)
 
 
 BENCHMARK = MTRDuplexBench()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from server.benchmarks.mpe.dataset.compose import Composition, plan_pairs
-from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan, PairScript, ScenarioGenerator
+from server.benchmarks.mpe.dataset.schema import PairPlan, PairScript, ScenarioGenerator
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.suite import (
     AUDIO_PENDING,
@@ -27,6 +27,7 @@ from server.benchmarks.mpe.suite import (
     SuiteMeta,
     Turn,
 )
+from server.datasets.errors import DatasetError
 from server.engine.suitedir import write_text_suite_files
 from server.tts import default_voices
 

@@ -22,8 +22,8 @@ from typing import Callable
 
 from server.benchmarks.mpe.dataset.build import PREAMBLE_TEXT, build_text_suite, make_generator
 from server.benchmarks.mpe.dataset.compose import Composition
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mpe.suite import Suite, audio_pending, check_suite
+from server.datasets.errors import DatasetError
 from server.engine.suitebuild import build_in_place
 from server.tts import TTSEngine
 

@@ -21,8 +21,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from server.benchmarks.mpe.dataset import inventory as inv
-from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan, SceneAttributes
+from server.benchmarks.mpe.dataset.schema import PairPlan, SceneAttributes
 from server.benchmarks.mpe.suite import T_BUCKETS
+from server.datasets.errors import DatasetError
 
 DEFAULT_FOUR_SPEAKER_SHARE = 0.25
 DEFAULT_N4_SHARE = 0.484

@@ -42,7 +42,7 @@ from typing import Callable
 from server.benchmarks.mpe.dataset import inventory as inv
 from server.benchmarks.mpe.dataset.phrases import Elaborator, TurnLength
 from server.benchmarks.mpe.dataset.rules import check_script
-from server.benchmarks.mpe.dataset.schema import DatasetError, PairPlan, PairScript, ScriptTurn
+from server.benchmarks.mpe.dataset.schema import PairPlan, PairScript, ScriptTurn
 from server.benchmarks.mpe.dataset.spoken import (
     hours_keys,
     hours_phrase,
@@ -56,6 +56,7 @@ from server.benchmarks.mpe.dataset.spoken import (
     words,
 )
 from server.benchmarks.mpe.suite import bucket_of
+from server.datasets.errors import DatasetError
 
 VERSION = "3"  # 2: up to two N4 events per pair; 3: turn lengths, phrase pools, implicit context earlier
 

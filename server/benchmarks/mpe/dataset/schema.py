@@ -13,7 +13,6 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clients.errors import MPEError
 from server.benchmarks.mpe.suite import ATTRIBUTE_KEYS, T_BUCKETS
 
 TBucket = Literal["early-middle", "middle", "late-middle"]
@@ -21,12 +20,6 @@ Label = Literal["T", "N1", "N2", "N3", "N4Q", "N4R"]
 Speaker = Literal["A", "B", "C", "D"]
 
 assert tuple(TBucket.__args__) == T_BUCKETS  # type: ignore[attr-defined]
-
-
-class DatasetError(MPEError):
-    """Scenario construction failed (bad options, a generator that cannot satisfy the rules)."""
-
-    code = "dataset_error"
 
 
 with warnings.catch_warnings():
@@ -113,7 +106,6 @@ class ScenarioGenerator(Protocol):
 
 
 __all__ = [
-    "DatasetError",
     "Label",
     "PairPlan",
     "PairScript",

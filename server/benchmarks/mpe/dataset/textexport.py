@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mpe.suite import CONDITIONS, Suite
+from server.datasets.errors import DatasetError
 from server.files import atomic_write_bytes
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.schema import DialogueGenerator, DialoguePlan
 from server.benchmarks.mtr.dataset.voices import role_voices
 from server.benchmarks.mtr.suite import (
@@ -23,6 +22,7 @@ from server.benchmarks.mtr.suite import (
     SuiteError,
     check_suite,
 )
+from server.datasets.errors import DatasetError
 from server.engine.suitedir import write_text_suite_files
 
 SUITE_VERSION = "1"

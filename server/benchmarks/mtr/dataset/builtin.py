@@ -22,13 +22,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.build import build_text_suite
 from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.plan import plan_dialogues
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
 from server.benchmarks.mtr.dataset.sets import DEFAULT_ROUNDS, DIMENSION_SETS, MIXED, sets_for
 from server.benchmarks.mtr.suite import Suite, check_suite
+from server.datasets.errors import DatasetError
 from server.engine.suitebuild import build_in_place
 from server.tts import TTSEngine
 

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.assemble import clip_rel
 from server.benchmarks.mtr.dataset.build import suite_meta
 from server.benchmarks.mtr.dataset.schema import ImportProblems, csv_rows
 from server.benchmarks.mtr.suite import Clip, Dialogue, Round, Suite, Task, check_suite
 from server.core.audio import write_wav
 from server.core.timebase import STREAM_RATE
+from server.datasets.errors import DatasetError
 from server.scoring.errors import BadRecording
 from server.scoring.segmentation.inputs import Recording, read_recording
 

@@ -18,8 +18,8 @@ carries no operational detail). The safety prompt asks for harmful requests that
 harm, and refusals that give nothing away.
 
 The client, the on-disk cache of every exchange (``<data_dir>/llm-cache/anthropic``, keyed by
-the whole request) and the SDK's retries are the Duplex-MPE generator's
-(:class:`server.benchmarks.mpe.dataset.anthropic_gen.AnthropicGenerator`).
+the whole request) and the SDK's retries are the shared Claude generator's
+(:class:`server.datasets.claude.ClaudeGenerator`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from server.benchmarks.mpe.dataset.anthropic_gen import AnthropicGenerator
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.build import suite_meta
 from server.benchmarks.mtr.dataset.requests import CATEGORIES
@@ -40,6 +38,8 @@ from server.benchmarks.mtr.dataset.schema import DialoguePlan
 from server.benchmarks.mtr.dataset.sets import TaskKind, task_kind
 from server.benchmarks.mtr.dataset.timing import REPLY_S, Draw, estimate_s, sentences
 from server.benchmarks.mtr.suite import MAX_HARMFUL_REQUEST_WORDS, Dialogue, Suite, Task, check_suite
+from server.datasets.claude import ClaudeGenerator
+from server.datasets.errors import DatasetError
 
 PROMPT_VERSION = "mtr-2"
 TOOL_NAME = "submit_dialogue"
@@ -264,7 +264,7 @@ def parse_dialogue(plan: DialoguePlan, payload: Any) -> tuple[Dialogue | None, l
                       for p in check_suite(Suite(Path("."), meta, [dialogue]), check_audio=False)]
 
 
-class ClaudeDialogueGenerator(AnthropicGenerator):
+class ClaudeDialogueGenerator(ClaudeGenerator[DialoguePlan, Dialogue]):
     """MTR dialogues from Claude, validated, retried, cached (see the module docstring)."""
 
     name = "claude"
@@ -274,10 +274,7 @@ class ClaudeDialogueGenerator(AnthropicGenerator):
     input_schema = DIALOGUE_SCHEMA
     item = "dialogue"
     min_max_tokens = 8192
-
-    def __init__(self, *, seed: int, data_dir: Path | str, **options: Any) -> None:
-        super().__init__(seed=seed, data_dir=data_dir, **options)
-        self.version = f"{PROMPT_VERSION};model={self.model}"
+    prompt_version = PROMPT_VERSION
 
     def _first_message(self, plan: DialoguePlan) -> str:
         return _user_prompt(plan)

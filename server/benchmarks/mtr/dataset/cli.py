@@ -1,4 +1,4 @@
-"""The MTR side of ``mpe dataset``: the commands of :mod:`server.benchmarks.mpe.dataset.cli`
+"""The MTR side of ``mpe dataset``: the commands of :mod:`server.cli.dataset`
 hand an MTR suite (``"benchmark": "mtr-duplexbench"``) or ``--benchmark mtr-duplexbench``
 to these functions."""
 
@@ -12,12 +12,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from server.benchmarks.mpe.dataset.cli import _data_dir, _progress, console
 from server.benchmarks.mtr.dataset.build import build_text_suite
 from server.benchmarks.mtr.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.plan import plan_suite
 from server.benchmarks.mtr.suite import AUDIO_PENDING, Suite, check_suite
+from server.datasets.console import console
+from server.datasets.console import data_dir as _data_dir
+from server.datasets.console import progress as _progress
 
 BUILTIN_NAMES: tuple[str, ...] = tuple(BUILTINS)
 

@@ -33,11 +33,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.schema import ImportProblems
 from server.benchmarks.mtr.dataset.timing import BACKCHANNEL_FIRST_S, BACKCHANNEL_GAP_S, Draw
 from server.benchmarks.mtr.suite import Dialogue, Round, feature_of, feature_set_name
+from server.datasets.errors import DatasetError
 
 TIME_KEYS = ("user_start", "user_end", "model_start", "model_end", "interruption_start", "interruption_end",
              "pause_start", "pause_end", "background_start", "background_end")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.schema import DialogueGenerator
+from server.datasets.errors import DatasetError
 
 GENERATORS = ("procedural", "claude")
 

@@ -17,7 +17,6 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
 from server.benchmarks.mtr.dataset.build import suite_meta, write_text_suite
 from server.benchmarks.mtr.dataset.plan import dialogue_id
@@ -25,6 +24,7 @@ from server.benchmarks.mtr.dataset.requests import HarmfulRequest, Instruction, 
 from server.benchmarks.mtr.dataset.schema import ImportProblems, csv_rows
 from server.benchmarks.mtr.dataset.timing import Draw
 from server.benchmarks.mtr.suite import Dialogue, Round, Suite, Task, check_suite
+from server.datasets.errors import DatasetError
 
 FORMATS = ("advbench", "llama-questions", "candor", "encoding")
 ADVBENCH_CATEGORY = "advbench"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
 from server.benchmarks.mtr.dataset.sets import round_features, set_dimension, sets_for
 from server.benchmarks.mtr.dataset.topics import TOPICS
+from server.datasets.errors import DatasetError
 
 
 def dialogue_id(i: int) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import random
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.dataset import phrases as P
 from server.benchmarks.mtr.dataset import requests as Q
 from server.benchmarks.mtr.dataset.assemble import RoundText, assemble_round
@@ -36,6 +35,7 @@ from server.benchmarks.mtr.dataset.timing import (
 )
 from server.benchmarks.mtr.dataset.topics import TOPICS, Facet, Topic
 from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Dialogue, Dimension, Feature, Task
+from server.datasets.errors import DatasetError
 
 VERSION = "1"
 _BY_TITLE = {t.title: t for t in TOPICS}

@@ -8,8 +8,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.suite import Dialogue, Dimension, Feature
+from server.datasets.errors import DatasetError
 
 
 class DialoguePlan(BaseModel):

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.suite import FEATURES, Dimension, Feature, feature_set_name
+from server.datasets.errors import DatasetError
 
 #: the published combination sets (S, S+I, S+I+P, S+I+P+B: the first n features in order)
 COMBINATIONS: tuple[str, ...] = ("S+I", "S+I+P", "S+I+P+B")

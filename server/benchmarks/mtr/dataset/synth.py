@@ -1,7 +1,7 @@
 """Voice an MTR suite: every clip of every round, in parallel, cached, resumable.
 
 One job per distinct (voice, text) (a backchannel said many times is synthesised once), run
-through the Duplex-MPE synthesis driver (:func:`server.benchmarks.mpe.dataset.synth.fill_cache`:
+through the shared synthesis driver (:func:`server.datasets.synth.fill_cache`:
 the clip cache, worker processes, progress). The ``broadcast`` role's clips are cached as the
 engine speaks them and pass through :func:`.voices.broadcast_filter` when written. Once every
 clip is written, the manifest gets the real durations, the placements are fitted to them
@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
-from server.benchmarks.mpe.dataset.synth import Progress, SynthReport, voice_clips
 from server.benchmarks.mtr.dataset.timing import fit_round
 from server.benchmarks.mtr.dataset.voices import broadcast_filter, role_of_part, role_voices
 from server.benchmarks.mtr.suite import Suite, SuiteError, check_suite
+from server.datasets.errors import DatasetError
+from server.datasets.synth import Progress, SynthReport, voice_clips
 from server.engine.suitedir import write_suite_files
 from server.tts import OUTPUT_RATE, TTSEngine, TTSUnavailable, get_engine, voice_engine
 

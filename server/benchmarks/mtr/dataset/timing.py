@@ -24,8 +24,8 @@ import random
 import re
 from dataclasses import dataclass
 
-from server.benchmarks.mpe.dataset.schema import DatasetError
 from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Round
+from server.datasets.errors import DatasetError
 
 BARGE_IN_AFTER_S = (1.0, 2.5)
 PAUSE_S = (1.5, 3.0)

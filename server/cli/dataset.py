@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from clients.errors import MPEError
 from server.benchmarks.mpe.dataset.phrases import TurnLength
-from server.engine.registry import PLUGINS
+from server.datasets.console import console
+from server.datasets.console import data_dir as _data_dir
+from server.datasets.console import errors as _errors
+from server.datasets.console import progress as _progress
+from server.engine.registry import plugins
 from server.tts import preferred_engine
 
 dataset_app = typer.Typer(no_args_is_help=True, help="Scenario suites: generate, synthesize, validate, stats, export.")
-console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to grep
 
 
 class GeneratorName(str, Enum):
@@ -57,35 +57,6 @@ def _suite_tools(path: Path):
     from server.engine.registry import benchmark_name_of_suite
 
     return _tools(benchmark_name_of_suite(path))
-
-
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    """Known failures become one line on stderr and exit code 2, never a traceback."""
-    try:
-        yield
-    except MPEError as exc:
-        console.print(f"[red]error[/red] ({exc.code}): {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]: finished clips are cached; run the same command to resume")
-        raise typer.Exit(130)
-    except OSError as exc:
-        console.print(f"[red]error[/red] (io): {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2)
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=console, transient=False)
-
-
-def _data_dir() -> Path:
-    from server.settings import Settings
-
-    s = Settings()
-    s.ensure_dirs()
-    return s.data_dir
 
 
 def _load(path: Path):
@@ -319,7 +290,7 @@ def build(
     from server.benchmarks.mpe.dataset.builtin import build_builtin
 
     with _errors():
-        for benchmark in PLUGINS:
+        for benchmark in plugins():
             if (tools := _tools(benchmark)) is not None and name in tools.BUILTIN_NAMES:
                 return tools.build(name, audio=audio, tts=tts.value, workers=workers)
         with _progress() as bar:

@@ -23,6 +23,7 @@ from clients.errors import MPEError
 from clients.messages import EpisodeStart
 from clients.sdk import BaseBridge, Bridge
 from model_bridges import REGISTRY, load_all
+from server.engine.registry import all_benchmarks
 from server.settings import Settings
 from server.tts import speak
 
@@ -64,20 +65,6 @@ class AlwaysTalk(Bridge):
         return self.audio[idx]
 
 
-def _oracle(data_dir: Path, suite: str | None = None) -> BaseBridge:
-    """Knows the Duplex-MPE script (admin token: ``episode.start`` carries the reference) and behaves ideally."""
-    from server.benchmarks.mpe.oracle import Oracle
-
-    return Oracle(data_dir, suite)
-
-
-def _mtr_oracle(data_dir: Path, suite: str | None = None) -> BaseBridge:
-    """Knows the MTR-DuplexBench dialogues (admin token) and handles every feature ideally."""
-    from server.benchmarks.mtr.oracle import MTROracle
-
-    return MTROracle(data_dir, suite)
-
-
 def _cascade(data_dir: Path, **options: str) -> BaseBridge:
     """The cascaded baseline: Silero end of utterance, faster-whisper, a decider (Claude or offline), piper."""
     from server.cascade.bridge import Cascade
@@ -90,7 +77,14 @@ def _cascade(data_dir: Path, **options: str) -> BaseBridge:
     return Cascade(data_dir, **options)
 
 
-SERVER_BRIDGES = {"always-talk": AlwaysTalk, "oracle": _oracle, "mtr-oracle": _mtr_oracle, "cascade": _cascade}
+def _oracles() -> dict[str, Callable[..., BaseBridge]]:
+    """Every registered benchmark's oracle, under the name the benchmark gives it."""
+    return {b.oracle_bridge: b.oracle for b in all_benchmarks() if b.oracle_bridge}
+
+
+def server_bridges() -> dict[str, Callable[..., BaseBridge]]:
+    """The bridges built on the server's parts: the loud reference, the cascade, the benchmarks' oracles."""
+    return {"always-talk": AlwaysTalk, "cascade": _cascade, **_oracles()}
 ENTRY_POINT_GROUP = "duplex_mpe.bridges"  # an installed package's bridges: name = "module:Class"
 
 
@@ -136,18 +130,18 @@ def _summary(obj: Any) -> str:
 def bridge_names() -> list[str]:
     """Every bridge name ``mpe bridge NAME`` accepts."""
     load_all()
-    return sorted({*REGISTRY, *SERVER_BRIDGES, *_entry_points()})
+    return sorted({*REGISTRY, *server_bridges(), *_entry_points()})
 
 
 def available_bridges() -> list[BridgeInfo]:
     """The bridges of every source, by name; an entry point that cannot be loaded says why."""
     load_all()
     out = [BridgeInfo(n, "built-in", _summary(f)) for n, f in REGISTRY.items()]
-    out += [BridgeInfo(n, "server", _summary(f)) for n, f in SERVER_BRIDGES.items()]
+    out += [BridgeInfo(n, "server", _summary(f)) for n, f in server_bridges().items()]
     for name, ep in _entry_points().items():
         dist = f" ({ep.dist.name} {ep.dist.version})" if ep.dist is not None else ""
         source = f"entry point {ep.value}{dist}"
-        if name in REGISTRY or name in SERVER_BRIDGES:
+        if name in REGISTRY or name in server_bridges():
             out.append(BridgeInfo(name, source, "hidden by the bridge of the same name above"))
             continue
         try:
@@ -199,8 +193,8 @@ def _build(factory: Callable[..., BaseBridge], label: str, options: dict[str, st
 def create_bridge(name: str, data_dir: str | None = None, **options: str) -> BaseBridge:
     """A bridge by name — built in, of the server, or an installed entry point; ``options`` are
     its ``--opt key=value`` settings."""
-    if name in SERVER_BRIDGES:
-        return SERVER_BRIDGES[name](Path(data_dir) if data_dir else Settings().data_dir, **options)
+    if (factory := server_bridges().get(name)) is not None:
+        return factory(Path(data_dir) if data_dir else Settings().data_dir, **options)
     load_all()
     if name in REGISTRY:
         return REGISTRY[name](**options)

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from clients.errors import MPEError
 from server.auth import read_token
-from server.benchmarks.mpe.check.evaluate import CheckReport, Verdict
+from server.bridgecheck.evaluate import CheckReport, Verdict
 from server.core.status import ACTIVE_RUN
 
 console = Console(stderr=True)

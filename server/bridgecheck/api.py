@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from server.api.deps import Caller, State, visible_run
 from server.api.errors import Forbidden
 from server.api.schemas import ERRORS, MODEL_RE, TEAM_RE, Clock
-from server.benchmarks.mpe.check.evaluate import CheckReport
-from server.benchmarks.mpe.check.runs import check_report, start_check
+from server.bridgecheck.evaluate import CheckReport
+from server.bridgecheck.runs import check_report, start_check
 from server.engine.leasing import CLOCKS
 
 router = APIRouter(prefix="/v1", responses=ERRORS, tags=["checks"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import or_, select
 
-from server.benchmarks.mpe.check.evaluate import (
+from server.bridgecheck.evaluate import (
     CLOCKS,
     AnswerFrame,
     BridgeSeen,
@@ -24,7 +24,7 @@ from server.benchmarks.mpe.check.evaluate import (
     check_done,
     evaluate,
 )
-from server.benchmarks.mpe.check.suite import build_check_suite, is_check_suite
+from server.bridgecheck.suite import build_check_suite, is_check_suite
 from server.core.events import Event
 from server.db import Attempt, BridgeRow, Database, Episode, EventRow, FrameRow, Run, SegmentRow
 from server.db import Suite as SuiteRow

@@ -123,7 +123,7 @@ async def run_demo(settings: Settings, models: list[str], *, clock: str = "locks
 async def _drive(url: str, settings: Settings, db: Database, runs: dict[str, str], tokens: dict[str, str],
                  console: Console, options: dict[str, dict[str, str]]) -> None:
     """Connect one bridge per run's model (with its ``options``) and follow the runs to their end."""
-    from server.bridges import create_bridge
+    from server.cli.bridges import create_bridge
 
     clients = []
     for m in runs:

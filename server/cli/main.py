@@ -71,7 +71,7 @@ def serve(host: str = typer.Option(None, help="bind address"), port: int = typer
     s = load_settings()
     logging.getLogger("mpe").setLevel(logging.INFO)
     if workers > 1:  # the supervisor; each worker process loads the application itself
-        from server.workers import serve_workers
+        from server.cli.supervisor import serve_workers
 
         sys.exit(serve_workers(s, workers, host or s.host, port or s.port))
     import uvicorn
@@ -327,7 +327,7 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
     """Run a bridge against a server until stopped (--max-episodes, --exit-when-idle or Ctrl-C)."""
     from clients.sdk import BridgeOptions, serve_bridge
     from server.auth import read_token
-    from server.bridges import create_bridge, create_bridge_from
+    from server.cli.bridges import create_bridge, create_bridge_from
 
     if (name is None) == (cls is None):
         raise typer.BadParameter("give a bridge NAME or --class MODULE:CLASS (one of them)")
@@ -349,7 +349,7 @@ def bridge_run(name: Optional[str] = typer.Argument(None, metavar="NAME",
 @bridge_app.command("list")
 def bridge_list() -> None:
     """List the bridges `mpe bridge NAME` runs, one a line: name, where it comes from, what it does."""
-    from server.bridges import ENTRY_POINT_GROUP, available_bridges
+    from server.cli.bridges import ENTRY_POINT_GROUP, available_bridges
 
     infos = available_bridges()
     wn, ws = max(len(i.name) for i in infos), max(len(i.source) for i in infos)
@@ -375,9 +375,9 @@ def export(run_id: str, out: Path = typer.Option(..., help="output directory")) 
 def demo(models: str = typer.Option("silent,always-talk,oracle,cascade", help="bridges to run"),
          clock: str = typer.Option("lockstep", help="lockstep | realtime"),
          cascade_pairs: Optional[int] = typer.Option(None, min=0, help="pairs of the suite the cascade runs "
-                                                     "(0: all; default: server.demo.CASCADE_PAIRS)")) -> None:
+                                                     "(0: all; default: server.cli.demo.CASCADE_PAIRS)")) -> None:
     """Run the reference bridges and the cascaded baseline on the built-in suite, end to end, and summarise each episode."""
-    from server.demo import CASCADE_PAIRS, run_demo
+    from server.cli.demo import CASCADE_PAIRS, run_demo
 
     s = load_settings()
     asyncio.run(run_demo(s, [m.strip() for m in models.split(",") if m.strip()], clock=clock, console=console,
@@ -385,9 +385,9 @@ def demo(models: str = typer.Option("silent,always-talk,oracle,cascade", help="b
 
 
 # Sub-commands that live with their subsystems register here (one line each).
-from server.benchmarks.mpe.dataset.cli import dataset_app  # noqa: E402
-from server.check_cli import register as register_check  # noqa: E402
-from server.scoring_cli import register as register_scoring  # noqa: E402
+from server.cli.check import register as register_check  # noqa: E402
+from server.cli.dataset import dataset_app  # noqa: E402
+from server.cli.scoring import register as register_scoring  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
 register_scoring(app)

@@ -1,0 +1,48 @@
+"""The console side every benchmark's dataset commands share: one line per message on stderr, known
+failures as one line and exit code 2, progress bars, and the data directory."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from clients.errors import MPEError
+
+console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to grep
+
+
+@contextlib.contextmanager
+def errors() -> Iterator[None]:
+    """Known failures become one line on stderr and exit code 2, never a traceback."""
+    try:
+        yield
+    except MPEError as exc:
+        console.print(f"[red]error[/red] ({exc.code}): {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: finished clips are cached; run the same command to resume")
+        raise typer.Exit(130)
+    except OSError as exc:
+        console.print(f"[red]error[/red] (io): {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2)
+
+
+def progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def data_dir() -> Path:
+    from server.settings import Settings
+
+    s = Settings()
+    s.ensure_dirs()
+    return s.data_dir
+
+
