@@ -17,7 +17,6 @@ from server.db import Suite as SuiteRow
 from server.engine.leasing import cancel_run, create_run
 from server.engine.matching import context_note
 from server.engine.progress import RunProgress, run_label, runs_progress
-from server.engine.registry import get_benchmark
 from server.engine.suitedir import SUITE_FILE, SuiteError, suite_inside
 from server.scoring.results import latest_scoring, load_run_metrics
 
@@ -161,6 +160,6 @@ def metrics(run_id: str, p: Caller, state: State) -> Metrics:
     """The run's latest complete scoring (metrics per model, condition and quantity, and analyses);
     `scored` false and `results` null until it is scored. 404 when the run is not visible to you."""
     with state.db.session() as s:
-        bench = get_benchmark(visible_run(s, p, run_id).benchmark)
+        visible_run(s, p, run_id)
     results = load_run_metrics(state.db, run_id)
-    return Metrics(run_id=run_id, scored=results is not None, results=results, quantities=list(bench.quantities))
+    return Metrics(run_id=run_id, scored=results is not None, results=results)

@@ -169,6 +169,16 @@ class RunOut(BaseModel):
                              "and no connected bridge of the model sends \"accepts_context\": true in hello")
 
 
+class BenchmarkOut(BaseModel):
+    """A registered benchmark: its run conditions, failure types and the quantities it reports."""
+
+    name: str
+    conditions: list[str] = Field(description="the run conditions a run of its suites may choose")
+    failure_types: list[str] = Field(description="its outcomes' failure types, in the order pages list them")
+    quantities: list[Quantity] = Field(description="its run-level quantities in the order they are shown: the "
+                                                   "title, direction, unit and format of each key of a run's metrics")
+
+
 class Metrics(BaseModel):
     """A run's scored metrics (null until it is scored)."""
 
@@ -176,9 +186,6 @@ class Metrics(BaseModel):
     scored: bool
     results: dict[str, Any] | None = Field(
         description="the scoring results (metrics[model][condition][quantity] = {num, den, value, ...}) or null")
-    quantities: list[Quantity] = Field(default_factory=list,
-                                       description="the run's benchmark's quantities in the order they are shown: "
-                                                   "title, direction, unit and format of each key of the metrics")
 
 
 # --- episodes -----------------------------------------------------------------------------

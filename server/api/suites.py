@@ -11,11 +11,20 @@ from sqlalchemy import func, select
 from clients.errors import MPEError
 from server.api.deps import Caller, Paging, State, team_filter, visible_suite
 from server.api.errors import BadRequest
-from server.api.schemas import ERRORS, Condition, PageOf, ScenarioItem, SuiteDetail, SuiteDir, SuiteOut
+from server.api.schemas import (
+    ERRORS,
+    BenchmarkOut,
+    Condition,
+    PageOf,
+    ScenarioItem,
+    SuiteDetail,
+    SuiteDir,
+    SuiteOut,
+)
 from server.core.benchmark import Benchmark, SuiteLike
 from server.db import Suite as SuiteRow
 from server.engine.disclosure import suite_script_visible
-from server.engine.registry import benchmark_name_of_suite, get_benchmark
+from server.engine.registry import PLUGINS, benchmark_name_of_suite, get_benchmark
 from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, manifest_lines, parse_json, suite_inside
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
@@ -37,6 +46,19 @@ def _load(row: SuiteRow) -> tuple[Benchmark, SuiteLike | None]:
     except (MPEError, OSError, ValueError):
         return bench, None
     return bench, suite if suite.content_hash() == row.content_hash else None  # changed on disk: not this suite
+
+
+@router.get("/benchmarks", response_model=list[BenchmarkOut], tags=["benchmarks"],
+            summary="The registered benchmarks and their quantities")
+def benchmarks(p: Caller) -> list[BenchmarkOut]:
+    """Every registered benchmark, by name: its run conditions, failure types and the registry of
+    the quantities its metrics report (what the pages title and order them by)."""
+    out = []
+    for name in sorted(PLUGINS):
+        bench = get_benchmark(name)
+        out.append(BenchmarkOut(name=bench.name, conditions=list(bench.conditions),
+                                failure_types=list(bench.failure_types), quantities=list(bench.quantities)))
+    return out
 
 
 @router.get("/suites", response_model=PageOf[SuiteOut], summary="Suites registered to your team")
