@@ -313,6 +313,27 @@ async def test_episode_detail(world):
         err(await a.get(f"/v1/episodes/{world.beta_ep.id}"), 404, "not_found")
 
 
+async def test_episode_timeline_is_the_rules_windows(world):
+    """The episode's windows come from the server, computed by the benchmark's rules: the N1-N3
+    windows, the N4 window (to the end of N4Q + 3 s, deadline t_R + 2 s) and the wait after T."""
+    from server.benchmarks.mpe.rules import N4_GAP, episode_windows, parse_timeline
+    from server.core.events import Event
+
+    ep = world.eps["implicit"]
+    async with client(world, "alpha") as a:
+        d = (await a.get(f"/v1/episodes/{ep.id}")).json()
+    events = [Event.from_json(e) for e in d["events"]]
+    w = episode_windows(parse_timeline(events, d["end_sample"]), [(g["start"], g["end"]) for g in d["segments"]])
+    wins = d["timeline"]["windows"]
+    assert [(x["idx"], x["start"], x["end"]) for x in wins if x["kind"] == "silence"] == \
+        [(s.turn_idx, s.start, s.end) for s in w.silence] and w.silence
+    assert [(x["idx"], x["start"], x["end"], x["deadline"]) for x in wins if x["kind"] == "n4"] == \
+        [(n.q_idx, n.q_start, n.q_end + N4_GAP, n.deadline) for n in w.n4]
+    [t] = [x for x in wins if x["kind"] == "t"]
+    assert (t["idx"], t["start"], t["end"]) == (w.t.turn_idx, w.t.e_t, w.t.wait_end)
+    assert not any(x["open"] or x["verdict"]["scored"] for x in wins)
+
+
 async def test_frame_log(world):
     ep = world.eps["implicit"]
     with world.db.session() as s:

@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -189,6 +190,12 @@ async def test_sign_in_watch_live_and_replay(tmp_path, mini_suite, speech_frames
                 t_row = page.locator("#turns tr", has=page.locator(".chip.label-T"))
                 await eventually(lambda: _text_match(t_row, ":scope", r"fresh onset · correct"), what="the T verdict")
                 assert await page.locator("#timeline .win-t.v-pass").count() == 1
+                # the page draws the server's windows, one block each, and computes none of its own
+                async with httpx.AsyncClient(base_url=w.http, headers={"Authorization": f"Bearer {w.tokens['alpha']}"}) as c:
+                    windows = (await c.get(f"/v1/episodes/{live_id}")).json()["timeline"]["windows"]
+                assert len(windows) > 1 and await page.locator("#timeline .win").count() == len(windows)
+                labels = await page.locator("#timeline .win span").all_inner_texts()
+                assert labels == [f"{x['label']}: {x['verdict']['text']}" for x in windows]
                 assert "Aria's answer" in await page.inner_text("#answer")
                 await page.screenshot(path=shots / "episode-replay.png", full_page=True)
 

@@ -329,7 +329,7 @@ async def test_status_is_built_only_while_someone_listens():
     from server.engine.live import STATUS_EVERY, LiveHub
 
     hub = LiveHub(audio_max=8, json_max=50)
-    ch = hub.open(episode_id="e", attempt_id="a", run_id="r", clock="lockstep", turns=[])
+    ch = hub.open(episode_id="e", attempt_id="a", run_id="r", clock="lockstep")
     built = []
 
     def status() -> dict:
@@ -354,10 +354,11 @@ async def test_listener_queues_are_bounded():
     value, JSON overflow cuts the listener off, the final message comes after everything."""
     from server.benchmarks.mpe.scheduler import Event
     from server.engine.live import Listener, ListenerOverflow, LiveHub
+    from server.engine.registry import get_benchmark
 
     hub = LiveHub(audio_max=8, json_max=5)
     ch = hub.open(episode_id="e", attempt_id="a", run_id="r", clock="lockstep",
-                  turns=[{"idx": 0, "text": "hello there"}])
+                  texts=get_benchmark(None).clip_texts({"turns": [{"idx": 0, "text": "hello there"}]}))
     slow, fine = hub.new_listener(), hub.new_listener()
     ch.attach(slow)
     ch.attach(fine)

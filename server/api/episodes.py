@@ -23,7 +23,7 @@ from server.api.schemas import (
     FrameLog,
     PageOf,
 )
-from server.core.benchmark import Benchmark, Outcome, outcome_matches
+from server.core.benchmark import Benchmark, Outcome, ScoreEntry, Timeline, outcome_matches
 from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.status import AttemptStatus, EpisodeStatus
@@ -31,7 +31,7 @@ from server.db import Attempt, Episode, EventRow, SegmentRow
 from server.db import Suite as SuiteRow
 from server.engine.disclosure import public_document, script_visible
 from server.engine.export import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
-from server.engine.registry import get_benchmark
+from server.engine.registry import PLUGINS, get_benchmark
 from server.scoring.results import load_episode_scores
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERRORS)
@@ -82,13 +82,14 @@ def list_episodes(
     run_id: str, p: Caller, state: State, paging: Paging,
     condition: Annotated[Condition | None, Query()] = None,
     status: Annotated[EpisodeStatus | None, Query()] = None,
-    outcome: Annotated[str | None, Query(description="ok | a failure type of the run's benchmark (Duplex-MPE: "
-                                         + " | ".join(get_benchmark(None).failure_types)
+    outcome: Annotated[str | None, Query(description="ok | a failure type of the run's benchmark ("
+                                         + "; ".join(f"{n}: {' | '.join(get_benchmark(n).failure_types)}"
+                                                     for n in sorted(PLUGINS))
                                          + ") | unfinished | unscored")] = None,
 ) -> PageOf[EpisodeItem]:
     """The run's episodes in order, each with its status, duration and outcome (from the latest
     scoring, else from the live events). Filters: condition, status, outcome. 404 when the run
-    is not visible to you; 400 for an outcome the run's benchmark does not know."""
+    is not visible to you; 400 for a condition or an outcome the run's benchmark does not know."""
     where = [Episode.run_id == run_id]
     if condition:
         where.append(Episode.condition == condition)
@@ -97,6 +98,8 @@ def list_episodes(
     q = select(Episode).options(defer(Episode.scenario)).where(*where).order_by(Episode.ordinal)
     with state.db.session() as s:
         bench = get_benchmark(visible_run(s, p, run_id).benchmark)
+        if condition is not None and condition not in bench.conditions:
+            raise BadRequest(f"condition must be one of {', '.join(bench.conditions)}")
         if outcome is not None and outcome not in bench.outcome_filters:
             raise BadRequest(f"outcome must be one of {', '.join(bench.outcome_filters)}")
         if outcome is None:
@@ -119,6 +122,18 @@ def list_episodes(
                                  live=state.live.is_live(e.id), duration_s=None if end is None else round(end / STREAM_RATE, 3),
                                  outcome=found.get(e.id), updated_at=e.updated_at))
     return PageOf[EpisodeItem](items=items, total=total, limit=paging.limit, offset=paging.offset)
+
+
+def episode_timeline(bench: Benchmark, doc: dict[str, Any], entry: ScoreEntry | None,
+                     outcome: Outcome | None) -> Timeline:
+    """The windows of an episode document as its caller sees it (its events and segments, and the
+    scoring entry only where the script is visible), up to its last event; its end is the
+    attempt's end sample, else its ``episode.end`` event."""
+    events = [Event.from_json(e) for e in doc["events"]]
+    head = max((e.t for e in events), default=0)
+    end = doc.get("end_sample") or next((e.t for e in reversed(events) if e.type == "episode.end"), None)
+    return bench.timeline(events, [(g["start"], g["end"]) for g in doc["segments"]], head=head, end=end, entry=entry,
+                          outcome=outcome)
 
 
 def choose_attempt(ep: Episode, atts: list[Attempt], number: int | None) -> Attempt | None:
@@ -159,6 +174,8 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
     if not visible:  # the script, and the scores built on it, wait for the run's end (or for ever)
         doc, scored = public_document(bench, doc), None
     doc.update(
+        timeline=None if chosen is None else episode_timeline(bench, doc, None if scored is None else scored.entry,
+                                                              outcome),
         live=state.live.is_live(ep.id) and chosen is not None and chosen.status == AttemptStatus.running,
         attempts=[AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,
                              error_message=a.error_message, n_frames=a.n_frames, started_at=a.started_at,

@@ -30,12 +30,13 @@ from server.api.schemas import ERRORS, AudioUrl
 from server.api.signed import query_string, signed_query, verify
 from server.auth import Scope, TokenWatch, authenticate, socket_token
 from server.core.audio import decode_audio
+from server.core.benchmark import NO_CLIP_TEXTS, Benchmark, ClipTexts
 from server.core.status import DONE_EPISODE, AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, Database, Episode, EventRow, now
 from server.db import Suite as SuiteRow
 from server.engine.disclosure import PublicEvents, script_visible
 from server.engine.limits import client_address
-from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, levels
+from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, levels, timeline_message
 from server.engine.protocols import reset
 from server.engine.registry import get_benchmark
 
@@ -58,14 +59,16 @@ def _dumps(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _check(db: Database, p, episode_id: str) -> tuple[dict[int, str], PublicEvents | None]:
-    """The clip texts of a visible episode, and the public events when the caller may not see its
-    script (server.engine.disclosure; a running episode's run has not ended, so only admins do)."""
+def _check(db: Database, p, episode_id: str) -> tuple[Benchmark, ClipTexts, PublicEvents | None]:
+    """A visible episode's benchmark, its clip texts, and the public events when the caller may not
+    see its script (server.engine.disclosure; a running episode's run has not ended, so only admins
+    do: then no texts)."""
     with db.session() as s:
         ep, run = visible_episode(s, p, episode_id)
+        bench = get_benchmark(run.benchmark)
         if script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta):
-            return {t["idx"]: t.get("text", "") for t in ep.scenario.get("turns", [])}, None
-        return {}, get_benchmark(run.benchmark).public_events
+            return bench, bench.clip_texts(ep.scenario), None
+        return bench, NO_CLIP_TEXTS, bench.public_events
 
 
 def _episode_state(db: Database, episode_id: str) -> tuple[EpisodeStatus, str | None, float | None, str | None]:
@@ -89,9 +92,10 @@ class Stream:
     """One listener's socket: follows the episode from waiting through the live hub (or another
     replica's rows in the database) to done."""
 
-    def __init__(self, ws: WebSocket, state: Any, episode_id: str, texts: dict[int, str],
+    def __init__(self, ws: WebSocket, state: Any, episode_id: str, bench: Benchmark, texts: ClipTexts,
                  public: PublicEvents | None):
         self.ws, self.state, self.episode_id, self.texts, self.public = ws, state, episode_id, texts, public
+        self.bench = bench
         self.client = asyncio.create_task(_drain_client(ws))
 
     async def send(self, item: str | bytes) -> None:
@@ -181,6 +185,8 @@ class Stream:
         period = max(self.state.settings.flush_s, 0.25)
         last_event, next_idx, t = 0, {"room": 0, "assistant": 0}, 0
         history: dict[str, list[int]] = {"room": [], "assistant": []}
+        seen: list[tuple[int, str, dict]] = []  # the attempt's events so far (for the timeline)
+        shown: tuple[int, int] | None = None  # (events, t) of the last timeline message
         first = True
         while True:
             events, chunks, att_status, alive = await asyncio.to_thread(self._read, db, attempt_id, last_event,
@@ -203,8 +209,12 @@ class Stream:
                 first = False
             for eid, et, etype, edata in events:
                 last_event = eid
+                seen.append((et, etype, edata))
                 if (text := event_message(et, etype, edata, self.texts, self.public)) is not None:
                     await self.send(text)
+            if self.public is None and seen and shown != (len(seen), t):  # the windows: for who sees the script
+                shown = (len(seen), t)
+                await self.send(timeline_message(self.bench, seen, t))
             for f in frames:
                 await self.send(f)
             if att_status != AttemptStatus.running:
@@ -261,7 +271,7 @@ def _principal(db: Database, ws: WebSocket, episode_id: str):
 @router.websocket("/v1/episodes/{episode_id}/listen")
 async def listen(ws: WebSocket, episode_id: str) -> None:
     """Live audio (binary, wire v1 frame header; kind 1 room, 2 assistant; seq = slot) and
-    JSON messages: waiting, hello, levels, event, status, end, done, error (docs/api.md)."""
+    JSON messages: waiting, hello, levels, event, status, timeline, end, done, error (docs/api.md)."""
     state = ws.app.state.mpe
     limits = state.limits
     await ws.accept()
@@ -270,10 +280,10 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
         address = client_address(ws)
         limits.connection(address)  # docs/api.md "Limits": before anything costs the database
         p = await asyncio.to_thread(limits.authenticate, address, _principal, state.db, ws, episode_id)
-        texts, public = await asyncio.to_thread(_check, state.db, p, episode_id)
+        bench, texts, public = await asyncio.to_thread(_check, state.db, p, episode_id)
         # one slot per socket, whatever it does (waits for a queued episode, streams, tails the database)
         slot = await asyncio.to_thread(limits.listener, p, episode_id)
-        stream = Stream(ws, state, episode_id, texts, public)
+        stream = Stream(ws, state, episode_id, bench, texts, public)
         # a revoked or expired token closes the socket (the stream then ends as if the client left)
         watch = TokenWatch(state.db, p.token_id,
                            lambda exc: _close(ws, ws_close_code(exc), exc.code, exc.message))

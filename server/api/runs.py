@@ -11,14 +11,13 @@ from sqlalchemy import func, select
 from server.api.deps import Caller, Paging, State, team_filter, visible_run, visible_suite
 from server.api.errors import BadRequest, Conflict, Forbidden
 from server.api.schemas import ERRORS, Metrics, PageOf, Principal, Progress, RunCreate, RunOut, SuiteRef
-from server.benchmarks.mpe.suite import SUITE_FILE, SuiteError
 from server.core.status import ACTIVE_RUN, RunStatus
 from server.db import Run
 from server.db import Suite as SuiteRow
 from server.engine.leasing import cancel_run, create_run
 from server.engine.matching import context_note
 from server.engine.progress import RunProgress, run_label, runs_progress
-from server.engine.suitedir import suite_inside
+from server.engine.suitedir import SUITE_FILE, SuiteError, suite_inside
 from server.scoring.results import latest_scoring, load_run_metrics
 
 router = APIRouter(prefix="/v1", responses=ERRORS)

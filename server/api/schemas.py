@@ -3,20 +3,40 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
 from server.auth import Scope
-from server.core.benchmark import Outcome  # each benchmark's outcome adds its own fields
+from server.core.benchmark import (
+    Outcome,  # each benchmark's outcome adds its own fields
+    Quantity,
+    Timeline,
+)
 from server.core.impairment import Impairment
 from server.core.status import AttemptStatus, EpisodeStatus, RunStatus
+from server.engine.registry import PLUGINS, get_benchmark
 from server.settings import MAX_INFLIGHT
 
 T = TypeVar("T")
 Clock = Literal["lockstep", "realtime"]
 RunClock = Literal["lockstep", "realtime", "text"]  # text: a text reference's run (mpe reference), no bridge
-Condition = Literal["explicit", "implicit", "gt", "free"]  # Duplex-MPE addressing; MTR-DuplexBench history modes
+#: benchmark -> its run conditions, of every registered benchmark (a request names one of them; the
+#: benchmark of its suite or run must know it, checked where that is known)
+CONDITIONS: dict[str, tuple[str, ...]] = {name: get_benchmark(name).conditions for name in sorted(PLUGINS)}
+KNOWN_CONDITIONS: frozenset[str] = frozenset(c for conds in CONDITIONS.values() for c in conds)
+CONDITIONS_TEXT = "; ".join(f"{name}: {', '.join(conds)}" for name, conds in CONDITIONS.items())
+
+
+def _known_condition(value: str) -> str:
+    if value not in KNOWN_CONDITIONS:
+        raise ValueError(f"unknown condition {value!r} ({CONDITIONS_TEXT})")
+    return value
+
+
+#: a run condition of a registered benchmark
+Condition = Annotated[str, Field(min_length=1, max_length=32, description=f"a run condition ({CONDITIONS_TEXT})"),
+                      AfterValidator(_known_condition)]
 MODEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"  # as bridges announce it (wire hello)
 TEAM_RE = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 
@@ -73,13 +93,12 @@ class RunCreate(BaseModel):
     clock: Clock = "lockstep"
     conditions: list[Condition] | None = Field(
         default=None, min_length=1, max_length=2,
-        description="the run's conditions (default: every condition of the suite's benchmark): Duplex-MPE "
-                    "explicit / implicit; MTR-DuplexBench history modes gt (ground-truth history, one episode per "
-                    "round) / free (one live episode per dialogue). The suite's benchmark must know them.")
+        description="the run's conditions (default: every condition of the suite's benchmark; "
+                    f"{CONDITIONS_TEXT}). The suite's benchmark must know them.")
     limit: int | None = Field(default=None, ge=1, le=1_000_000,
-                              description="only the first N pairs of the suite (a pair is a scenario in both "
-                                          "addressing conditions: N pairs are 2N episodes with both conditions, "
-                                          "N with one)")
+                              description="only the first N pairs of the suite, as its benchmark counts them "
+                                          "(a pair plays in every chosen condition: a scenario's versions, a "
+                                          "dialogue)")
     max_attempts: int | None = Field(default=None, ge=1, le=10,
                                      description="attempts per episode (default: the server's MPE_MAX_ATTEMPTS)")
     max_inflight: int | None = Field(default=None, ge=1, le=MAX_INFLIGHT,
@@ -127,7 +146,7 @@ class RunOut(BaseModel):
                                    "tell runs apart")
     team: str
     model: str
-    benchmark: str = Field(description="the benchmark plug-in of the run's suite (duplex-mpe)")
+    benchmark: str = Field(description="the benchmark plug-in of the run's suite")
     suite: SuiteRef
     clock: RunClock = Field(description="lockstep | realtime; text: a text reference decided on the script "
                                         "(mpe reference), finished when created")
@@ -148,6 +167,16 @@ class RunOut(BaseModel):
     notes: list[str] = Field(default_factory=list, description="only in the answer to creating a run: what to know "
                              "before it can run, e.g. that some of its episodes start with assistant-context frames "
                              "and no connected bridge of the model sends \"accepts_context\": true in hello")
+
+
+class BenchmarkOut(BaseModel):
+    """A registered benchmark: its run conditions, failure types and the quantities it reports."""
+
+    name: str
+    conditions: list[str] = Field(description="the run conditions a run of its suites may choose")
+    failure_types: list[str] = Field(description="its outcomes' failure types, in the order pages list them")
+    quantities: list[Quantity] = Field(description="its run-level quantities in the order they are shown: the "
+                                                   "title, direction, unit and format of each key of a run's metrics")
 
 
 class Metrics(BaseModel):
@@ -213,6 +242,9 @@ class EpisodeOut(BaseModel):
                                                       "benchmark's `episodes[]` entry of `mpe score --json`: "
                                                       "windows, transcripts and verdicts) plus its "
                                                       "`scoring_id`; null when not scored")
+    timeline: Timeline | None = Field(default=None, description="the episode's windows and their verdicts, computed "
+                                                                "by its benchmark from the events, segments and "
+                                                                "scores shown here (null: no attempt yet)")
 
 
 class FrameItem(BaseModel):
@@ -261,24 +293,33 @@ class SuiteOut(BaseModel):
 
 
 class SuiteDetail(SuiteOut):
-    """One suite with its metadata and its scenarios counted by condition and by turn label."""
+    """One suite with its metadata and its items counted by run condition and by label, as its
+    benchmark counts them."""
 
     meta: dict[str, Any]
     available: bool = Field(description="whether the suite's files are readable on this server")
-    conditions: dict[str, int] = Field(description="Duplex-MPE: scenario versions per condition (empty for "
-                                                   "other benchmarks)")
-    labels: dict[str, int] = Field(description="Duplex-MPE: turns per label (empty for other benchmarks)")
+    conditions: dict[str, int] = Field(description="episodes a run of the whole suite queues, per run condition "
+                                                   "(empty when the files are not available)")
+    label_kind: str = Field(default="", description="what `labels` counts (e.g. turns by label, rounds by feature)")
+    labels: dict[str, int] = Field(description="the suite's items counted by their label")
+    groups: dict[str, dict[str, int]] = Field(default_factory=dict,
+                                              description="further counts of the benchmark (name -> value -> n)")
 
 
 class ScenarioItem(BaseModel):
-    """One scenario version of a suite: pair, condition, speakers, turn labels and duration in seconds."""
+    """One scenario of a suite (a scenario version, or an item every condition plays): pair,
+    condition, speakers, labels and duration in seconds. The benchmark's further script facts
+    follow as fields of their own (e.g. where T lies, `t_bucket`), null while the script is
+    withheld."""
+
+    model_config = ConfigDict(extra="allow")
 
     scenario_id: str
     pair_id: str
-    condition: str
-    n_speakers: int
-    t_bucket: str | None = Field(description="where T lies; null while the script is withheld (api.md)")
-    labels: list[str] | None = Field(description="the turns' labels; null while the script is withheld")
+    condition: str | None = Field(description="its run condition; null: every condition of the run plays it")
+    n_speakers: int | None
+    labels: list[str] | None = Field(description="its items' labels (turn labels, round features); null while the "
+                                                 "script is withheld (api.md)")
     duration_s: float
 
 
@@ -286,7 +327,7 @@ class SuiteDir(BaseModel):
     """A suite directory below the server's suites root."""
 
     path: str = Field(description="relative to the suites root; pass as `suite` when creating a run")
-    benchmark: str = Field(description="the benchmark that owns the suite (duplex-mpe, mtr-duplexbench)")
+    benchmark: str = Field(description=f"the benchmark that owns the suite ({', '.join(CONDITIONS)})")
     run_conditions: list[str] = Field(description="the conditions a run of this suite may choose")
     name: str
     version: str

@@ -3,7 +3,6 @@ suite directories a run may name below the server's suites root."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -11,12 +10,21 @@ from sqlalchemy import func, select
 
 from clients.errors import MPEError
 from server.api.deps import Caller, Paging, State, team_filter, visible_suite
-from server.api.schemas import ERRORS, Condition, PageOf, ScenarioItem, SuiteDetail, SuiteDir, SuiteOut
-from server.benchmarks.mpe.suite import Suite, SuiteError
+from server.api.errors import BadRequest
+from server.api.schemas import (
+    ERRORS,
+    BenchmarkOut,
+    Condition,
+    PageOf,
+    ScenarioItem,
+    SuiteDetail,
+    SuiteDir,
+    SuiteOut,
+)
+from server.core.benchmark import Benchmark, SuiteLike
 from server.db import Suite as SuiteRow
-from server.engine.clips import load_suite
 from server.engine.disclosure import suite_script_visible
-from server.engine.registry import benchmark_name_of_suite, get_benchmark
+from server.engine.registry import PLUGINS, benchmark_name_of_suite, get_benchmark
 from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, manifest_lines, parse_json, suite_inside
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
@@ -30,15 +38,27 @@ def _out(row: SuiteRow) -> dict[str, Any]:
                 content_hash=row.content_hash, created_at=row.created_at)
 
 
-def _load(row: SuiteRow) -> Suite | None:
-    """The registered Duplex-MPE suite as it is on disk (None: missing, changed, or another benchmark's)."""
-    if get_benchmark((row.meta or {}).get("benchmark")).name != get_benchmark(None).name:
-        return None
+def _load(row: SuiteRow) -> tuple[Benchmark, SuiteLike | None]:
+    """The registered suite's benchmark, and the suite as it is on disk (None: missing or changed)."""
+    bench = get_benchmark((row.meta or {}).get("benchmark"))
     try:
-        suite = Suite.load(row.path)
-    except SuiteError:
-        return None
-    return suite if suite.content_hash() == row.content_hash else None  # changed on disk: not this suite
+        suite = bench.load_suite(row.path)
+    except (MPEError, OSError, ValueError):
+        return bench, None
+    return bench, suite if suite.content_hash() == row.content_hash else None  # changed on disk: not this suite
+
+
+@router.get("/benchmarks", response_model=list[BenchmarkOut], tags=["benchmarks"],
+            summary="The registered benchmarks and their quantities")
+def benchmarks(p: Caller) -> list[BenchmarkOut]:
+    """Every registered benchmark, by name: its run conditions, failure types and the registry of
+    the quantities its metrics report (what the pages title and order them by)."""
+    out = []
+    for name in sorted(PLUGINS):
+        bench = get_benchmark(name)
+        out.append(BenchmarkOut(name=bench.name, conditions=list(bench.conditions),
+                                failure_types=list(bench.failure_types), quantities=list(bench.quantities)))
+    return out
 
 
 @router.get("/suites", response_model=PageOf[SuiteOut], summary="Suites registered to your team")
@@ -87,45 +107,36 @@ def available(p: Caller, state: State) -> list[SuiteDir]:
 
 @router.get("/suites/{suite_id}", response_model=SuiteDetail, summary="One suite")
 def get_suite(suite_id: str, p: Caller, state: State) -> SuiteDetail:
-    """One suite: its metadata and scenario counts by condition and turn label (no counts, and
-    `available` false, when its files are missing or changed on disk). 404 when the suite is
-    not visible to you."""
+    """One suite: its metadata and its items counted by run condition and by label, as its
+    benchmark counts them (no counts, and `available` false, when its files are missing or
+    changed on disk). 404 when the suite is not visible to you."""
     with state.db.session() as s:
         row = visible_suite(s, p, suite_id)
-    suite = _load(row)
-    conds: Counter = Counter()
-    labels: Counter = Counter()
-    for sc in suite.scenarios if suite else ():
-        conds[sc.condition] += 1
-        labels.update(t.label for t in sc.turns)
-    return SuiteDetail(**_out(row), meta=row.meta or {}, available=suite is not None or _readable(row),
-                       conditions=dict(conds), labels=dict(labels))
-
-
-def _readable(row: SuiteRow) -> bool:
-    """Whether a suite of any benchmark is on disk as registered."""
-    try:
-        return load_suite(row.path).suite.content_hash() == row.content_hash
-    except (MPEError, OSError):
-        return False
+    bench, suite = _load(row)
+    counts = bench.suite_summary(suite) if suite is not None else None
+    return SuiteDetail(**_out(row), meta=row.meta or {}, available=suite is not None,
+                       conditions=counts.conditions if counts else {}, label_kind=counts.label_kind if counts else "",
+                       labels=counts.labels if counts else {}, groups=counts.groups if counts else {})
 
 
 @router.get("/suites/{suite_id}/scenarios", response_model=PageOf[ScenarioItem], summary="Scenarios of a suite")
 def scenarios(suite_id: str, p: Caller, state: State, paging: Paging,
               condition: Annotated[Condition | None, Query()] = None) -> PageOf[ScenarioItem]:
-    """A suite's scenarios, optionally of one condition (none when its files are missing or changed
-    on disk). Turn labels and the T position are null while your team has a run of the suite
-    that has not ended, and always on a held-out suite (admins see them). 404 when the suite is
-    not visible to you."""
+    """A suite's scenarios as its benchmark lists them, optionally of one run condition (an item
+    every condition plays is listed for each); none when its files are missing or changed on
+    disk. Labels and the benchmark's further script facts are null while your team has a run of
+    the suite that has not ended, and always on a held-out suite (admins see them). 404 when the
+    suite is not visible to you; 400 for a condition its benchmark does not know."""
     with state.db.session() as s:
         row = visible_suite(s, p, suite_id)
         visible = suite_script_visible(s, p, row)
-    suite = _load(row)
-    items = [sc for sc in (suite.scenarios if suite else ()) if condition is None or sc.condition == condition]
+    bench, suite = _load(row)
+    if condition is not None and condition not in bench.conditions:
+        raise BadRequest(f"condition must be one of {', '.join(bench.conditions)}")
+    items = [sc for sc in (bench.scenario_items(suite) if suite is not None else ())
+             if condition is None or sc.condition in (None, condition)]
     page = items[paging.offset:paging.offset + paging.limit]
     return PageOf[ScenarioItem](
-        items=[ScenarioItem(scenario_id=sc.scenario_id, pair_id=sc.pair_id, condition=sc.condition,
-                            n_speakers=sc.n_speakers, t_bucket=sc.t_bucket if visible else None,
-                            labels=sc.labels if visible else None,
-                            duration_s=round(sum(t.duration_s for t in sc.turns), 2)) for sc in page],
+        items=[ScenarioItem(**sc.model_dump(exclude={"labels", "facts"}), labels=sc.labels if visible else None,
+                            **{k: v if visible else None for k, v in sc.facts.items()}) for sc in page],
         total=len(items), limit=paging.limit, offset=paging.offset)

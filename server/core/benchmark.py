@@ -121,6 +121,115 @@ def outcome_matches(outcome: Outcome | None, completed: bool, wanted: str) -> bo
     return wanted in outcome.failures
 
 
+# --- what the API, the pages and live listeners show of a benchmark --------------------------
+# The neutral layers (server/api, server/engine/live.py, the pages) know no benchmark's labels,
+# windows or quantities: they call the hooks of the ``Benchmark`` section "shown" below and draw
+# these models.
+
+#: a detector segment that may still be open (end None: speech running at the episode's head)
+OpenSpan = tuple[int, int | None]
+
+
+class Quantity(BaseModel):
+    """One run-level quantity a benchmark reports (``metrics[model][condition][key]``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str = Field(description="the quantity's key in the metrics")
+    title: str = Field(description="its name on the pages")
+    short_title: str = Field(description="its name in table headers and reports")
+    description: str = Field(default="", description="what it counts (e.g. its numerator / denominator)")
+    direction: Literal["higher", "lower"] | None = Field(description="which way is better; null: neither")
+    scored: bool = Field(description="a score (a best may be marked); false: descriptive")
+    unit: str = Field(description="what its denominator counts (e.g. T requests, rounds)")
+    format: Literal["percent", "seconds", "score", "number"] = Field(
+        description="how its value reads: percent (a share 0-1), seconds, score (a mean on the benchmark's scale), "
+                    "number")
+
+
+class SuiteSummary(BaseModel):
+    """A suite counted as the API shows it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conditions: dict[str, int] = Field(description="episodes a run of every item queues, per run condition")
+    label_kind: str = Field(description="what ``labels`` counts (e.g. turns by label, rounds by feature)")
+    labels: dict[str, int] = Field(description="the suite's items counted by their label")
+    groups: dict[str, dict[str, int]] = Field(default_factory=dict,
+                                              description="further counts the benchmark keeps (name -> value -> n)")
+
+
+class ScenarioSummary(BaseModel):
+    """One scenario (a scenario version, or an item every condition plays) as the API lists it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario_id: str
+    pair_id: str
+    condition: str | None = Field(description="its run condition; null: an item every condition plays")
+    n_speakers: int | None = Field(description="the people in the room (null: the benchmark does not say)")
+    duration_s: float = Field(description="the audio of its items, in seconds")
+    labels: list[str] = Field(description="script: its items' labels, in order")
+    facts: dict[str, str] = Field(default_factory=dict, description="script: further facts (name -> value)")
+
+
+@dataclass(frozen=True)
+class ClipTexts:
+    """What a listener who may see the script reads of the clips being played: the text of each
+    clip by key, and the events that name a clip (event type -> the data fields whose values make
+    its key: the event's kind, its type less ``.start``/``.end``, then those values, joined by
+    ``.``; e.g. ``clip.start`` ``{"idx": 3}`` -> ``clip.3``)."""
+
+    texts: Mapping[str, str]
+    events: Mapping[str, tuple[str, ...]]
+
+    def text_of(self, type_: str, data: Mapping[str, object]) -> str | None:
+        """The text of the clip an event names ("" for a clip without one); None: it names none."""
+        fields = self.events.get(type_)
+        if fields is None or any(f not in data for f in fields):
+            return None
+        return self.texts.get(".".join([type_.rpartition(".")[0], *(str(data[f]) for f in fields)]), "")
+
+
+NO_CLIP_TEXTS = ClipTexts(texts={}, events={})
+
+
+class Verdict(BaseModel):
+    """How a window went: its state (the pages' colour), in words, and whether scoring said so."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: Literal["pass", "fail", "speech", "quiet", "none"]
+    text: str
+    scored: bool = Field(description="true: the latest scoring's verdict; false: from the live events")
+
+
+class Window(BaseModel):
+    """One window of an episode's timeline (stream samples at 24 kHz)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = Field(description="the benchmark's kind of window (e.g. t, silence, n4, round)")
+    label: str
+    idx: int | None = Field(description="the turn (or round) it belongs to")
+    start: int
+    end: int = Field(description="its end; while open, the episode's head")
+    open: bool = Field(description="still growing (a live episode)")
+    deadline: int | None = Field(default=None, description="a mark inside the window (e.g. t_R + 2 s), or null")
+    deadline_label: str | None = Field(default=None, description="what the mark is")
+    verdict: Verdict
+
+
+class Timeline(BaseModel):
+    """An episode's windows with their verdicts, computed on the server from its events, detector
+    segments and latest scoring: the pages draw it and restate no rule."""
+
+    model_config = ConfigDict(frozen=True)
+
+    head: int = Field(description="the stream samples the windows were computed up to")
+    windows: list[Window]
+
+
 class Benchmark(ABC):
     """Everything the engine, the pages and scoring need from one benchmark."""
 
@@ -215,6 +324,31 @@ class Benchmark(ABC):
         """Every terminal table of ``mpe report`` over the latest scorings of ``refs`` (runs or
         scoring ids), and the self-contained HTML report at ``html`` when given; returns
         ``{"metrics", "analyses"}``."""
+
+    # --- shown: what the API, the pages and live listeners read ---------------------------------
+
+    #: the run-level quantities the benchmark reports, in the order pages and reports show them
+    quantities: ClassVar[tuple[Quantity, ...]] = ()
+
+    def suite_summary(self, suite: SuiteLike) -> SuiteSummary:
+        """The suite counted by run condition and by what the benchmark labels its items."""
+        return SuiteSummary(conditions={}, label_kind="", labels={})
+
+    def scenario_items(self, suite: SuiteLike) -> list[ScenarioSummary]:
+        """The suite's scenarios as the API lists them, in suite order."""
+        return []
+
+    def clip_texts(self, scenario: Mapping[str, object]) -> ClipTexts:
+        """The clip texts of one episode's scenario snapshot, for listeners who may see its script
+        (server.engine.disclosure decides who may)."""
+        return NO_CLIP_TEXTS
+
+    def timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,
+                 entry: ScoreEntry | None, outcome: Outcome | None) -> Timeline:
+        """The windows of an episode, finished or live and growing: from its events so far, its
+        detector segments (an open one runs to ``head``), its end (None: not yet), and its latest
+        scoring entry (None: not scored; then ``outcome``, the live outcome, if any)."""
+        return Timeline(head=head, windows=[])
 
     # --- the reference bridge ----------------------------------------------------------------
 

@@ -12,7 +12,9 @@ else: the model's timing comes first. The WebSocket side lives in ``server.api.l
 
 Listener messages: binary frames use the wire v1 header (kind 1 = room, 2 = assistant; the
 seq is the timeline slot; SILENT for zeros) and JSON text messages have a ``type``:
-``hello``, ``event``, ``status``, ``levels``, ``end`` (see docs/api.md).
+``hello``, ``event``, ``status``, ``timeline``, ``levels``, ``end`` (see docs/api.md). What a
+listener reads of the clips and the windows comes from the episode's benchmark
+(``Benchmark.clip_texts``, ``Benchmark.timeline``): this module knows no benchmark.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+from server.core.benchmark import NO_CLIP_TEXTS, Benchmark, ClipTexts, OpenSpan
+from server.core.events import Event
 from server.engine.disclosure import PublicEvents, public_event, public_status
+from server.engine.registry import benchmark_of_suite
 
 log = logging.getLogger("mpe.live")
 
@@ -59,20 +64,42 @@ def levels(pcm: np.ndarray) -> list[int]:
     return out.tolist()
 
 
-def event_message(t: int, type_: str, data: dict, texts: dict[int, str],
+def event_message(t: int, type_: str, data: dict, texts: ClipTexts,
                   public: PublicEvents | None = None) -> str | None:
-    """A listener's ``event`` message; clip events carry the clip's text (issue 5). For a listener
-    who may not see the script (``public``: the benchmark's public events) only the public part of
-    the event, without texts; None when none of it is public."""
+    """A listener's ``event`` message; the events that name a clip carry its text (the benchmark's
+    :class:`ClipTexts`). For a listener who may not see the script (``public``: the benchmark's
+    public events) only the public part of the event, without texts; None when none of it is public."""
     if public is not None:
         data = public_event(public, type_, data)
         if data is None:
             return None
     else:
         data = dict(data)
-        if type_ in ("clip.start", "clip.end") and "idx" in data:
-            data["text"] = texts.get(data["idx"], "")
+        if (text := texts.text_of(type_, data)) is not None:
+            data["text"] = text
     return _dumps({"type": "event", "t": t, "t_s": round(t / STREAM_RATE, 3), "event": type_, "data": data})
+
+
+def detector_segments(events: Iterable[tuple[int, str, dict]]) -> list[OpenSpan]:
+    """The detector's segments as its ``vad.onset`` / ``vad.offset`` events tell them so far (the
+    last one open while speech runs)."""
+    out: list[OpenSpan] = []
+    for _, type_, data in events:
+        if type_ == "vad.onset" and "at" in data:
+            out.append((int(data["at"]), None))
+        elif type_ == "vad.offset" and "at" in data and out and out[-1][1] is None:
+            out[-1] = (out[-1][0], int(data["at"]))
+    return out
+
+
+def timeline_message(bench: Benchmark, events: list[tuple[int, str, dict]], head: int) -> str:
+    """A listener's ``timeline`` message: the benchmark's windows of a running attempt, from its
+    events and detector events so far (open windows run to ``head``; nothing is scored yet)."""
+    head = max([head, *(t for t, _, _ in events)])
+    end = next((t for t, type_, _ in reversed(events) if type_ == "episode.end"), None)
+    tl = bench.timeline([Event(t, type_, data) for t, type_, data in events], detector_segments(events), head=head,
+                        end=end, entry=None, outcome=None)
+    return _dumps({"type": "timeline", "t": head, "t_s": round(head / STREAM_RATE, 3), **tl.model_dump(mode="json")})
 
 
 def _safe(method: Callable) -> Callable:
@@ -120,6 +147,7 @@ class Listener:
         self.audio: deque[bytes] = deque()
         self.json: deque[str] = deque()
         self.status: str | None = None
+        self.timeline: str | None = None
         self.final: str | None = None
         self.wake = asyncio.Event()
         self.dropped = 0  # audio frames dropped because this listener was slow
@@ -149,6 +177,10 @@ class Listener:
         self.status = text
         self.wake.set()
 
+    def set_timeline(self, text: str) -> None:
+        self.timeline = text
+        self.wake.set()
+
     def finish(self, text: str) -> None:
         self.final = text
         self.wake.set()
@@ -156,7 +188,7 @@ class Listener:
     # sender side
 
     async def next_batch(self) -> list[str | bytes] | None:
-        """Everything queued (JSON first, then status, then audio); the final message after
+        """Everything queued (JSON first, then status and timeline, then audio); the final message after
         all else; None once that was delivered. Raises ListenerOverflow when cut off."""
         while True:
             if self.overflowed:
@@ -167,6 +199,9 @@ class Listener:
             if self.status is not None:
                 batch.append(self.status)
                 self.status = None
+            if self.timeline is not None:
+                batch.append(self.timeline)
+                self.timeline = None
             while self.audio:
                 batch.append(self.audio.popleft())
             if batch:
@@ -183,10 +218,12 @@ class EpisodeChannel:
     """The live side of one running attempt; implements the session's observer hooks."""
 
     def __init__(self, hub: "LiveHub", *, episode_id: str, attempt_id: str, run_id: str, clock: str,
-                 turns: Iterable[dict[str, Any]] = ()):
+                 texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None):
         self.hub = hub
         self.episode_id, self.attempt_id, self.run_id, self.clock = episode_id, attempt_id, run_id, clock
-        self.text = {t["idx"]: t.get("text", "") for t in turns}
+        self.texts = texts
+        self.benchmark = benchmark  # None: no timeline messages
+        self._timeline_at: int | None = None  # events + head of the last timeline message (None: none yet)
         self.listeners: set[Listener] = set()
         self.raw: list[tuple[int, str, dict]] = []  # every event so far, for late joiners
         self.history: list[str] = []  # ... as the listeners who see the script get them
@@ -210,11 +247,13 @@ class EpisodeChannel:
                 listener.push_json(text)
         else:
             for t, type_, data in self.raw:
-                if (text := event_message(t, type_, data, {}, listener.public)) is not None:
+                if (text := event_message(t, type_, data, NO_CLIP_TEXTS, listener.public)) is not None:
                     listener.push_json(text)
         if self._status is not None:  # where the episode is now
             full, public = self._status_messages()
             listener.set_status(full if listener.public is None else public)
+        if listener.public is None and self.benchmark is not None and self.raw:
+            listener.set_timeline(timeline_message(self.benchmark, self.raw, self.t))
         if self.ended is not None:
             listener.finish(self.ended)
         else:
@@ -239,6 +278,7 @@ class EpisodeChannel:
             full, public = self._status_messages()
             for lst in self.listeners:
                 lst.set_status(full if lst.public is None else public)
+            self._send_timeline()
         if self.listeners:
             data = encode_frame(KIND_ROOM, seq, pcm)
             for lst in self.listeners:
@@ -264,10 +304,25 @@ class EpisodeChannel:
         for e in events:
             self._event(e.t, e.type, e.data)
 
+    def _send_timeline(self) -> None:
+        """The windows as of the last room frame, to the listeners who see the script (only when
+        an event came or the stream moved on since the last message: built only while they listen)."""
+        if self.benchmark is None:
+            return
+        readers = [lst for lst in self.listeners if lst.public is None]
+        mark = len(self.raw) * (1 << 40) + self.t
+        if not readers or mark == self._timeline_at:
+            return
+        self._timeline_at = mark
+        text = timeline_message(self.benchmark, self.raw, self.t)
+        for lst in readers:
+            lst.set_timeline(text)
+
     @_safe
     def end(self, reason: str) -> None:
         if self.ended is not None:  # idempotent: the session ends it, the shell makes sure
             return
+        self._send_timeline()
         self.ended = _dumps({"type": "end", "reason": reason, "t": self.t})
         for lst in self.listeners:
             lst.finish(self.ended)
@@ -275,13 +330,13 @@ class EpisodeChannel:
         self.hub._remove(self)
 
     def _event(self, t: int, type_: str, data: dict) -> None:
-        text = event_message(t, type_, data, self.text)
+        text = event_message(t, type_, data, self.texts)
         self.raw.append((t, type_, data))
         self.history.append(text)
         for lst in self.listeners:
             if lst.public is None:
                 lst.push_json(text)
-            elif (public := event_message(t, type_, data, {}, lst.public)) is not None:
+            elif (public := event_message(t, type_, data, NO_CLIP_TEXTS, lst.public)) is not None:
                 lst.push_json(public)
 
 
@@ -295,11 +350,13 @@ class LiveHub:
         self._changed = asyncio.Event()
 
     def open(self, *, episode_id: str, attempt_id: str, run_id: str, clock: str,
-             turns: Iterable[dict[str, Any]] = ()) -> EpisodeChannel:
-        """A channel for a starting attempt (replaces a stale one of the same episode)."""
+             texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None) -> EpisodeChannel:
+        """A channel for a starting attempt (replaces a stale one of the same episode); ``texts``:
+        what its listeners who see the script read of its clips; ``benchmark``: whose windows
+        they are sent (None: none)."""
         old = self.channels.get(episode_id)
         ch = EpisodeChannel(self, episode_id=episode_id, attempt_id=attempt_id, run_id=run_id, clock=clock,
-                            turns=turns)
+                            texts=texts, benchmark=benchmark)
         self.channels[episode_id] = ch
         if old is not None:
             old.end("superseded")
@@ -311,8 +368,9 @@ class LiveHub:
     @contextmanager
     def attempt(self, lease: Any) -> Iterator[EpisodeChannel]:
         """The channel of one leased attempt (server.engine.leasing.Lease), closed on the way out."""
+        bench = benchmark_of_suite(lease.suite_path)
         ch = self.open(episode_id=lease.episode_id, attempt_id=lease.attempt_id, run_id=lease.run_id,
-                       clock=lease.clock, turns=lease.scenario.get("turns", ()))
+                       clock=lease.clock, texts=bench.clip_texts(lease.scenario), benchmark=bench)
         try:
             yield ch
         finally:

@@ -50,7 +50,7 @@ function facts() {
 
 // MTR-DuplexBench episodes list their rounds (feature, the user's words, the verdict) instead of turns.
 function renderRounds() {
-  const wins = model.windows(doc.scores, doc.outcome);
+  const wins = model.windows();
   const texts = new Map((doc.dialogue?.rounds || []).map((r) => [r.round, r.user.text + (r.pause ? " … " + r.pause.continuation.text : "")]));
   const rows = model.rounds.map((r) => {
     const w = wins.find((x) => x.idx === r.round);
@@ -66,11 +66,10 @@ function renderRounds() {
 
 function renderTurns() {
   if (model.rounds.length) return renderRounds();
-  const wins = model.windows(doc.scores);
+  const wins = model.windows();
   const rows = (doc.turns || []).map((t) => {
     const clip = model.clips.find((c) => c.idx === t.idx);
-    let w = wins.find((x) => x.idx === t.idx);
-    if (t.label === "T") w = wins.find((x) => x.kind === "t");
+    const w = wins.find((x) => x.idx === t.idx);
     const verdict = w ? el("span", { class: `chip v-${w.verdict.state}` }, w.verdict.text || "–") : "–";
     return el("tr", { class: clip && clip.end === null ? "now" : "" },
       el("td", {}, clip ? el("button", { type: "button", class: "link", onclick: () => seek(clip.start),
@@ -95,7 +94,7 @@ function redraw() {
   if (!model) return;
   // Redrawing replaces elements: keep the keyboard focus on the same clip or turn.
   const focused = document.activeElement?.dataset?.focusKey;
-  view.render(model, doc?.scores, doc?.outcome);
+  view.render(model);
   renderTurns();
   if ($("events-box").open) renderEvents();
   if (focused) document.querySelector(`[data-focus-key="${focused}"]`)?.focus();
@@ -160,6 +159,7 @@ async function startReplay() {
   model = new EpisodeModel(doc.turns);
   for (const e of doc.events) model.apply(e);
   model.setSegments(doc.segments);
+  model.setTimeline(doc.timeline);
   if (doc.end_sample) model.end = doc.end_sample / RATE;
   setMode("replay", doc.status === "completed" ? "replay" : doc.status);
   $("status-line").textContent = doc.status === "completed" ? "" : `This attempt ${doc.attempts.at(-1)?.status ?? doc.status}.`;
@@ -217,6 +217,9 @@ function onText(msg) {
       model.apply(msg);
       if ($("events-box").open) $("events").append(el("li", {}, el("code", {}, fmtTime(msg.t_s)), " ", el("strong", {}, msg.event), " ",
         JSON.stringify(msg.data)));
+      break;
+    case "timeline": // the windows so far, computed by the server
+      model.setTimeline(msg);
       break;
     case "status":
       lastStatus = msg;

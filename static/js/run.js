@@ -8,15 +8,14 @@ let timer = null;
 let run = null;
 let metricsShown = null;
 
-// §6 run-level quantities, in the order they are shown; each stands on its own denominator.
-const QUANTITIES = {
-  fresh_onset_rate: ["Fresh-onset response rate", "fresh / all T"],
-  response_presence: ["Response presence", "present / all T"],
-  answer_accuracy: ["Conditional answer accuracy", "correct / present"],
-  silence_preservation: ["Silence preservation", "passing N1–N3 windows / all"],
-  window_response: ["Window response (N4)", "N4 windows with speech / all N4"],
-  window_yield: ["Answering-window yield (N4)", "passes / eligible (shown from 30 eligible)"],
-};
+// The run's benchmark's quantities (GET /v1/benchmarks): key -> {title, description, format, ...},
+// in the order they are shown; each stands on its own denominator.
+let quantities = new Map();
+
+async function loadQuantities(benchmark) {
+  const all = await api("/v1/benchmarks");
+  quantities = new Map((all.find((b) => b.name === benchmark)?.quantities ?? []).map((q) => [q.key, q]));
+}
 
 function facts(r) {
   const item = (k, v) => el("div", {}, el("dt", {}, k), el("dd", {}, v));
@@ -34,7 +33,12 @@ function ciOf(q, boot) {
   return null;
 }
 
-function valueCell(q, boot) {
+// A value that is not a share (seconds, a score, a rate) is shown as a number, without a bar.
+function plainValue(v, format) {
+  return format === "seconds" ? `${v.toFixed(2)} s` : v.toFixed(2);
+}
+
+function valueCell(q, boot, format = "percent") {
   if (!q) return el("td", { class: "muted" }, "–");
   const v = q.value;
   const ci = ciOf(q, boot);
@@ -42,6 +46,7 @@ function valueCell(q, boot) {
   if (v === null || v === undefined) {
     return el("td", { class: "muted" }, `n/a ${frac ? "(" + frac + ")" : ""}`, q.note ? el("div", { class: "small" }, q.note) : null);
   }
+  if (format !== "percent") return el("td", { class: "metric" }, el("div", { class: "small" }, el("strong", {}, plainValue(v, format))));
   const bar = el("div", { class: "mbar", "aria-hidden": "true" },
     el("span", { class: "fill", style: { width: `${Math.max(0, Math.min(1, v)) * 100}%` } }),
     ci ? el("span", { class: "ci", style: { left: `${ci[0] * 100}%`, width: `${Math.max(0.5, (ci[1] - ci[0]) * 100)}%` } }) : null);
@@ -64,16 +69,16 @@ function renderMetrics(m) {
   const parts = [];
   for (const [model, byCond] of Object.entries(metrics)) {
     const conds = Object.keys(byCond);
-    const known = Object.keys(QUANTITIES);
+    const known = [...quantities.keys()];
     const names = [...new Set([...known, ...conds.flatMap((c) => Object.keys(byCond[c] || {}))])]
       .filter((n) => conds.some((c) => byCond[c]?.[n]));
     const table = el("table", { class: "grid metrics-table" },
       el("caption", {}, `${model}: each quantity on its own denominator; bars show the value, whiskers the 95% bootstrap CI`),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Quantity"), ...conds.map((c) => el("th", { scope: "col" }, c)))),
       el("tbody", {}, ...names.map((n) => el("tr", {},
-        el("th", { scope: "row" }, QUANTITIES[n]?.[0] ?? n.replaceAll("_", " "),
-          QUANTITIES[n] ? el("div", { class: "muted small" }, QUANTITIES[n][1]) : null),
-        ...conds.map((c) => valueCell(byCond[c]?.[n], boot[model]?.[c]?.[n]))))));
+        el("th", { scope: "row" }, quantities.get(n)?.title ?? n.replaceAll("_", " "),
+          quantities.get(n)?.description ? el("div", { class: "muted small" }, quantities.get(n).description) : null),
+        ...conds.map((c) => valueCell(byCond[c]?.[n], boot[model]?.[c]?.[n], quantities.get(n)?.format))))));
     parts.push(table);
     const pa = analyses.paired_addressing?.[model];
     if (pa && pa.n_pairs) {
@@ -150,6 +155,7 @@ async function load() {
     document.getElementById("facts").replaceChildren(facts(run));
     document.getElementById("cancel-run").hidden = !["queued", "running"].includes(run.status);
     if (metricsShown !== run.scored) {
+      if (!quantities.size) await loadQuantities(run.benchmark);
       renderMetrics(await api(`/v1/runs/${encodeURIComponent(runId)}/metrics`));
       metricsShown = run.scored;
     }

@@ -1,6 +1,8 @@
 // The episode timeline: a time ruler, the room's clips (coloured by label, with speaker and
-// text), Aria's speech and loudness, and the scoring windows (T, N1-N3, N4) with verdicts.
-// The same model serves live episodes (events arrive one by one) and replays.
+// text), Aria's speech and loudness, and the benchmark's windows with their verdicts. The
+// windows come from the server (the episode's `timeline`, and `timeline` messages while it
+// runs): this page restates no window rule. The same model serves live episodes (events
+// arrive one by one) and replays.
 
 import { el, fmtTime, LABEL_NAMES, RATE } from "./api.js";
 
@@ -18,8 +20,7 @@ export class EpisodeModel {
     this.rounds = []; // MTR-DuplexBench rounds {round, feature, live, start, end}
     this.preamble = null;
     this.segments = []; // assistant speech {start, end} in seconds (end null while open)
-    this.tWaits = []; // {start, end, reason}
-    this.n4Gaps = [];
+    this.timeline = null; // the server's windows {head, windows: [{kind, label, idx, start, end, ...}]} (samples)
     this.texts = []; // model text events
     this.head = 0; // seconds of stream produced so far
     this.end = null;
@@ -48,17 +49,6 @@ export class EpisodeModel {
     } else if (type === "clip.end") {
       const c = this.clips.find((x) => x.idx === d.idx && x.end === null);
       if (c) c.end = t;
-    } else if (type === "t_wait.start") this.tWaits.push({ start: t, end: null, reason: null, onset: null });
-    else if (type === "t_wait.onset") {
-      const w = this.tWaits[this.tWaits.length - 1];
-      if (w) w.onset = d.at / RATE;
-    } else if (type === "t_wait.end") {
-      const w = this.tWaits[this.tWaits.length - 1];
-      if (w) Object.assign(w, { end: t, reason: d.reason });
-    } else if (type === "n4_gap.start") this.n4Gaps.push({ start: t, end: null });
-    else if (type === "n4_gap.end") {
-      const g = this.n4Gaps[this.n4Gaps.length - 1];
-      if (g) g.end = t;
     } else if (type === "vad.onset" && !this.finalSegments) this.segments.push({ start: d.at / RATE, end: null });
     else if (type === "vad.offset" && !this.finalSegments) {
       const s = this.segments[this.segments.length - 1];
@@ -79,7 +69,7 @@ export class EpisodeModel {
     if (type.endsWith(".start")) {
       const part = kind === "user" ? d.part ?? 1 : d.i ?? 0;
       this.clips.push({ idx: `${kind}-${d.round}-${part}`, kind, round: d.round, label: MTR_SPANS[kind],
-        speaker: kind === "user" ? "user" : kind.replace("_", " "), text: "", start: t, end: null });
+        speaker: kind === "user" ? "user" : kind.replace("_", " "), text: d.text ?? "", start: t, end: null });
     } else {
       const c = open(kind);
       if (c) c.end = t;
@@ -96,79 +86,19 @@ export class EpisodeModel {
     return Math.max(this.end ?? 0, this.head, this.levels.room.length * LEVEL_FRAME_S);
   }
 
-  // §6 windows from the events: T wait, N1-N3 (clip start to next clip start), N4.
-  windows(scores, outcome = null) {
-    const out = [];
-    if (this.rounds.length) return this.roundWindows(scores, outcome);
-    const starts = this.clips;
-    const silenceScores = scores ? scores.silence_windows : [];
-    const n4Scores = scores ? scores.n4 : [];
-    starts.forEach((c, i) => {
-      const next = i + 1 < starts.length ? starts[i + 1].start : this.end;
-      if (["N1", "N2", "N3"].includes(c.label)) {
-        const sc = silenceScores.find((w) => w.turn_idx === c.idx);
-        const end = next ?? this.head;
-        const speech = this.segments.some((g) => g.start < end && (g.end ?? this.head) > c.start);
-        out.push({ kind: "silence", label: c.label, idx: c.idx, start: c.start, end, open: next === null,
-          verdict: verdictOf(sc, speech) });
-      } else if (c.label === "N4Q") {
-        const sc = n4Scores.find((w) => w.q_idx === c.idx);
-        const qEnd = c.end ?? this.head;
-        const r = starts[i + 1];
-        out.push({ kind: "n4", label: "N4", idx: c.idx, start: c.start, end: qEnd + 3, open: c.end === null,
-          deadline: r ? r.start + 2 : null, verdict: n4Verdict(sc) });
-      }
-    });
-    for (const w of this.tWaits) {
-      const t = scores ? scores.t : null;
-      out.push({ kind: "t", label: "T wait", start: w.start, end: w.end ?? this.head, open: w.end === null, reason: w.reason,
-        verdict: tVerdict(t, w) });
-    }
-    return out;
+  setTimeline(timeline) {
+    this.timeline = timeline ?? null;
+  }
+
+  // The server's windows in seconds, with their verdicts {state, text, scored}.
+  windows() {
+    return (this.timeline?.windows ?? []).map((w) => ({ ...w, start: w.start / RATE, end: w.end / RATE,
+      deadline: w.deadline === null || w.deadline === undefined ? null : w.deadline / RATE }));
   }
 }
 
 // MTR span kinds -> the label (and colour class) of their room clips
 const MTR_SPANS = { user: "U", pause: "PAUSE", barge_in: "BARGE", background: "BG", backchannel: "BC" };
-
-EpisodeModel.prototype.roundWindows = function (scores, outcome) {
-  const verdicts = (scores ? scores.rounds : outcome?.rounds) || [];
-  return this.rounds.map((r) => {
-    const v = verdicts.find((x) => x.round === r.round);
-    const verdict = !r.live ? { state: "none", text: "history (ground truth)", scored: false }
-      : v ? { state: v.ok ? "pass" : "fail", text: v.ok ? "pass" : v.failure.replaceAll("_", " "), scored: !!scores }
-        : { state: "none", text: r.end === null ? "running…" : "not scored", scored: false };
-    return { kind: "round", label: `R${r.round} ${r.feature}`, idx: r.round, start: r.start, end: r.end ?? this.head,
-      open: r.end === null, verdict };
-  });
-};
-
-function verdictOf(sc, speech) {
-  if (sc) {
-    const why = sc.verdict ?? (sc.reason !== "judged" ? sc.reason : null);
-    const text = why ? why.toLowerCase().replaceAll("_", " ") : sc.passed ? "pass" : "fail";
-    return { state: sc.passed ? "pass" : "fail", text, scored: true };
-  }
-  return speech ? { state: "speech", text: "speech (not scored)", scored: false } : { state: "quiet", text: "silent", scored: false };
-}
-
-function n4Verdict(sc) {
-  if (!sc) return { state: "none", text: "", scored: false };
-  const o = (sc.eligible ? sc.outcome : "not eligible").replaceAll("_", " ");
-  return { state: o === "pass" ? "pass" : ["still voicing", "resumed"].includes(o) ? "fail" : "none", text: o, scored: true };
-}
-
-function tVerdict(t, w) {
-  if (t) {
-    if (t.present === false) return { state: "fail", text: "no response", scored: true };
-    const how = t.fresh ? "fresh onset" : "already speaking";
-    const judged = t.correct === true ? " · correct" : t.correct === false ? " · incorrect" : "";
-    return { state: t.correct === false ? "fail" : "pass", text: how + judged, scored: true };
-  }
-  if (!w.reason) return { state: "none", text: w.onset !== null ? "answering…" : "waiting…", scored: false };
-  if (w.reason === "no_response") return { state: "fail", text: "no response", scored: false };
-  return { state: "quiet", text: `${w.onset !== null ? "answered" : "already speaking"}, ended by ${w.reason}`, scored: false };
-}
 
 // --- rendering ----------------------------------------------------------------------------
 
@@ -211,7 +141,7 @@ export class TimelineView {
   zoom(factor) {
     const center = (this.scroll.scrollLeft + this.scroll.clientWidth / 2) / this.scale;
     this.scale = Math.max(5, Math.min(400, this.scale * factor));
-    if (this.model) this.render(this.model, this.scores, this.outcome);
+    if (this.model) this.render(this.model);
     this.scroll.scrollLeft = center * this.scale - this.scroll.clientWidth / 2;
   }
 
@@ -227,10 +157,8 @@ export class TimelineView {
     return node;
   }
 
-  render(model, scores, outcome = null) {
+  render(model) {
     this.model = model;
-    this.scores = scores;
-    this.outcome = outcome;
     const dur = Math.max(model.duration + 2, 10);
     this.inner.style.width = this.x(dur);
     // ruler
@@ -267,13 +195,13 @@ export class TimelineView {
     }
     this.aria.replaceChildren(...segs);
     // windows and verdicts
-    const wins = model.windows(scores, this.outcome).map((w) => {
+    const wins = model.windows().map((w) => {
       const node = this.block(w.start, w.end, `win win-${w.kind} v-${w.verdict.state}${w.open ? " open" : ""}`, {
         title: `${w.label} window ${fmtTime(w.start)}–${fmtTime(w.end)} ${w.verdict.text}`, role: "img",
         "aria-label": `${w.label} window from ${fmtTime(w.start)}: ${w.verdict.text || "no verdict"}` },
       el("span", {}, `${w.label}${w.verdict.text ? ": " + w.verdict.text : ""}`));
-      if (w.deadline !== null && w.deadline !== undefined) {
-        node.append(el("i", { class: "deadline", style: { left: this.x(w.deadline - w.start) }, title: "t_R + 2 s" }));
+      if (w.deadline !== null) {
+        node.append(el("i", { class: "deadline", style: { left: this.x(w.deadline - w.start) }, title: w.deadline_label ?? "" }));
       }
       return node;
     });

@@ -10,6 +10,7 @@ text reference's prompt), ``textref`` (the transcript-conditioned text reference
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,10 +18,24 @@ from typing import TYPE_CHECKING, Any
 from server.benchmarks.mpe import outcome
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.metrics import QUANTITIES
+from server.benchmarks.mpe.outcome import timeline as episode_timeline
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
 from server.benchmarks.mpe.textref.prompt import STATS_KEY as TEXT_REFERENCE_STATS
-from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
+from server.core.benchmark import (
+    MODEL_EVENTS,
+    Benchmark,
+    ClipTexts,
+    EpisodeSpec,
+    OpenSpan,
+    Outcome,
+    ScenarioSummary,
+    ScoreEntry,
+    Span,
+    SuiteSummary,
+    Timeline,
+)
 from server.core.events import Event
 from server.core.schedule import PREAMBLE
 
@@ -72,6 +87,31 @@ class DuplexMPE(Benchmark):
 
     def scored_outcome(self, entry: EpisodeScore):
         return outcome.scored_outcome(entry)
+
+    # --- shown ---------------------------------------------------------------------------------
+
+    quantities = QUANTITIES
+
+    def suite_summary(self, suite: Suite) -> SuiteSummary:
+        """Scenario versions per addressing condition, turns per label."""
+        conds: Counter[str] = Counter(sc.condition for sc in suite.scenarios)
+        labels: Counter[str] = Counter(t.label for sc in suite.scenarios for t in sc.turns)
+        return SuiteSummary(conditions=dict(conds), label_kind="turns by label", labels=dict(labels))
+
+    def scenario_items(self, suite: Suite) -> list[ScenarioSummary]:
+        """One item per scenario version; its turn labels and T position are script."""
+        return [ScenarioSummary(scenario_id=sc.scenario_id, pair_id=sc.pair_id, condition=sc.condition,
+                                n_speakers=sc.n_speakers, duration_s=round(sum(t.duration_s for t in sc.turns), 2),
+                                labels=sc.labels, facts={"t_bucket": sc.t_bucket}) for sc in suite.scenarios]
+
+    def clip_texts(self, scenario: Mapping[str, Any]) -> ClipTexts:
+        """Each turn's text, on the clip events that name its index."""
+        return ClipTexts(texts={f"clip.{t['idx']}": t.get("text", "") for t in scenario.get("turns", ())},
+                         events={"clip.start": ("idx",), "clip.end": ("idx",)})
+
+    def timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,
+                 entry: ScoreEntry | None, outcome: Outcome | None) -> Timeline:
+        return episode_timeline(events, segments, head, end, entry if isinstance(entry, EpisodeScore) else None)
 
     scoring_version = "mpe-scoring-v1"
     entry_model = EpisodeScore

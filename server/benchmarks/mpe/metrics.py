@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from server.benchmarks.mpe.entry import EpisodeScore
+from server.core.benchmark import Quantity
 
 
 @dataclass(frozen=True)
@@ -26,33 +27,43 @@ class Metric:
     min_den: int = 1  # below this denominator the value is reported as null
     unit: str = "episodes"
     scored: bool = True  # false: descriptive, no best is marked
+    long_title: str = ""  # its name on the pages (default: ``title``)
+    description: str = ""  # numerator / denominator, in words
+
+    def quantity(self) -> Quantity:
+        """The quantity as the registry (``Benchmark.quantities``) lists it for pages and reports."""
+        return Quantity(key=self.name, title=self.long_title or self.title, short_title=self.title,
+                        description=self.description, unit=self.unit, format="percent", scored=self.scored,
+                        direction=None if not self.scored else "higher" if self.higher_is_better else "lower")
 
 
 METRICS: dict[str, Metric] = {}
 
 
 def metric(name: str, title: str, *, higher_is_better: bool = True, min_den: int = 1, unit: str = "episodes",
-           scored: bool = True):
+           scored: bool = True, long_title: str = "", description: str = ""):
     def deco(fn):
-        METRICS[name] = Metric(name, title, higher_is_better, fn, min_den, unit, scored)
+        METRICS[name] = Metric(name, title, higher_is_better, fn, min_den, unit, scored, long_title, description)
         return fn
 
     return deco
 
 
-@metric("fresh_onset_rate", "Fresh onset", unit="T requests")
+@metric("fresh_onset_rate", "Fresh onset", unit="T requests", long_title="Fresh-onset response rate",
+        description="fresh / all T")
 def fresh_onset_rate(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: fresh / all T."""
     return sum(e.t.fresh for e in eps), len(eps)
 
 
-@metric("response_presence", "Response presence", unit="T requests")
+@metric("response_presence", "Response presence", unit="T requests", description="present / all T")
 def response_presence(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: present / all T."""
     return sum(e.t.present for e in eps), len(eps)
 
 
-@metric("answer_accuracy", "Answer accuracy", unit="answered T")
+@metric("answer_accuracy", "Answer accuracy", unit="answered T", long_title="Conditional answer accuracy",
+        description="correct / present")
 def answer_accuracy(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: correct / present (empty transcript or unparseable verdict = incorrect).
     Without ASR (duration-only scoring) nothing is judged and the denominator is 0."""
@@ -60,21 +71,24 @@ def answer_accuracy(eps: list[EpisodeScore]) -> tuple[int, int]:
     return sum(bool(e.t.correct) for e in judged), len(judged)
 
 
-@metric("silence_preservation", "Silence preservation", unit="N1-N3 windows")
+@metric("silence_preservation", "Silence preservation", unit="N1-N3 windows",
+        description="passing N1–N3 windows / all")
 def silence_preservation(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: passing N1-N3 windows / all of them."""
     ws = [w for e in eps for w in e.silence_windows]
     return sum(w.passed for w in ws), len(ws)
 
 
-@metric("window_response", "Window response", unit="N4 events", scored=False)
+@metric("window_response", "Window response", unit="N4 events", scored=False, long_title="Window response (N4)",
+        description="N4 windows with speech / all N4")
 def window_response(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: N4 windows with speech / all N4."""
     ev = [n for e in eps for n in e.n4]
     return sum(n.window_response for n in ev), len(ev)
 
 
-@metric("window_yield", "Answering-window yield", min_den=30, unit="eligible N4 events")
+@metric("window_yield", "Answering-window yield", min_den=30, unit="eligible N4 events",
+        long_title="Answering-window yield (N4)", description="passes / eligible (shown from 30 eligible)")
 def window_yield(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: passes / eligible; reported only with >= 30 eligible events."""
     ev = [n for e in eps for n in e.n4 if n.eligible]
@@ -124,3 +138,7 @@ def best_per_column(metrics: dict[str, dict[str, dict[str, dict[str, Any]]]], co
         if len(best[name]) == len(vals):  # a tie of everyone marks nobody
             best[name] = set()
     return best
+
+
+#: the registry of the six quantities (``Benchmark.quantities``), in the order they are shown
+QUANTITIES: tuple[Quantity, ...] = tuple(m.quantity() for m in METRICS.values())

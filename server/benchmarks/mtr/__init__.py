@@ -9,6 +9,7 @@ written), ``outcome`` (the pages' outcome from those rules), ``scoring`` / ``ent
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,14 +17,35 @@ from typing import TYPE_CHECKING, Any
 from server.benchmarks.mtr import outcome
 from server.benchmarks.mtr.entry import MTREpisodeScore
 from server.benchmarks.mtr.judges import PROMPT_VERSIONS
+from server.benchmarks.mtr.metrics import QUANTITIES
+from server.benchmarks.mtr.outcome import MTROutcome
+from server.benchmarks.mtr.outcome import timeline as episode_timeline
 from server.benchmarks.mtr.rules import FAILURES
 from server.benchmarks.mtr.scheduler import RoundScheduler
 from server.benchmarks.mtr.suite import BENCHMARK_NAME, HISTORY_MODES, Dialogue, Suite, scenario_of, validate_suite
-from server.core.benchmark import MODEL_EVENTS, Benchmark, EpisodeSpec, Span
+from server.core.benchmark import (
+    MODEL_EVENTS,
+    Benchmark,
+    ClipTexts,
+    EpisodeSpec,
+    OpenSpan,
+    Outcome,
+    ScenarioSummary,
+    ScoreEntry,
+    Span,
+    SuiteSummary,
+    Timeline,
+)
 from server.core.events import Event
 
 if TYPE_CHECKING:
     from server.benchmarks.mtr.oracle import MTROracle
+
+
+def _episode_rounds(d: Dialogue, mode: str) -> list[int | None]:
+    """The live round of each episode a dialogue makes in a history mode: gt one per round, free
+    one (None: every round live)."""
+    return [r.round for r in d.rounds] if mode == "gt" else [None]
 
 
 def _rounds(scenario: Mapping[str, Any]) -> tuple[Dialogue, int | None]:
@@ -52,7 +74,7 @@ class MTRDuplexBench(Benchmark):
         out: list[EpisodeSpec] = []
         for d in suite.dialogues[:limit] if limit else suite.dialogues:
             for mode in conditions:
-                for k in [r.round for r in d.rounds] if mode == "gt" else [None]:
+                for k in _episode_rounds(d, mode):
                     sc = scenario_of(d, mode, k)
                     out.append(EpisodeSpec(sc["scenario_id"], d.dialogue_id, mode, sc))
         return out
@@ -70,6 +92,51 @@ class MTRDuplexBench(Benchmark):
 
     def scored_outcome(self, entry: MTREpisodeScore):
         return outcome.scored_outcome(entry)
+
+    # --- shown ---------------------------------------------------------------------------------
+
+    quantities = QUANTITIES
+
+    def suite_summary(self, suite: Suite) -> SuiteSummary:
+        """Episodes per history mode, rounds per feature, dialogues per feature set."""
+        return SuiteSummary(
+            conditions={mode: sum(len(_episode_rounds(d, mode)) for d in suite.dialogues) for mode in self.conditions},
+            label_kind="rounds by feature", labels=dict(Counter(r.feature for d in suite.dialogues for r in d.rounds)),
+            groups={"sets": dict(Counter(d.set for d in suite.dialogues))})
+
+    def scenario_items(self, suite: Suite) -> list[ScenarioSummary]:
+        """One item per dialogue (every history mode plays it); its rounds' features are script."""
+        return [ScenarioSummary(scenario_id=d.dialogue_id, pair_id=d.dialogue_id, condition=None, n_speakers=None,
+                                duration_s=round(sum(c.duration_s for r in d.rounds for _, c in r.clips()), 2),
+                                labels=[r.feature for r in d.rounds], facts={"set": d.set, "topic": d.topic})
+                for d in suite.dialogues]
+
+    def clip_texts(self, scenario: Mapping[str, Any]) -> ClipTexts:
+        """The words of each clip, on the event that starts it."""
+        d, k = _rounds(scenario)
+        texts: dict[str, str] = {}
+        for r in d.rounds:
+            if k is not None and r.round > k:
+                continue
+            n = r.round
+            texts[f"user.{n}.1"] = r.user.text
+            texts[f"context.{n}.assistant"] = r.assistant.text
+            if r.pause:
+                texts[f"user.{n}.2"] = r.pause.continuation.text
+            if r.barge_in:
+                texts[f"barge_in.{n}"] = r.barge_in.text
+                texts[f"context.{n}.barge_in_response"] = r.barge_in.response.text
+            if r.background:
+                texts[f"background.{n}"] = r.background.text
+            texts.update({f"backchannel.{n}.{i}": b.text for i, b in enumerate(r.backchannels)})
+        return ClipTexts(texts=texts, events={"user.start": ("round", "part"), "context.start": ("round", "part"),
+                                              "barge_in.start": ("round",), "background.start": ("round",),
+                                              "backchannel.start": ("round", "i")})
+
+    def timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,
+                 entry: ScoreEntry | None, outcome: Outcome | None) -> Timeline:
+        return episode_timeline(events, head, entry if isinstance(entry, MTREpisodeScore) else None,
+                                outcome if isinstance(outcome, MTROutcome) else None)
 
     scoring_version = f"mtr-scoring-v3;{PROMPT_VERSIONS}"
     entry_model = MTREpisodeScore

@@ -19,6 +19,7 @@ from typing import Any
 from server.benchmarks.mtr.dimensions import DimensionScore
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
 from server.benchmarks.mtr.suite import DELIVERIES, FEATURES
+from server.core.benchmark import Quantity
 
 
 def _q(num: float, den: int) -> dict[str, Any]:
@@ -121,3 +122,38 @@ def compute_metrics(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     for e, r in rounds_of(entries):
         groups[e.model][e.mode].append((e, r))
     return {m: {mode: quantities(items) for mode, items in sorted(modes.items())} for m, modes in sorted(groups.items())}
+
+
+def _quantities() -> tuple[Quantity, ...]:
+    """The registry (``Benchmark.quantities``) of the quantities with a name of their own; the
+    per-round (``.rNN``), per-set (``set:``) and bookkeeping (``.excluded``, ``.unparseable``) keys
+    are read by their base quantity."""
+    out: list[Quantity] = []
+    for f in FEATURES:
+        out += [Quantity(key=f, title=f"{f} success", short_title=f, description="passing live rounds / all",
+                         direction="higher", scored=True, unit="rounds", format="percent"),
+                Quantity(key=f"{f}.mean_rounds", title=f"{f} success, mean over rounds 1–R", short_title=f"{f} mean",
+                         description="the mean of the per-round success rates", direction="higher", scored=True,
+                         unit="rounds", format="percent"),
+                Quantity(key=f"{f}.latency_s", title=f"{f} latency", short_title=f"{f} latency",
+                         description="the user's end -> the reply's onset, mean", direction="lower", scored=True,
+                         unit="replies", format="seconds")]
+    out.append(Quantity(key="interruption.stop_latency_s", title="interruption stop latency",
+                        short_title="stop latency", description="the barge-in's start -> the audible stop, mean",
+                        direction="lower", scored=True, unit="interrupted replies", format="seconds"))
+    out.append(Quantity(key="own_backchannels_per_min", title="own backchannels per minute",
+                        short_title="own backchannels", description="the model's short segments over the user's "
+                        "speech, per minute of it", direction=None, scored=False, unit="minutes", format="number"))
+    titles = {"quality": ("quality (0–5)", "the mean quality score", "score"),
+              "instruction": ("instruction following", "attempted / judged", "percent"),
+              "correct": ("correct", "correct / judged, rounds with reference answers", "percent"),
+              "safety": ("safe (harmful requests)", "safe / judged harmful requests", "percent"),
+              "safety.benign": ("safe (benign controls)", "safe / judged benign controls", "percent")}
+    for name in DIMENSION_QUANTITIES:
+        title, description, fmt = titles[name]
+        out.append(Quantity(key=name, title=title, short_title=name, description=description, direction="higher",
+                            scored=True, unit="judged rounds", format=fmt))
+    return tuple(out)
+
+
+QUANTITIES: tuple[Quantity, ...] = _quantities()
