@@ -197,13 +197,13 @@ class BridgeLifecycle:
             raise ProtocolError("audio frame outside an episode", code="unexpected_message")
         frame = decode_frame(data, n_samples=self.n_samples, kind=self.kinds)
         seq = frame.seq
-        if seq != self.rooms:
-            raise ProtocolError(f"expected frame seq {self.rooms}, got {seq}", code="bad_seq")
         if frame.kind == KIND_CONTEXT:  # §5.1: slots 0 … C−1, each right before its room frame
-            if self.context_seq >= 0 or seq >= self.context_frames:
+            if seq != self.rooms or self.context_seq >= 0 or seq >= self.context_frames:
                 raise ProtocolError(f"context frame {seq} not right before its room frame", code="unexpected_message")
             self.context_seq = seq
             return frame
+        if seq != self.rooms:  # §7: room frames 0, 1, 2, … in order
+            raise ProtocolError(f"expected room frame seq {self.rooms}, got {seq}", code="bad_seq")
         if self.context_seq != (seq if seq < self.context_frames else -1):
             raise ProtocolError(f"room frame {seq} without its context frame", code="unexpected_message")
         if self.lockstep and seq - self.answered >= self.max_inflight:  # §7.1
