@@ -5,6 +5,8 @@ bridge with ``clients/`` alone. The connection loop speaks wire protocol v1 (DES
 hello → welcome, then for every ``episode.start`` a reset to fresh state and one assistant
 frame per room frame, with the same seq. A bridge that declares ``accepts_context`` is also
 handed assistant-context frames (teacher forcing) through ``force`` before ``step`` of the same seq.
+The protocol's rules are :class:`clients.lifecycle.BridgeLifecycle`'s: the loop here reads the
+socket, feeds it, acts on what it reports and sends what it returns.
 
 It logs through ``logging`` (logger ``mpe.sdk``), one line per record: the connection, the
 server's ``status`` (what work matches the bridge, and while none does, why), each episode's
