@@ -5,6 +5,8 @@ bridge with ``clients/`` alone. The connection loop speaks wire protocol v1 (DES
 hello → welcome, then for every ``episode.start`` a reset to fresh state and one assistant
 frame per room frame, with the same seq. A bridge that declares ``accepts_context`` is also
 handed assistant-context frames (teacher forcing) through ``force`` before ``step`` of the same seq.
+The protocol's rules are :class:`clients.lifecycle.BridgeLifecycle`'s: the loop here reads the
+socket, feeds it, acts on what it reports and sends what it returns.
 
 It logs through ``logging`` (logger ``mpe.sdk``), one line per record: the connection, the
 server's ``status`` (what work matches the bridge, and while none does, why), each episode's
@@ -24,28 +26,10 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import websockets
 
-from clients.codec import (
-    KIND_ASSISTANT,
-    KIND_CONTEXT,
-    KIND_ROOM,
-    PROTOCOL_VERSION,
-    decode_frame,
-    encode_frame,
-    frame_samples,
-)
+from clients.codec import KIND_CONTEXT, PROTOCOL_VERSION, frame_samples
 from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, MPEError, ProtocolError, RemoteError, RetryLater
-from clients.messages import (
-    EpisodeEnd,
-    EpisodeStart,
-    Error,
-    Hello,
-    ModelInfo,
-    Stats,
-    Status,
-    Text,
-    Welcome,
-    parse_server_message,
-)
+from clients.lifecycle import BridgeLifecycle, EpisodeEnded, EpisodeStarted, ErrorReceived, StatusChanged
+from clients.messages import EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Status, Text
 from clients.redact import RedactSecrets, redact
 
 log = logging.getLogger("mpe.sdk")
@@ -244,27 +228,29 @@ class BridgeClient:
             raise MPEError(f"invalid server URL {redact(url)!r}: {exc.msg}", code="bad_url") from None
 
     async def _session(self) -> None:
+        """One connection: read from the socket, feed the lifecycle (clients.lifecycle), act on what
+        it reports, send what it returns."""
         b = self.bridge
         url, ws = await self._connect()
         async with ws:
-            hello = Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
-                          sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context,
-                          wants_reference=b.wants_reference)
+            life = BridgeLifecycle(Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
+                                         sample_rate=b.sample_rate, clocks=list(b.clocks),
+                                         accepts_context=b.accepts_context, wants_reference=b.wants_reference))
             try:
-                await ws.send(hello.dumps())
+                await ws.send(life.send_hello())
             except websockets.ConnectionClosed:
                 pass  # refused at once (a token, a limit): the server's error is still there to read below
-            first = None
-            while first is None:  # §4: a message of a type this SDK does not know is skipped, even first
-                first = _known(await ws.recv())
-            if isinstance(first, Error):
-                raise _remote(first)
-            if not isinstance(first, Welcome):
-                raise ProtocolError(f"expected welcome, got {first.type}", code="unexpected_message")
-            self.bridge_id = first.bridge_id
-            log.info("connected to %s as bridge %s (model %s, %d Hz, clocks %s)", redact(url), first.bridge_id,
+            while life.bridge_id is None:
+                raw = await ws.recv()
+                if isinstance(raw, bytes):
+                    life.receive_bytes(raw)  # raises: no frame comes before welcome
+                event = life.receive_text(raw)
+                if isinstance(event, ErrorReceived):
+                    raise _remote(event.error)
+                # None: §4, a message of a type this SDK does not know is skipped, even first
+            self.bridge_id = life.bridge_id
+            log.info("connected to %s as bridge %s (model %s, %d Hz, clocks %s)", redact(url), life.bridge_id,
                      b.name, b.sample_rate, ",".join(b.clocks))
-            n = b.frame_samples
             stop = asyncio.create_task(self._stop.wait())
             try:
                 while True:
@@ -280,49 +266,50 @@ class BridgeClient:
                         return
                     raw = recv.result()
                     if isinstance(raw, bytes):
-                        frame = decode_frame(raw, n_samples=n, kind=self._kinds)
+                        frame = life.receive_bytes(raw)
                         if frame.kind == KIND_CONTEXT:  # teacher forcing: before the room frame of its seq
-                            await self._reported(ws, self._force(frame.seq, frame.pcm))
+                            await self._reported(ws, life, self._force(frame.seq, frame.pcm))
                             continue
                         self._frames += 1
-                        out = await self._reported(ws, self._step(frame.seq, frame.pcm))
-                        await ws.send(encode_frame(KIND_ASSISTANT, frame.seq, out))
+                        out = await self._reported(ws, life, self._step(frame.seq, frame.pcm))
+                        await ws.send(life.send_answer(frame.seq, out))
                         await self._flush_outbox(ws)
                         continue
-                    msg = _known(raw)
-                    if msg is None:
-                        continue
-                    if isinstance(msg, Status):
-                        self.status = msg
+                    event = life.receive_text(raw)
+                    if isinstance(event, StatusChanged):
+                        msg = self.status = event.status
                         log.info("%s: %s", "work" if msg.queued_episodes else "waiting", msg.hint or msg.reason)
-                    elif isinstance(msg, EpisodeStart):
-                        b.episode, self._idle_since, self._frames = msg, None, 0
-                        log.info("episode %s: started (%s clock, %d Hz%s)", msg.episode_id, msg.clock, msg.sample_rate,
-                                 f", {msg.context_frames} context frames" if msg.context_frames else "")
-                        await self._reported(ws, self._reset(msg))
-                    elif isinstance(msg, EpisodeEnd):
-                        b.end_episode(msg)
+                    elif isinstance(event, EpisodeStarted):
+                        start = event.start
+                        b.episode, self._idle_since, self._frames = start, None, 0
+                        log.info("episode %s: started (%s clock, %d Hz%s)", start.episode_id, start.clock,
+                                 start.sample_rate, f", {start.context_frames} context frames"
+                                 if start.context_frames else "")
+                        await self._reported(ws, life, self._reset(start))
+                    elif isinstance(event, EpisodeEnded):
+                        end = event.end
+                        b.end_episode(end)
                         b.episode, self._idle_since = None, asyncio.get_running_loop().time()
                         self.episodes_done += 1
-                        log.info("episode %s: ended, %s (%d room frames)", msg.episode_id, msg.reason, self._frames)
+                        log.info("episode %s: ended, %s (%d room frames)", end.episode_id, end.reason, self._frames)
                         if self._finished():
                             await ws.close()
                             return
-                    elif isinstance(msg, Error):
-                        raise _remote(msg)
+                    elif isinstance(event, ErrorReceived):
+                        raise _remote(event.error)
             finally:
                 stop.cancel()
                 if b.episode is not None:  # the connection ended inside an episode
                     b.episode, self._idle_since = None, asyncio.get_running_loop().time()
 
-    async def _reported(self, ws, work):
+    async def _reported(self, ws, life: BridgeLifecycle, work):
         """Run bridge code; an MPEError it raises (e.g. its model endpoint failed) is sent to
         the server as ``error {code, message}`` first, so the attempt ends with that error."""
         try:
             return await work
         except MPEError as exc:
             try:
-                await ws.send(Error(code=exc.code[:64], message=str(exc)[:1000]).dumps())
+                await ws.send(life.send_error(exc))
             except Exception:
                 pass
             raise
@@ -335,11 +322,6 @@ class BridgeClient:
             await asyncio.to_thread(b.reset, episode)
         else:
             b.reset(episode)
-
-    @property
-    def _kinds(self) -> tuple[int, ...]:
-        """The frame kinds the server may send this bridge (context only to one that accepts it)."""
-        return (KIND_ROOM, KIND_CONTEXT) if self.bridge.accepts_context else (KIND_ROOM,)
 
     async def _force(self, seq: int, pcm: np.ndarray) -> None:
         b = self.bridge
@@ -366,18 +348,6 @@ class BridgeClient:
         box, self.bridge._outbox = self.bridge._outbox, []
         for m in box:
             await ws.send(json.dumps(m))
-
-
-def _known(raw: str | bytes):
-    """A server message parsed (fields it does not know ignored), or None for a message of a type it
-    does not know (§4: protocol 1 may add server messages; a bridge ignores them)."""
-    try:
-        return parse_server_message(raw)
-    except ProtocolError as exc:
-        if exc.code != "unknown_type":
-            raise
-        log.debug("ignored a server message: %s", exc)
-        return None
 
 
 def _remote(msg: Error) -> Exception:

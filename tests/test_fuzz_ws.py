@@ -57,12 +57,12 @@ from sqlalchemy import select
 from websockets.sync.client import connect
 
 from clients.errors import CLOSE_CODES
+from clients.lifecycle import LATE_ANSWERS_S
 from clients.messages import storable
 from server.api.errors import HTTP_STATUS
 from server.auth import create_token
 from server.core.status import EpisodeStatus
 from server.db import Attempt, Episode, Run
-from server.engine.bridge_ws import LATE_ANSWERS_S
 from server.engine.leasing import create_run
 from tests.api_fixtures import Quiet, ServedWorld, bridge, serve_one, stalled, wait_run
 from tests.fuzz_support import LEAKS, dumps, fuzz, has_raw, json_values, mangled, mutated, odd_text

@@ -24,12 +24,13 @@ from sqlalchemy import func, select
 
 from clients.codec import FLAG_SILENT, KIND_ASSISTANT, Frame
 from clients.errors import CLOSE_CODES, ProtocolError
+from clients.lifecycle import LATE_ANSWERS_S, AssistantFrame
 from clients.messages import Hello
 from server.app import BackgroundServer
 from server.auth import Principal, create_token
 from server.core.audio import decode_audio
 from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
-from server.engine.bridge_ws import LATE_ANSWERS_S, InboundFrame, WSConnection
+from server.engine.bridge_ws import WSConnection
 from server.engine.leasing import cancel_run, create_run
 from tests.api_fixtures import serve_one
 
@@ -637,7 +638,7 @@ async def test_frames_from_before_an_episode_began_are_late_answers_to_the_last(
         return conn
 
     def arrive(conn: WSConnection, seq: int, at: float) -> None:
-        conn.queue.put_nowait(InboundFrame(Frame(kind=KIND_ASSISTANT, seq=seq, flags=FLAG_SILENT,
+        conn.queue.put_nowait(AssistantFrame(Frame(kind=KIND_ASSISTANT, seq=seq, flags=FLAG_SILENT,
                                                  pcm=np.zeros(1920, np.int16)), at))
 
     fresh = connection()

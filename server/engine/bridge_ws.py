@@ -9,15 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
-from typing import Any
 
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from clients.codec import KIND_ASSISTANT, Frame, decode_frame, frame_samples, max_binary_size
-from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RemoteError, RetryLater
-from clients.messages import MAX_TEXT_MESSAGE, Error, Hello, Status, Welcome, parse_bridge_message
+from clients.errors import CLOSE_CODES, CLOSE_GOING_AWAY, MPEError, ProtocolError, RetryLater
+from clients.lifecycle import AssistantFrame, ServerLifecycle
+from clients.messages import Error, Hello, Stats, Status, Text
 from server.auth import Forbidden, Principal, Scope, TokenWatch, authenticate, socket_token
 from server.db import UNAVAILABLE, BridgeRow, utcnow
 from server.engine.clips import open_episode
@@ -31,51 +29,29 @@ log = logging.getLogger("mpe.bridge")
 
 STATUS_EVERY_S = 2.0  # while a bridge is idle, how often the work that matches it is looked at again
 DATABASE_RETRY_S = 1.0  # an idle bridge whose lease query met the database away tries again this soon
-LATE_ANSWERS_S = 2.0  # audio frames this soon after an episode ended are late answers to it, discarded
-
-
-@dataclass
-class InboundFrame:
-    """An assistant frame from the bridge and when it arrived (the connection's monotonic clock, seconds)."""
-
-    frame: Frame
-    arrived: float
-    type: str = "frame"
 
 
 class WSConnection:
-    """Reads the socket continuously into a queue; the session pulls from it."""
+    """Reads the socket continuously into a queue; the session pulls from it. The protocol's rules
+    are the connection's :class:`~clients.lifecycle.ServerLifecycle` (``protocol``): this class only
+    moves bytes and stamps their arrival."""
 
-    def __init__(self, ws: WebSocket, principal: Principal, hello: Hello):
+    def __init__(self, ws: WebSocket, principal: Principal, hello: Hello, protocol: ServerLifecycle | None = None):
         self.ws = ws
+        self.protocol = protocol if protocol is not None else ServerLifecycle.welcomed(hello)
         self.reference = principal.admin and hello.wants_reference  # episode.start tells it what it plays
         self.bridge_rate = hello.sample_rate
         self.accepts_context = hello.accepts_context  # §5.1: may be sent assistant-context frames
-        self.n_samples = frame_samples(hello.sample_rate)
-        self.max_binary = max_binary_size(hello.sample_rate)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.clock = time.monotonic
-        self.episode_began: float | None = None  # when the episode in progress began (None: no episode)
-        self.episode_ended: float | None = None  # when the last episode on this connection ended
 
     def begin_episode(self) -> None:
-        """An episode starts (``episode.start`` is about to be sent): frames that arrived before
-        this are not its own (:meth:`next_inbound`)."""
-        self.episode_began = self.clock()
+        """An episode begins now: frames that arrived before are not its own (:meth:`next_inbound`)."""
+        self.protocol.begin_episode(self.clock())
 
     def end_episode(self) -> None:
-        self.episode_began, self.episode_ended = None, self.clock()
-
-    def _outside_episode(self, msg: InboundFrame) -> bool:
-        """True for an audio frame that arrived while no episode was running: a late answer to the
-        last one, within LATE_ANSWERS_S of its end (answers on their way when the server ended it,
-        e.g. a cancelled run's, or sent before the next ``episode.start``: protocol.md §7.2), to be
-        discarded. Any other such frame is a protocol error."""
-        if self.episode_began is not None and msg.arrived >= self.episode_began:
-            return False
-        if self.episode_ended is None or msg.arrived - self.episode_ended > LATE_ANSWERS_S:
-            raise ProtocolError("audio frame outside an episode", code="unexpected_message")
-        return True
+        """The episode ended now: audio after it is a late answer to it for a while (protocol.md §7.2)."""
+        self.protocol.end_episode(self.clock())
 
     @property
     def gone(self) -> bool:
@@ -107,20 +83,13 @@ class WSConnection:
                     raise Disconnected()
                 data = msg.get("bytes")
                 if data is not None:
-                    if len(data) > self.max_binary:
-                        raise ProtocolError(f"binary message of {len(data)} bytes exceeds one frame", code="message_too_big")
-                    self.queue.put_nowait(InboundFrame(decode_frame(data, n_samples=self.n_samples, kind=KIND_ASSISTANT), arrived))
-                    continue
-                parsed = parse_bridge_message(msg.get("text") or "")
-                if parsed.type == "hello":
-                    raise ProtocolError("hello was already received", code="unexpected_message")
-                if parsed.type == "error":
-                    raise RemoteError(f"bridge reported {parsed.code}: {parsed.message}", remote_code=parsed.code)
-                self.queue.put_nowait(parsed)
+                    self.queue.put_nowait(self.protocol.receive_bytes(data, arrived))
+                else:
+                    self.queue.put_nowait(self.protocol.receive_text(msg.get("text") or ""))
         except BaseException as exc:  # hand every failure to the consumer
             self.queue.put_nowait(exc)
 
-    async def next_inbound(self, timeout: float | None) -> Any:
+    async def next_inbound(self, timeout: float | None) -> AssistantFrame | Text | Stats | None:
         """The next message from the bridge, None when ``timeout`` passes first; raises the reader's
         failure. Late answers to the last episode are passed over (they were queued before the
         episode began or while none ran, so passing them over takes no time of ``timeout``)."""
@@ -136,7 +105,7 @@ class WSConnection:
             if isinstance(item, BaseException):
                 self.queue.put_nowait(item)  # stays fatal for later readers
                 raise item
-            if item.type != "frame" or not self._outside_episode(item):
+            if item.type != "frame" or not self.protocol.passed_over(item):
                 return item
 
 
@@ -191,24 +160,15 @@ class StatusReporter:
         self.due = 0.0
 
 
-async def _receive_hello(ws: WebSocket, timeout: float) -> Hello:
+async def _receive_hello(ws: WebSocket, protocol: ServerLifecycle, timeout: float) -> Hello:
     try:
         msg = await asyncio.wait_for(ws.receive(), timeout)
     except asyncio.TimeoutError:
         raise ProtocolError("no hello received in time", code="timeout") from None
     if msg["type"] == "websocket.disconnect":
         raise Disconnected()
-    if msg.get("bytes") is not None:
-        raise ProtocolError("binary message before hello", code="binary_before_hello")
-    text = msg.get("text") or ""
-    if len(text) > MAX_TEXT_MESSAGE:
-        raise ProtocolError("text message too large", code="message_too_big")
-    parsed = parse_bridge_message(text)
-    if parsed.type != "hello":
-        raise ProtocolError(f"expected hello, got {parsed.type}", code="unexpected_message")
-    if parsed.protocol != 1:
-        raise ProtocolError(f"protocol {parsed.protocol} is not supported (this server speaks 1)", code="unsupported_version")
-    return parsed
+    data = msg.get("bytes")
+    return protocol.receive_hello(data if data is not None else msg.get("text") or "")
 
 
 async def bridge_endpoint(ws: WebSocket) -> None:
@@ -226,7 +186,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         principal = await asyncio.to_thread(state.limits.authenticate, address, authenticate, state.db,
                                             socket_token(ws), Scope.bridge)
         slot = await asyncio.to_thread(state.limits.bridge, principal)  # held until the connection ends, from before hello
-        hello = await _receive_hello(ws, settings.handshake_timeout_s)
+        protocol = ServerLifecycle()
+        hello = await _receive_hello(ws, protocol, settings.handshake_timeout_s)
         if hello.wants_reference and not principal.admin:
             raise Forbidden("only an admin token may ask for the reference (hello.wants_reference)")
         row = BridgeRow(team=principal.team, admin=principal.admin, model_name=hello.model.name,
@@ -234,8 +195,8 @@ async def bridge_endpoint(ws: WebSocket) -> None:
                         clocks=list(hello.clocks), accepts_context=hello.accepts_context,
                         server_id=state.server_id)
         bridge_id = await asyncio.to_thread(_register_bridge, state.db, row)
-        await ws.send_text(Welcome(bridge_id=bridge_id).dumps())
-        conn = WSConnection(ws, principal, hello)
+        await ws.send_text(protocol.welcome(bridge_id))
+        conn = WSConnection(ws, principal, hello, protocol)
         reader = asyncio.create_task(conn.reader())
         # a revoked or expired token ends the connection (and a running attempt) like a fatal message
         watch = TokenWatch(state.db, principal.token_id, conn.queue.put_nowait)

@@ -18,9 +18,10 @@ from typing import Any, Callable, Protocol
 import numpy as np
 from starlette.websockets import WebSocketDisconnect
 
-from clients.codec import KIND_CONTEXT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+from clients.codec import STREAM_RATE, frame_samples
 from clients.errors import MPEError, ProtocolError
-from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, EpisodeEnd, EpisodeStart, Reference
+from clients.lifecycle import LATE_QUIET_S, AssistantFrame, ServerLifecycle
+from clients.messages import MAX_STATS_BYTES, MAX_TEXT_BYTES, MAX_TEXT_MESSAGES, EpisodeStart, Reference, Stats, Text
 from server.core.audio import FrameResampler
 from server.core.detector import DETECTOR_VERSION, ModelSteps
 from server.core.episode import FRAME, EpisodeCore, FedSlot
@@ -96,11 +97,12 @@ class Connection(Protocol):
     bridge_rate: int
     reference: bool  # an admin bridge that asked (hello.wants_reference): episode.start carries the reference
     accepts_context: bool  # hello.accepts_context: only then may an episode have context frames
+    protocol: ServerLifecycle  # the connection's protocol state: the episode's rules (clients.lifecycle)
 
     async def send_text(self, text: str) -> None: ...
     async def send_bytes(self, data: bytes) -> None: ...
-    async def next_inbound(self, timeout: float | None) -> Any: ...  # Frame | Text | Stats, raises on error
-    def begin_episode(self) -> None: ...  # before episode.start: what arrived until now answers an earlier one
+    # raises on error; late answers to an earlier episode are passed over (ServerLifecycle.passed_over)
+    async def next_inbound(self, timeout: float | None) -> AssistantFrame | Text | Stats | None: ...
     def clock(self) -> float: ...
 
 
@@ -124,6 +126,7 @@ class EpisodeSession:
     def __init__(self, db: Database, conn: Connection, lease: Lease, flushes: FlushGroup, phases: FramePhases,
                  settings: Settings, core: EpisodeCore, observer: EpisodeObserver | None = None):
         self.db, self.conn, self.lease, self.flushes, self.settings = db, conn, lease, flushes, settings
+        self.wire = conn.protocol  # the wire protocol's rules (sans I/O): this class moves frames and keeps time
         self.phases = phases
         self.phase: float | None = None  # realtime: the phase of the frame period this attempt holds
         self.observer = observer
@@ -162,13 +165,10 @@ class EpisodeSession:
                              instructions=lease.instructions, context_frames=self.core.context_frames)
         ok, reason, err = False, "error", None
         try:
-            if start.context_frames and not self.conn.accepts_context:  # leasing never lets this happen
-                raise MPEError(f"episode {lease.episode_id} has context frames, but the bridge did not accept them")
             if lease.clock == "realtime":  # deadlines apart from the process's other sessions'
                 delay, self.phase = self.phases.reserve(self.conn.clock())
                 await asyncio.sleep(delay)
-            self.conn.begin_episode()
-            await self.conn.send_text(start.dumps())
+            await self.conn.send_text(self.wire.start_episode(start, self.conn.clock()))
             self.t0 = self.last_flush = self.conn.clock()
             if lease.clock == "lockstep":
                 await self._lockstep()
@@ -224,7 +224,7 @@ class EpisodeSession:
                     self.observer.end(reason)
         if ok or reason == "aborted":
             try:
-                await self.conn.send_text(EpisodeEnd(episode_id=self.lease.attempt_id, reason=reason).dumps())
+                await self.conn.send_text(self.wire.episode_end(reason))
             except Exception:
                 pass
 
@@ -251,9 +251,8 @@ class EpisodeSession:
         seq, pcm, events, context = item
         self.rec.add_events(events)
         if context is not None:  # §5.1: the context frame of slot seq goes right before its room frame
-            await self.conn.send_bytes(encode_frame(KIND_CONTEXT, seq, self.context_to_bridge(context)))
-        out = self.to_bridge(pcm)
-        await self.conn.send_bytes(encode_frame(KIND_ROOM, seq, out))
+            await self.conn.send_bytes(self.wire.send_context(seq, self.context_to_bridge(context)))
+        await self.conn.send_bytes(self.wire.send_room(seq, self.to_bridge(pcm)))
         self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
         self.rec.add_audio("room", pcm)
         self.room_sent += 1
@@ -303,7 +302,7 @@ class EpisodeSession:
         if self.later is not None:
             self.detecting, self.later = self._detection.run(self.later), None
 
-    def _on_side_message(self, msg) -> None:
+    def _on_side_message(self, msg: Text | Stats) -> None:
         if msg.type == "text":
             self.side.take_text(msg.text)
             ev = Event(t=msg.seq * FRAME, type=TEXT, data={"seq": msg.seq, "text": msg.text})
@@ -315,15 +314,15 @@ class EpisodeSession:
             self.rec.stats.update(msg.data)
 
     async def _lockstep(self) -> None:
-        """§4 lockstep: room frame n goes out only once assistant frames up to n - max_inflight are in."""
-        inflight = self.lease.max_inflight
-        next_recv = 0
+        """§4 lockstep: room frame n goes out only once assistant frames up to n - max_inflight are in
+        (the rule and the seq due are the lifecycle's: ServerLifecycle.may_send_room, receive_answer)."""
+        wire = self.wire
         ended = False
         while True:
-            while not ended and self.room_sent - next_recv < inflight:
+            while not ended and wire.may_send_room:
                 ended = not await self._send_room()
             self._hear_later()  # while the bridge works on its answer
-            if ended and next_recv == self.room_sent:
+            if ended and wire.all_answered:
                 break
             msg = await self.conn.next_inbound(self.settings.lockstep_timeout_s)
             if msg is None:
@@ -331,11 +330,9 @@ class EpisodeSession:
             if msg.type != "frame":
                 self._on_side_message(msg)
                 continue
-            frame, arrived = msg.frame, msg.arrived
-            if frame.seq != next_recv:
-                raise ProtocolError(f"expected assistant frame seq {next_recv}, got {frame.seq}", code="bad_seq")
-            await self._take_assistant(frame.seq, frame.seq, frame.pcm, arrived)
-            next_recv += 1
+            frame = msg.frame
+            wire.receive_answer(frame.seq)  # bad_seq unless it is the answer due
+            await self._take_assistant(frame.seq, frame.seq, frame.pcm, msg.arrived)
             await self._maybe_flush()
         await self._heard()
 
@@ -388,17 +385,17 @@ class EpisodeSession:
                     continue
             n += 1
             await self._maybe_flush()
-        await self._drain_late_answers(total)
+        await self._drain_late_answers()
 
-    async def _drain_late_answers(self, total: int) -> None:
+    async def _drain_late_answers(self) -> None:
         """Realtime: a slow bridge still answers the last room frames after the episode ended.
 
         Those answers are discarded (the timeline is closed) until the answer to the last
-        frame arrives or the bridge stays quiet for a second.
+        frame arrives (ServerLifecycle.ends_tail) or the bridge stays quiet for LATE_QUIET_S.
         """
         while True:
-            msg = await self.conn.next_inbound(1.0)
-            if msg is None or (msg.type == "frame" and msg.frame.seq >= total - 1):
+            msg = await self.conn.next_inbound(LATE_QUIET_S)
+            if msg is None or (msg.type == "frame" and self.wire.ends_tail(msg.frame.seq)):
                 return
             if msg.type != "frame":
                 self._on_side_message(msg)  # late stats and text still count
