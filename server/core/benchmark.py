@@ -32,8 +32,25 @@ MODEL_EVENTS: Mapping[str, frozenset[str]] = {
 }
 
 
+class SuiteMetaLike(Protocol):
+    """What the engine records of a suite's ``suite.json`` (a pydantic model of the benchmark's)."""
+
+    name: str
+    version: str
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]:
+        """The whole ``suite.json`` as JSON data (stored with the suite's row)."""
+
+
 class SuiteLike(Protocol):
     """What the engine needs of a loaded suite, whatever its benchmark."""
+
+    root: Path
+    meta: SuiteMetaLike
+
+    @property
+    def scenarios(self) -> Sequence[object]:
+        """The suite's items, one line of ``scenarios.jsonl`` each (counted when it is registered)."""
 
     def content_hash(self) -> str:
         """Identity of the suite's manifest files (the audio is pinned per episode)."""
