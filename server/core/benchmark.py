@@ -96,6 +96,32 @@ class ScoreEntry(BaseModel):
         """The entry's judge verdicts on transcripts, in episode order."""
 
 
+class JudgeBackend(Protocol):
+    """What scoring needs of a benchmark's judge beyond its own calls: its backend's name and a
+    description of its settings, recorded with (and part of the identity of) every scoring."""
+
+    name: str
+
+    def describe(self) -> Mapping[str, object]:
+        """Backend, model and prompt versions: a change of any of them makes a new scoring."""
+
+
+class JudgeTask(BaseModel):
+    """One task a benchmark's judges decide (e.g. Duplex-MPE's ``answer``): its labels, as the judge
+    audit (``mpe audit``) samples verdicts and reads the labels people give them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    labels: tuple[str, ...] = Field(description="every label a verdict of the task may have")
+    unparseable: str | None = Field(description="the label an unparseable verdict counts as; None: it is left "
+                                                "out of the rates (and of the audit's agreement)")
+    numeric: bool = Field(default=False, description="the labels are numbers (scores): a person's label is read "
+                                                     "as a number, and the audit adds its distance measures")
+    synonyms: Mapping[str, str] = Field(default_factory=dict,
+                                        description="what people write (upper case) -> the label it means")
+
+
 #: outcome filter values every benchmark understands, besides ``ok`` and its failure types
 UNFINISHED, UNSCORED = "unfinished", "unscored"
 
@@ -137,6 +163,9 @@ class Benchmark(ABC):
     #: keys of an attempt's ``stats`` that belong to the script (withheld with it): e.g. the decisions
     #: of a run decided on the script's text, which name and quote its turns
     script_stats: ClassVar[frozenset[str]] = frozenset()
+
+    #: the tasks of the benchmark's judges, with their labels (the judge audit reads them)
+    judge_tasks: ClassVar[tuple[JudgeTask, ...]] = ()
 
     # --- suites ----------------------------------------------------------------------------
 
@@ -184,6 +213,11 @@ class Benchmark(ABC):
     scoring_version: ClassVar[str]
     #: the benchmark's :class:`ScoreEntry`: what :meth:`score_episode` returns and scorings store
     entry_model: ClassVar[type[ScoreEntry]]
+
+    @abstractmethod
+    def make_judge(self, spec: str | None) -> JudgeBackend:
+        """The benchmark's judge for ``--judge SPEC`` (None: its offline default); raises a
+        :class:`MPEError` naming the choices on an unknown one."""
 
     @abstractmethod
     def score_episode(self, episode: Any, asr: Any, judge: Any, cache: Any) -> ScoreEntry:

@@ -32,7 +32,7 @@ from server.db import (
 )
 from server.scoring.asr import ASRBackend, ASRResult, audio_hash
 from server.scoring.errors import BadEntry
-from server.scoring.judges import Judge, Verdict
+from server.scoring.judges import TaskJudge, Verdict
 
 EntryT = TypeVar("EntryT", bound=ScoreEntry)
 
@@ -98,7 +98,7 @@ class Cache:
 
     # -- verdicts
 
-    def judge(self, judge: Judge, task: str, inputs: BaseModel) -> tuple[int, Verdict]:
+    def judge(self, judge: TaskJudge, task: str, inputs: BaseModel) -> tuple[int, Verdict]:
         return self.cached(judge.cache_key(task, inputs), lambda: judge.judge(task, inputs), inputs)
 
     def cached(self, key: str, decide: Callable[[], Verdict], inputs: BaseModel) -> tuple[int, Verdict]:

@@ -17,6 +17,7 @@ from typing import Any
 from server.benchmarks.mpe import outcome
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.judging import JUDGE_TASKS, Judge, make_judge
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
 from server.benchmarks.mpe.textref.prompt import STATS_KEY as TEXT_REFERENCE_STATS
@@ -41,6 +42,7 @@ class DuplexMPE(Benchmark):
     public_events = {**MODEL_EVENTS, "preamble.start": frozenset(), "preamble.end": frozenset(),
                      "clip.start": frozenset({"idx"}), "clip.end": frozenset({"idx"})}
     script_stats = frozenset({TEXT_REFERENCE_STATS})  # a text reference's decisions name and quote the turns
+    judge_tasks = JUDGE_TASKS
 
     def load_suite(self, path: str | Path) -> Suite:
         return Suite.load(path)
@@ -71,6 +73,9 @@ class DuplexMPE(Benchmark):
 
     scoring_version = "mpe-scoring-v1"
     entry_model = EpisodeScore
+
+    def make_judge(self, spec: str | None) -> Judge:
+        return make_judge(spec)
 
     def score_episode(self, episode, asr, judge, cache) -> EpisodeScore:
         """A speech model's episode from its recording (``scoring``); a text reference's from its
