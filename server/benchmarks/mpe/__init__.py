@@ -33,7 +33,7 @@ def episode_plan(scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) 
         for t in scenario["turns"]))
 
 
-class DuplexMPE(Benchmark):
+class DuplexMPE(Benchmark[Suite, EpisodeScore]):
     name = "duplex-mpe"
     conditions = tuple(CONDITIONS)
     duty_text = DUTY_TEXT  # the paper's duty instruction (App. A3.1), sent only when a run asks for it

@@ -28,7 +28,7 @@ def _rounds(scenario: Mapping[str, Any]) -> tuple[Dialogue, int | None]:
     return Dialogue.model_validate(scenario["dialogue"]), scenario.get("round")
 
 
-class MTRDuplexBench(Benchmark):
+class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
     name = BENCHMARK_NAME
     conditions = HISTORY_MODES
     context_conditions = frozenset({"gt"})
