@@ -53,8 +53,8 @@ class EpisodeBundle(BaseModel):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     def document(self) -> dict[str, Any]:
-        """The whole document as a JSON object (what ``episode.json`` holds)."""
-        return self.model_dump(mode="json")
+        """The whole document (what ``episode.json`` holds)."""
+        return self.model_dump()
 
     def write(self, directory: Path) -> Path:
         """Write ``episode.json`` into ``directory``."""

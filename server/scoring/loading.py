@@ -89,10 +89,7 @@ def _problem(err: dict[str, object]) -> str:
     return f"{where}: {err.get('msg')}"
 
 
-def read_bundle(path: Path) -> EpisodeBundle:
-    """A bundle's ``episode.json`` as the :class:`EpisodeBundle` it must be, else :class:`BadBundle`
-    naming the file and what is wrong (each field's problem, or a version newer than this reader)."""
-    path = Path(path)
+def _read_json(path: Path) -> dict[str, Any]:
     file = path / EPISODE_FILE
     try:
         doc = json.loads(file.read_text("utf-8"))
@@ -102,6 +99,10 @@ def read_bundle(path: Path) -> EpisodeBundle:
         raise BadBundle(f"{file}: unreadable ({exc})") from None
     if not isinstance(doc, dict):
         raise BadBundle(f"{file}: not a JSON object")
+    return doc
+
+
+def _validated(doc: dict[str, Any], file: Path) -> EpisodeBundle:
     try:
         return EpisodeBundle.model_validate(doc)
     except ValidationError as exc:
@@ -112,9 +113,20 @@ def read_bundle(path: Path) -> EpisodeBundle:
         raise BadBundle(f"{file}: nested too deeply") from None
 
 
+def read_bundle(path: Path) -> EpisodeBundle:
+    """A bundle's ``episode.json`` as the :class:`EpisodeBundle` it must be, else :class:`BadBundle`
+    naming the file and what is wrong (each field's problem, or a version newer than this reader)."""
+    path = Path(path)
+    return _validated(_read_json(path), path / EPISODE_FILE)
+
+
 def read_episode_json(path: Path) -> dict[str, Any]:
-    """A bundle's ``episode.json`` document, validated (:func:`read_bundle`)."""
-    return read_bundle(path).document()
+    """A bundle's ``episode.json`` document as written, once :func:`read_bundle` accepts it (with its
+    version and its episode id as the model reads them)."""
+    path = Path(path)
+    doc = _read_json(path)
+    bundle = _validated(doc, path / EPISODE_FILE)
+    return {**doc, "bundle_version": bundle.bundle_version, "episode_id": bundle.episode_id}
 
 
 def load_bundle(path: Path) -> LoadedEpisode:
