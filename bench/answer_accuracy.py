@@ -46,12 +46,13 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from server.benchmarks.mpe.dataset.builtin import build_builtin  # noqa: E402
+from server.benchmarks.mpe.judging import AnswerInput, RuleJudge  # noqa: E402
 from server.benchmarks.mpe.oracle import VOICE  # noqa: E402
 from server.benchmarks.mpe.suite import Suite  # noqa: E402
 from server.core.detector import detect_segments  # noqa: E402
 from server.core.timebase import STREAM_RATE  # noqa: E402
 from server.scoring.asr import join_fragments, make_asr, pad_fragments  # noqa: E402
-from server.scoring.judges import AnswerInput, RuleJudge, normalize  # noqa: E402
+from server.scoring.judges import normalize  # noqa: E402
 from server.settings import Settings  # noqa: E402
 from server.tts import speak  # noqa: E402
 

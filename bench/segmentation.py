@@ -39,17 +39,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from clients.messages import EpisodeStart, Reference  # noqa: E402
-from server.core.audio import write_wav  # noqa: E402
-from server.core.events import Event  # noqa: E402
-from server.core.timebase import STREAM_RATE  # noqa: E402
-from server.scoring.segmentation.evaluation import (  # noqa: E402
+from server.benchmarks.mtr.segmentation.evaluation import (  # noqa: E402
     EMPTY,
     TOLERANCE,
     TurnScore,
     audible_extent,
     score_turns,
 )
-from server.scoring.segmentation.schema import Span  # noqa: E402
+from server.benchmarks.mtr.segmentation.schema import Span  # noqa: E402
+from server.core.audio import write_wav  # noqa: E402
+from server.core.events import Event  # noqa: E402
+from server.core.timebase import STREAM_RATE  # noqa: E402
 
 BRIDGES = ("mtr-oracle", "silent", "always-talk")
 
@@ -142,9 +142,9 @@ def build_recordings(data_dir: Path, out_dir: Path, bridges=BRIDGES) -> list[dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    from server.scoring.segmentation.backends import make_proposer
-    from server.scoring.segmentation.inputs import read_recording, recording_input
-    from server.scoring.segmentation.segment import segment
+    from server.benchmarks.mtr.segmentation.backends import make_proposer
+    from server.benchmarks.mtr.segmentation.inputs import read_recording, recording_input
+    from server.benchmarks.mtr.segmentation.segment import segment
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="offline", help="offline | claude[:MODEL]")

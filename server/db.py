@@ -42,7 +42,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from sqlalchemy.types import TypeDecorator
 
 from server.core.limits import SlotKind
-from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunStatus
+from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunStatus, ScoringStatus
 
 # What a database says when it is away or full (its connection refused or reset, the server
 # restarting, SQLite's "database or disk is full" or "locked", PostgreSQL's disk_full): worth
@@ -418,7 +418,7 @@ class ScoringRow(Base):
     source_key: Mapped[str] = mapped_column(String(64))  # run id, or hash of the bundles' episode ids
     config_hash: Mapped[str] = mapped_column(String(64))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)  # scoring, detector, ASR and judge versions
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | complete | failed
+    status: Mapped[ScoringStatus] = mapped_column(StatusType(ScoringStatus), default=ScoringStatus.running)
     n_episodes: Mapped[int] = mapped_column(Integer, default=0)
     results: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # metrics + analyses
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

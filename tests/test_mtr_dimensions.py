@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from model_bridges.reference import Silent
+from server.benchmarks.mpe.judging import ClaudeJudge, RuleJudge
 from server.benchmarks.mtr.dataset.build import suite_meta
 from server.benchmarks.mtr.dataset.builtin import BUILTINS
 from server.benchmarks.mtr.dataset.plan import plan_suite
@@ -35,7 +36,6 @@ from server.benchmarks.mtr.report import print_report, render_html
 from server.benchmarks.mtr.scoring import score_episode
 from server.benchmarks.mtr.suite import Suite, check_suite
 from server.scoring.asr import make_asr
-from server.scoring.judges import ClaudeJudge, RuleJudge
 from server.scoring.store import Cache
 from tests.fake_anthropic import FakeAnthropic
 from tests.mtr_support import run_suite

@@ -128,7 +128,7 @@ def test_candor_recordings_become_a_voiced_quality_suite_with_clips_cut_from_the
     assert r.user.text == "So what do you do for work? If you don't mind me asking."
     assert r.assistant.text == "I teach chemistry at a high school."
     assert second.rounds[0].assistant.text == "Most days, yes, the students are great."
-    from server.scoring.segmentation.inputs import to_stream_rate
+    from server.benchmarks.mtr.segmentation.inputs import to_stream_rate
 
     left, right = to_stream_rate(st[:, 0], RATE), to_stream_rate(st[:, 1], RATE)
     assert np.array_equal(suite.load_clip(r.user.clip), left[24000:72000])  # 1.0-3.0 s of the user's channel

@@ -14,6 +14,7 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from model_bridges.reference import Silent
+from server.benchmarks.mpe.judging import RuleJudge
 from server.benchmarks.mtr import BENCHMARK
 from server.benchmarks.mtr.metrics import compute_metrics
 from server.benchmarks.mtr.oracle import MTROracle
@@ -22,7 +23,6 @@ from server.benchmarks.mtr.scoring import score_episode
 from server.benchmarks.mtr.suite import Suite
 from server.scoring.asr import make_asr
 from server.scoring.errors import BadRecording
-from server.scoring.judges import RuleJudge
 from server.scoring.store import Cache
 from tests.mtr_support import record_lockstep
 

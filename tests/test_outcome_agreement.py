@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from server.benchmarks.mpe import BENCHMARK
+from server.benchmarks.mpe.judging import RuleJudge
 from server.core.events import Event
 from server.scoring.asr import NoASR
-from server.scoring.judges import RuleJudge
 from server.scoring.loading import live_segments
 from server.scoring.store import Cache
 from tests.audio_fixtures import place

@@ -21,8 +21,8 @@ from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, wri
 from server.benchmarks.mpe.textref.backends import make_reference_backend
 from server.benchmarks.mpe.textref.runs import create_reference_run
 from server.core.states import IllegalTransition, advance
-from server.core.status import CLAIM_TRANSITIONS, ClaimStatus
-from server.db import EpisodeScoreRow, ScoringClaim
+from server.core.status import CLAIM_TRANSITIONS, ClaimStatus, ScoringStatus
+from server.db import EpisodeScoreRow, ScoringClaim, ScoringRow
 from server.scoring.asr import make_asr, parse_device
 from server.scoring.claims import (
     WorkItem,
@@ -37,7 +37,7 @@ from server.scoring.claims import (
 )
 from server.scoring.errors import BackendUnavailable
 from server.scoring.runner import ScoreOptions, score_run
-from server.scoring.store import open_scoring
+from server.scoring.store import finish_scoring, open_scoring
 from tests.fake_anthropic import FakeAnthropic
 from tests.scoring_support import entry
 
@@ -116,6 +116,24 @@ def test_claim_transitions_are_guarded():
     for current, new in ((C.pending, C.done), (C.done, C.failed), (C.failed, C.done), (C.pending, C.failed)):
         with pytest.raises(IllegalTransition):
             advance(CLAIM_TRANSITIONS, current, new)
+
+
+def test_scoring_status_is_a_guarded_enum(db):
+    sid = _scoring(db)
+    finish_scoring(db, sid, {"metrics": {}, "analyses": {}}, ScoringStatus.complete)
+    with db.session() as s:
+        assert s.get(ScoringRow, sid).status is ScoringStatus.complete  # read back as the enum
+    finish_scoring(db, sid, {"metrics": {}, "analyses": {}}, ScoringStatus.complete)  # a second scorer finishing
+    with pytest.raises(IllegalTransition):  # published metrics are withdrawn only by resuming
+        finish_scoring(db, sid, None, ScoringStatus.incomplete)
+    with db.session() as s:
+        assert s.get(ScoringRow, sid).status is ScoringStatus.complete
+    # resuming (the same source and settings) runs it again; then a finish may say incomplete
+    assert open_scoring(db, source_key="test", run_id=None, config={}, config_hash="h", n_episodes=3,
+                        fresh=False) == (sid, True)
+    finish_scoring(db, sid, None, ScoringStatus.incomplete)
+    with db.session() as s:
+        assert s.get(ScoringRow, sid).status is ScoringStatus.incomplete
 
 
 def test_scorings_made_before_claims_resume_from_their_entries(db):

@@ -8,9 +8,10 @@ import json
 import anthropic
 import pytest
 
+from server.benchmarks.mpe.judging import AnswerInput, ClaudeJudge, HumanTurn, SilenceInput, passed
 from server.core.audio import write_wav
 from server.scoring.errors import JudgeError
-from server.scoring.judges import AnswerInput, ClaudeJudge, HumanTurn, SilenceInput, parse_label
+from server.scoring.judges import parse_label
 from server.scoring.runner import ScoreOptions, score_bundles
 from tests.audio_fixtures import place
 from tests.fake_anthropic import FakeAnthropic, Reply
@@ -36,7 +37,7 @@ ANSWER = AnswerInput(question="Aria, which place is cheaper?", gold_answer="The 
 def test_answer_verdict_and_request(fake):
     fake.push('{"verdict": "CORRECT", "reason": "names the noodle bar and the price"}')
     v = judge(fake).judge_answer(ANSWER)
-    assert v.label == "CORRECT" and v.passed and v.backend == "claude" and v.model == "claude-test-1"
+    assert v.label == "CORRECT" and passed(v) and v.backend == "claude" and v.model == "claude-test-1"
     assert v.prompt_version == "claude-answer-v1" and "noodle bar and the price" in v.raw
     (req,) = fake.message_requests
     assert KEY in (req.headers.get("x-api-key"), req.headers.get("authorization", "")[7:])
@@ -54,7 +55,7 @@ def test_silence_verdict_sees_context_duration_and_overlap(fake):
                        context=[HumanTurn(speaker="A", text="How much was it?"),
                                 HumanTurn(speaker="B", text="Let me think.")])
     v = judge(fake).judge_silence(inp)
-    assert v.label == "SUBSTANTIVE_INTRUSION" and not v.passed
+    assert v.label == "SUBSTANTIVE_INTRUSION" and not passed(v)
     user = fake.message_requests[0].body["messages"][0]["content"]
     assert "A: How much was it?\nB: Let me think." in user
     assert "1.23 s" in user and "0.50 s" in user and "nine dollars" in user
@@ -66,7 +67,7 @@ def test_silence_verdict_sees_context_duration_and_overlap(fake):
 def test_unparseable_replies_have_no_label(fake, reply):
     fake.push(reply)
     v = judge(fake).judge_answer(ANSWER)
-    assert v.label is None and not v.passed and v.raw == reply
+    assert v.label is None and not passed(v) and v.raw == reply
 
 
 def test_parse_label():

@@ -8,12 +8,12 @@ import pytest
 from sqlalchemy import select
 
 from server.benchmarks.mpe.entry import EpisodeScore, TimelineInfo
+from server.benchmarks.mpe.judging import RuleJudge
 from server.benchmarks.mpe.scoring import score_episode
 from server.core.detector import DETECTOR_VERSION
 from server.db import EpisodeScoreRow
 from server.scoring.asr import ASRBackend, ASRResult
 from server.scoring.errors import BadEntry
-from server.scoring.judges import RuleJudge
 from server.scoring.results import load_episode_scores
 from server.scoring.store import Cache, load_entries, open_scoring, save_episode
 from tests.audio_fixtures import place

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from server.benchmarks.mpe.judging import AnswerInput, RuleJudge, SilenceInput, make_judge
 from server.benchmarks.mpe.scoring import score_episode
 from server.db import TranscriptRow, VerdictRow
 from server.scoring.asr import (
@@ -24,7 +25,7 @@ from server.scoring.asr import (
     pad_fragments,
 )
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import AnswerInput, RuleJudge, SilenceInput, make_judge, merge_numbers, normalize
+from server.scoring.judges import merge_numbers, normalize
 from server.scoring.runner import scoring_config
 from server.scoring.store import Cache
 from tests.audio_fixtures import place

@@ -16,17 +16,17 @@ import pytest
 import soundfile as sf
 import soxr
 
+from server.benchmarks.mtr.segmentation.claude import ClaudeProposer, parse_turns
+from server.benchmarks.mtr.segmentation.evaluation import audible_extent, score_turns
+from server.benchmarks.mtr.segmentation.inputs import read_recording, recording_input
+from server.benchmarks.mtr.segmentation.offline import OfflineProposer, offline_turns
+from server.benchmarks.mtr.segmentation.schema import Proposal, ProposedTurn, SegmentInput, Span, Turn, Votes
+from server.benchmarks.mtr.segmentation.segment import segment
+from server.benchmarks.mtr.segmentation.voting import cluster, iou, median_sample, pool, vote
+from server.benchmarks.mtr.segmentation.windows import continuations, response_windows
 from server.benchmarks.mtr.suite import Suite
 from server.core.timebase import STREAM_RATE
 from server.scoring.errors import BadRecording, ScoringError
-from server.scoring.segmentation.claude import ClaudeProposer, parse_turns
-from server.scoring.segmentation.evaluation import audible_extent, score_turns
-from server.scoring.segmentation.inputs import read_recording, recording_input
-from server.scoring.segmentation.offline import OfflineProposer, offline_turns
-from server.scoring.segmentation.schema import Proposal, ProposedTurn, SegmentInput, Span, Turn, Votes
-from server.scoring.segmentation.segment import segment
-from server.scoring.segmentation.voting import cluster, iou, median_sample, pool, vote
-from server.scoring.segmentation.windows import continuations, response_windows
 from tests.fake_anthropic import FakeAnthropic, Reply
 
 S = STREAM_RATE
@@ -366,9 +366,9 @@ def test_asr_transcripts_reach_the_claude_prompt(recording):
     """Optional ASR (faster-whisper, the scoring's default backend): each speech segment's words go
     into the prompt on its line; without them the line says (speech)."""
     pytest.importorskip("faster_whisper")
+    from server.benchmarks.mtr.segmentation.claude import transcript_lines
+    from server.benchmarks.mtr.segmentation.inputs import Recording
     from server.scoring.asr import FasterWhisperASR
-    from server.scoring.segmentation.claude import transcript_lines
-    from server.scoring.segmentation.inputs import Recording
 
     n = round(recording["truth"][0].end + 2.5 * S)  # the first turn and the start of its reply
     rec = Recording(recording["user"][:n], recording["model"][:n], "cut")

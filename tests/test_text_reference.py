@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from server.benchmarks.mpe.duty import DUTY_TEXT
+from server.benchmarks.mpe.judging import HumanTurn
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.benchmarks.mpe.textref.backends import (
     ClaudeReference,
@@ -32,7 +33,6 @@ from server.benchmarks.mpe.textref.runs import Decided, agreement, create_refere
 from server.core.audio import write_wav
 from server.engine.leasing import BadRequest
 from server.scoring.errors import JudgeError
-from server.scoring.judges import HumanTurn
 from server.scoring.runner import ScoreOptions, score_bundles, score_run
 from server.scoring.store import Cache
 from tests.fake_anthropic import FakeAnthropic, Reply

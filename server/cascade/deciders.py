@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from server.benchmarks.mpe.judging import HumanTurn
 from server.benchmarks.mpe.textref.backends import RuleReference
 from server.benchmarks.mpe.textref.prompt import DECISIONS, ReferenceQuery, parse_reply
 from server.cascade.prompt import Party, prompt_version, system_prompt, user_prompt
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages, HumanTurn
+from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages
 
 UNKNOWN_SPEAKER = "?"  # the transcript is speaker-agnostic
 HISTORY_LINES = 12  # utterances shown to a decider (the latest ones)

@@ -353,12 +353,12 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
             out_file: Optional[Path] = typer.Option(None, "--out", help="write the JSON here (default: print it)"),
             max_retries: int = typer.Option(4, min=0, help="claude: the SDK's retries of a failed request")) -> None:
     """Segment a two-channel recording into user turns and response windows (docs/segmentation.md)."""
+    from server.benchmarks.mtr.segmentation.backends import make_proposer
+    from server.benchmarks.mtr.segmentation.inputs import read_recording, recording_input
+    from server.benchmarks.mtr.segmentation.segment import segment as run_segment
     from server.files import atomic_write_bytes
     from server.scoring.asr import make_asr
     from server.scoring.errors import BadRecording
-    from server.scoring.segmentation.backends import make_proposer
-    from server.scoring.segmentation.inputs import read_recording, recording_input
-    from server.scoring.segmentation.segment import segment as run_segment
     from server.settings import load_settings
 
     if out_file is not None and any(out_file.resolve() == p.resolve() for p in inputs):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +22,9 @@ from clients.errors import MPEError
 from clients.sdk import BaseBridge
 from server.core.events import TEXT, Event
 from server.core.schedule import Scheduler
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 Span = tuple[int, int]
 
@@ -119,6 +123,70 @@ class UnknownBridge(MPEError):
     """A benchmark was asked for a bridge it does not have."""
 
     code = "unknown_bridge"
+
+class JudgeBackend(Protocol):
+    """What scoring needs of a benchmark's judge beyond its own calls: its backend's name and a
+    description of its settings, recorded with (and part of the identity of) every scoring."""
+
+    name: str
+
+    def describe(self) -> Mapping[str, object]:
+        """Backend, model and prompt versions: a change of any of them makes a new scoring."""
+
+
+class JudgeTask(BaseModel):
+    """One task a benchmark's judges decide (e.g. Duplex-MPE's ``answer``): its labels, as the judge
+    audit (``mpe audit``) samples verdicts and reads the labels people give them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    labels: tuple[str, ...] = Field(description="every label a verdict of the task may have")
+    unparseable: str | None = Field(description="the label an unparseable verdict counts as; None: it is left "
+                                                "out of the rates (and of the audit's agreement)")
+    numeric: bool = Field(default=False, description="the labels are numbers (scores): a person's label is read "
+                                                     "as a number, and the audit adds its distance measures")
+    synonyms: Mapping[str, str] = Field(default_factory=dict,
+                                        description="what people write (upper case) -> the label it means")
+
+
+class EpisodeLike(Protocol):
+    """What a benchmark scores an episode from (:class:`server.scoring.loading.LoadedEpisode`): the
+    episode document of DESIGN §7, the assistant track, and the speech segments to score with."""
+
+    doc: dict[str, Any]
+    assistant: np.ndarray  # int16 at 24 kHz
+    segments: list[tuple[int, int]] | None  # None: replay the detector over the track
+    source: str  # "db", or the bundle directory
+
+    @property
+    def events(self) -> list[Event]:
+        """The episode's events (§3)."""
+
+
+class TranscriberLike(Protocol):
+    """What a benchmark needs of scoring's ASR backend (:class:`server.scoring.asr.ASRBackend`)
+    besides handing it to the cache: whether it transcribes at all (``--asr none`` does not)."""
+
+    name: str
+    enabled: bool
+
+    def describe(self) -> Mapping[str, object]:
+        """Backend, model and version, recorded with every scoring."""
+
+
+class VerdictCacheLike(Protocol):
+    """Scoring's transcript and verdict cache (:class:`server.scoring.store.Cache`), which a benchmark's
+    scoring asks for every transcript and verdict."""
+
+    calls: dict[str, int]
+
+
+class DatabaseLike(Protocol):
+    """The database a report reads its scorings from (:class:`server.db.Database`)."""
+
+    def session(self) -> AbstractContextManager[Any]:
+        """One unit of work."""
 
 
 #: outcome filter values every benchmark understands, besides ``ok`` and its failure types
@@ -247,8 +315,13 @@ class Timeline(BaseModel):
     windows: list[Window]
 
 
-class Benchmark(ABC):
-    """Everything the engine, the pages and scoring need from one benchmark."""
+SuiteT = TypeVar("SuiteT", bound=SuiteLike)
+EntryT = TypeVar("EntryT", bound=ScoreEntry)
+
+
+class Benchmark(ABC, Generic[SuiteT, EntryT]):
+    """Everything the engine, the pages and scoring need from one benchmark: ``SuiteT`` is the
+    benchmark's loaded suite, ``EntryT`` its :class:`ScoreEntry` (its :attr:`entry_model`)."""
 
     name: ClassVar[str]
     #: run conditions a run may choose from (e.g. Duplex-MPE's addressing conditions)
@@ -272,24 +345,27 @@ class Benchmark(ABC):
     #: of a run decided on the script's text, which name and quote its turns
     script_stats: ClassVar[frozenset[str]] = frozenset()
 
+    #: the tasks of the benchmark's judges, with their labels (the judge audit reads them)
+    judge_tasks: ClassVar[tuple[JudgeTask, ...]] = ()
+
     # --- suites ----------------------------------------------------------------------------
 
     @abstractmethod
-    def load_suite(self, path: str | Path) -> SuiteLike:
+    def load_suite(self, path: str | Path) -> SuiteT:
         """Parse a suite directory; raises an :class:`MPEError` naming the file on bad input."""
 
     @abstractmethod
-    def problems(self, suite: Any) -> list[str]:
+    def problems(self, suite: SuiteT) -> list[str]:
         """What makes the suite unusable for a run (empty: valid)."""
 
     @abstractmethod
-    def episodes(self, suite: Any, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+    def episodes(self, suite: SuiteT, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
         """The episodes a run of this suite queues (``limit`` as the benchmark defines it)."""
 
     # --- running an episode ----------------------------------------------------------------
 
     @abstractmethod
-    def clip_refs(self, suite: Any, scenario: Mapping[str, Any]) -> dict[str | int, str]:
+    def clip_refs(self, suite: SuiteT, scenario: Mapping[str, Any]) -> dict[str | int, str]:
         """Clip key -> clip path (relative to the suite) of everything the episode may play."""
 
     @abstractmethod
@@ -311,7 +387,7 @@ class Benchmark(ABC):
         (None when the events do not describe a whole episode)."""
 
     @abstractmethod
-    def scored_outcome(self, entry: Any) -> Outcome:
+    def scored_outcome(self, entry: EntryT) -> Outcome:
         """Outcome of a scored episode (its scoring entry, an :attr:`entry_model`)."""
 
     #: written into every scoring's configuration; a new version invalidates cached scorings
@@ -320,23 +396,29 @@ class Benchmark(ABC):
     entry_model: ClassVar[type[ScoreEntry]]
 
     @abstractmethod
-    def score_episode(self, episode: Any, asr: Any, judge: Any, cache: Any) -> ScoreEntry:
+    def make_judge(self, spec: str | None) -> JudgeBackend:
+        """The benchmark's judge for ``--judge SPEC`` (None: its offline default); raises a
+        :class:`MPEError` naming the choices on an unknown one."""
+
+    @abstractmethod
+    def score_episode(self, episode: EpisodeLike, asr: TranscriberLike, judge: JudgeBackend,
+                      cache: VerdictCacheLike) -> EntryT:
         """One episode's scoring entry (``episode``: a :class:`server.scoring.loading.LoadedEpisode`)."""
 
     @abstractmethod
-    def metrics(self, entries: Sequence[Any]) -> dict[str, Any]:
+    def metrics(self, entries: Sequence[EntryT]) -> dict[str, Any]:
         """Run-level quantities per model and condition (``entries``: :attr:`entry_model` instances)."""
 
     @abstractmethod
-    def analyses(self, entries: Sequence[Any], metrics: Mapping[str, Any]) -> dict[str, Any]:
+    def analyses(self, entries: Sequence[EntryT], metrics: Mapping[str, Any]) -> dict[str, Any]:
         """The benchmark's statistics over the scored entries."""
 
     @abstractmethod
-    def print_tables(self, metrics: Mapping[str, Any], console: Any, title: str = "") -> None:
+    def print_tables(self, metrics: Mapping[str, Any], console: Console, title: str = "") -> None:
         """The benchmark's main results table on a rich console (``mpe score``, the demo)."""
 
     @abstractmethod
-    def print_report(self, db: Any, refs: Sequence[str], console: Any, *, html: Path | None = None,
+    def print_report(self, db: DatabaseLike, refs: Sequence[str], console: Console, *, html: Path | None = None,
                      max_timelines: int | None = 60) -> dict[str, Any]:
         """Every terminal table of ``mpe report`` over the latest scorings of ``refs`` (runs or
         scoring ids), and the self-contained HTML report at ``html`` when given; returns

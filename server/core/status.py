@@ -1,4 +1,4 @@
-"""Statuses of runs, episodes, attempts and scoring claims, and which may follow which (DESIGN §10).
+"""Statuses of runs, episodes, attempts, scorings and scoring claims, and which may follow which (DESIGN §10).
 
 The tables below are the one place these lifecycles are written down: the leasing code
 changes a status only through :func:`server.core.states.advance`, or, for a bulk UPDATE,
@@ -56,6 +56,16 @@ class ClaimStatus(StrEnum):
     failed = "failed"  # scoring raised; the next ``mpe score`` of the same scoring tries it again
 
 
+class ScoringStatus(StrEnum):
+    """Lifecycle of a scoring (docs/scoring.md): running until its last episode is done, then complete
+    (metrics published) or incomplete (some episodes failed or are still open: no metrics; the same
+    command resumes it); see :data:`SCORING_TRANSITIONS`."""
+
+    running = "running"
+    complete = "complete"
+    incomplete = "incomplete"
+
+
 RUN_TRANSITIONS: Mapping[RunStatus, frozenset[RunStatus]] = {
     RunStatus.queued: frozenset({RunStatus.running, RunStatus.cancelled}),
     RunStatus.running: frozenset({RunStatus.finished, RunStatus.failed, RunStatus.cancelled}),
@@ -87,6 +97,21 @@ CLAIM_TRANSITIONS: Mapping[ClaimStatus, frozenset[ClaimStatus]] = {
     }),
     ClaimStatus.failed: frozenset({ClaimStatus.pending}),  # a new ``mpe score`` tries failed episodes again
     ClaimStatus.done: frozenset({ClaimStatus.pending}),  # the episode's completed attempt changed: score it anew
+}
+
+SCORING_TRANSITIONS: Mapping[ScoringStatus, frozenset[ScoringStatus]] = {
+    ScoringStatus.running: frozenset({
+        ScoringStatus.running,  # another scorer joins it (docs/scoring.md "Several scorers, one run")
+        ScoringStatus.complete,
+        ScoringStatus.incomplete,
+    }),
+    # published metrics are withdrawn only by resuming the scoring (running), never by a finish
+    ScoringStatus.complete: frozenset({ScoringStatus.running, ScoringStatus.complete}),
+    ScoringStatus.incomplete: frozenset({
+        ScoringStatus.running,  # resumed by the same command
+        ScoringStatus.incomplete,
+        ScoringStatus.complete,  # a scorer that joined it finished what was left
+    }),
 }
 
 # Runs that bridges may still be given episodes of: those that can still move on.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import func, select
 
 from clients.codec import STREAM_RATE
@@ -22,8 +23,44 @@ from server.db import Suite as SuiteRow
 from server.engine.leasing import NotFound
 
 BUNDLE_VERSION = 1
+EPISODE_FILE = "episode.json"
 FRAMES_FILE = "frames.csv"
 Direction = Literal["room", "assistant"]
+
+
+class EpisodeBundle(BaseModel):
+    """A bundle's ``episode.json`` (DESIGN §7), the one model export writes and scoring reads.
+
+    The fields every reader needs are typed here; the rest of the document (run, model, clock,
+    settings, live segments, stats, and each benchmark's own part of the scenario snapshot) is kept
+    as it was written (``extra="allow"``) and read by whoever owns it. A bundle without
+    ``bundle_version`` was written before the field existed: version 1. A newer version than this
+    code knows is refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+    bundle_version: int = Field(default=1, ge=1, le=BUNDLE_VERSION,
+                                description="the bundle format's version; absent in the first bundles (1)")
+    episode_id: str
+    attempt_id: str | None = Field(default=None, description="null for a recording made elsewhere")
+    benchmark: str | None = Field(default=None, description="the benchmark plug-in; absent: Duplex-MPE (§2)")
+    events: list[dict[str, Any]] = Field(description="§3's events: {t, t_s, type, data}, in stream samples")
+    turns: list[Any] = Field(description="the script's turns (each benchmark's own form)")
+
+    @field_validator("episode_id", "attempt_id", mode="before")
+    @classmethod
+    def _id_as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    def document(self) -> dict[str, Any]:
+        """The whole document (what ``episode.json`` holds)."""
+        return self.model_dump()
+
+    def write(self, directory: Path) -> Path:
+        """Write ``episode.json`` into ``directory``."""
+        path = directory / EPISODE_FILE
+        path.write_text(json.dumps(self.document(), indent=2))
+        return path
 
 
 @dataclass(frozen=True)
@@ -177,7 +214,7 @@ def export_run(db: Database, run_id: str, out: Path, *, progress: Callable[[int,
         n = max(len(room), len(assistant))  # §7: both tracks the same length
         write_wav(d / "room.wav", np.pad(room, (0, n - len(room))))
         write_wav(d / "assistant.wav", np.pad(assistant, (0, n - len(assistant))))
-        (d / "episode.json").write_text(json.dumps(doc, indent=2))
+        EpisodeBundle.model_validate(doc).write(d)
         with open(d / FRAMES_FILE, "w", encoding="utf-8", newline="") as f:
             f.writelines(frames_csv(iter_frame_log(db, aid)))
         written.append(d)

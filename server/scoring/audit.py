@@ -8,11 +8,11 @@ sheet with players). ``mpe audit import SHEET`` reads the filled sheet and repor
 judge and task, how often the judge agrees with the people (share, Cohen's kappa,
 confusion counts).
 
-The tasks are every benchmark's: Duplex-MPE's ``answer`` and ``silence`` (an unparseable
-verdict counts as the failing label, §6) and MTR-DuplexBench's ``quality`` (0–5 in half
-points; also the share within one point and the mean absolute difference), ``instruction``
-and ``safety`` (an unparseable verdict is left out of the rates, so its rows are left out of
-the agreement and counted as ``excluded``).
+The tasks and their labels are the benchmarks' (:attr:`server.core.benchmark.Benchmark.judge_tasks`):
+a verdict with no label counts as its task's ``unparseable`` label (Duplex-MPE's failing labels,
+§6), or, for a task whose unparseable verdicts are left out of the rates (MTR-DuplexBench's), its
+rows are left out of the agreement and counted as ``excluded``. A numeric task (MTR's quality score)
+also reports the share within one point and the mean absolute difference.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import numpy as np
 from sqlalchemy import select
 
 from server.core.audio import write_wav
-from server.core.benchmark import JudgedItem, ScoreEntry
+from server.core.benchmark import JudgedItem, JudgeTask, ScoreEntry
 from server.db import Database, VerdictRow
+from server.engine.registry import PLUGINS, get_benchmark
 from server.scoring.asr import join_fragments
 from server.scoring.errors import NotScored, ScoringError
-from server.scoring.judges import ANSWER_LABELS, SILENCE_LABELS
 from server.scoring.results import benchmark_of, get_scoring, latest_scoring
 from server.scoring.statistics import cohens_kappa
 from server.scoring.store import ScoringStatus, load_entries
@@ -42,17 +42,16 @@ FIELDS = ["item_id", "run_id", "scoring_id", "episode_id", "model", "condition",
           "transcript", "gold_answer", "judge", "judge_model", "prompt_version", "judge_label", "judge_effective",
           "human_label", "notes"]
 UNPARSEABLE = "UNPARSEABLE"
-#: §6: unparseable counts as fail; the MTR dimensions leave it out (notes §6-§7)
-EFFECTIVE = {"answer": "INCORRECT", "silence": "SUBSTANTIVE_INTRUSION", "quality": UNPARSEABLE,
-             "instruction": UNPARSEABLE, "safety": UNPARSEABLE}
-QUALITY_LABELS = tuple(f"{i / 2:g}" for i in range(11))  # the MTR quality scores, 0-5 in half points
-LABELS = {"answer": ANSWER_LABELS, "silence": SILENCE_LABELS, "quality": QUALITY_LABELS,
-          "instruction": ("ATTEMPTED", "NOT_ATTEMPTED"), "safety": ("SAFE", "HARMFUL")}
-SYNONYMS = {"INTRUSION": "SUBSTANTIVE_INTRUSION", "SUBSTANTIVE": "SUBSTANTIVE_INTRUSION", "BC": "BACKCHANNEL",
-            "RIGHT": "CORRECT", "WRONG": "INCORRECT"}
-#: per task: the published 1/0 scores and plain words people write
-TASK_SYNONYMS = {"instruction": {"1": "ATTEMPTED", "0": "NOT_ATTEMPTED", "YES": "ATTEMPTED", "NO": "NOT_ATTEMPTED"},
-                 "safety": {"1": "HARMFUL", "0": "SAFE", "UNSAFE": "HARMFUL", "YES": "HARMFUL", "NO": "SAFE"}}
+
+
+def judge_tasks() -> dict[str, JudgeTask]:
+    """Every registered benchmark's judge tasks by name (a task two benchmarks share is one object)."""
+    return {t.name: t for name in PLUGINS for t in get_benchmark(name).judge_tasks}
+
+
+def effective(task: JudgeTask, label: str) -> str:
+    """The label a verdict counts as: its own, or for a missing or unknown one the task's unparseable label."""
+    return label if label in task.labels else task.unparseable or UNPARSEABLE
 
 
 def _label(item: JudgedItem) -> str:
@@ -77,7 +76,9 @@ def sample(db: Database, ref: str, out: Path, *, per_label: int = 5, seed: int =
     row = latest_scoring(db, ref) or get_scoring(db, ref)
     if row is None or row.status != ScoringStatus.complete:
         raise NotScored(f"{ref!r} has no complete scoring; run `mpe score {ref}` first")
-    items = [(e, it) for e in load_entries(db, row.id, benchmark_of(row).entry_model) for it in e.judged()]
+    bench = benchmark_of(row)
+    tasks = {t.name: t for t in bench.judge_tasks}
+    items = [(e, it) for e in load_entries(db, row.id, bench.entry_model) for it in e.judged()]
     if not items:
         raise NotScored(f"scoring {row.id} holds no judge verdicts to audit (no speech was judged)")
     strata: dict[tuple, list[tuple[ScoreEntry, JudgedItem]]] = defaultdict(list)
@@ -107,42 +108,46 @@ def sample(db: Database, ref: str, out: Path, *, per_label: int = 5, seed: int =
             "clip": clip, "transcript": it.transcript or "", "gold_answer": it.reference or "",
             "judge": v.backend if v else "", "judge_model": v.model if v else "",
             "prompt_version": v.prompt_version if v else "", "judge_label": label,
-            "judge_effective": label if label in LABELS[it.task] else EFFECTIVE[it.task],
+            "judge_effective": effective(tasks[it.task], label),
             "human_label": "", "notes": ""})
     with open(out / "sheet.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
-    (out / "index.html").write_text(_sheet_html(rows), encoding="utf-8")
+    (out / "index.html").write_text(_sheet_html(rows, [tasks[t] for t in dict.fromkeys(r["task"] for r in rows)]),
+                                    encoding="utf-8")
     return {"scoring_id": row.id, "items": len(rows), "strata": len(strata), "sheet": str(out / "sheet.csv")}
 
 
-def _sheet_html(rows: list[dict[str, Any]]) -> str:
+def _label_hint(task: JudgeTask) -> str:
+    labels = f"a score {task.labels[0]}-{task.labels[-1]}" if task.numeric else " / ".join(task.labels)
+    return f"{labels} for {task.name}"
+
+
+def _sheet_html(rows: list[dict[str, Any]], tasks: list[JudgeTask]) -> str:
     e = html.escape
     trs = "".join(
         f"<tr><td>{e(r['item_id'])}</td><td>{e(r['model'])}</td><td>{e(r['condition'])}</td><td>{e(r['task'])}</td>"
         f"<td><audio controls preload='none' src='{e(r['clip'])}'></audio></td><td>{e(r['transcript'])}</td>"
-        f"<td>{e(r['gold_answer']) if r['task'] in ('answer', 'quality') else ''}</td><td>{e(r['judge_label'])}</td></tr>"
+        f"<td>{e(r['gold_answer'])}</td><td>{e(r['judge_label'])}</td></tr>"
         for r in rows)
     return ("<!doctype html><meta charset='utf-8'><title>Judge audit</title><style>body{font:14px system-ui;margin:20px}"
             "td,th{border:1px solid #ddd;padding:4px;vertical-align:top}table{border-collapse:collapse}</style>"
             "<h1>Judge audit</h1><p>Listen, then write your label into the <code>human_label</code> column of "
-            "sheet.csv: CORRECT / INCORRECT for answers, BACKCHANNEL / SUBSTANTIVE_INTRUSION for silence windows, "
-            "a score 0-5 in half points for quality, ATTEMPTED / NOT_ATTEMPTED for instruction, SAFE / HARMFUL "
-            "for safety. "
+            "sheet.csv: " + e("; ".join(_label_hint(t) for t in tasks)) + ". "
             "Then run <code>mpe audit import sheet.csv</code>.</p><table><tr><th>item</th><th>model</th>"
             "<th>condition</th><th>task</th><th>audio</th><th>transcript</th><th>gold answer</th><th>judge</th></tr>"
             + trs + "</table>")
 
 
-def _norm_label(x: str, task: str = "") -> str:
+def _norm_label(x: str, task: JudgeTask) -> str:
     k = x.strip().upper().replace("-", "_").replace(" ", "_")
-    if task == "quality":
+    if task.numeric:
         try:
             return f"{float(k):g}"
         except ValueError:
             return k
-    return TASK_SYNONYMS.get(task, {}).get(k) or SYNONYMS.get(k, k)
+    return task.synonyms.get(k, k)
 
 
 def import_sheet(path: Path) -> dict[str, Any]:
@@ -157,20 +162,21 @@ def import_sheet(path: Path) -> dict[str, Any]:
     missing = {"task", "judge_effective", "human_label"} - set(rows[0])
     if missing:
         raise ScoringError(f"{path}: not an audit sheet (columns {sorted(missing)} missing)")
+    tasks = judge_tasks()
     bad = []
     groups: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     unlabeled = excluded = 0
     for i, r in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
         task = r["task"].strip()
-        if task not in LABELS:
+        if task not in tasks:
             bad.append(f"line {i}: unknown task {task!r}")
             continue
         if not r["human_label"].strip():
             unlabeled += 1
             continue
-        human = _norm_label(r["human_label"], task)
-        if human not in LABELS[task]:
-            bad.append(f"line {i}: label {r['human_label']!r} is not one of {'/'.join(LABELS[task])}")
+        human = _norm_label(r["human_label"], tasks[task])
+        if human not in tasks[task].labels:
+            bad.append(f"line {i}: label {r['human_label']!r} is not one of {'/'.join(tasks[task].labels)}")
             continue
         if r["judge_effective"].strip() == UNPARSEABLE:
             excluded += 1
@@ -183,13 +189,13 @@ def import_sheet(path: Path) -> dict[str, Any]:
     for (judge, task), pairs in sorted(groups.items()):
         n = len(pairs)
         agree = sum(a == b for a, b in pairs)
-        labels = LABELS[task]
+        labels = tasks[task].labels
         confusion = {f"judge={a}|human={b}": sum(p == (a, b) for p in pairs) for a in labels for b in labels}
         po = agree / n
         kappa = cohens_kappa(pairs, labels)
         result = {"judge": judge, "task": task, "n": n, "agree": agree, "agreement": round(po, 4),
                   "kappa": None if kappa is None else round(kappa, 4), "confusion": confusion}
-        if task == "quality":
+        if tasks[task].numeric:
             diffs = [abs(float(a) - float(b)) for a, b in pairs]
             result.update(within_1=round(sum(d <= 1 for d in diffs) / n, 4),
                           mean_abs_diff=round(sum(diffs) / n, 4))

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import ValidationError
 
 from server.core.detector import DETECTOR_VERSION
 from server.core.events import Event
 from server.core.timebase import STREAM_RATE
-from server.engine.export import episode_document, load_track
+from server.engine.export import EPISODE_FILE, EpisodeBundle, episode_document, load_track
 from server.scoring.errors import BadBundle
 
 SEGMENTS_FILE = "segments.json"
@@ -63,7 +64,7 @@ def _with_segments(doc: dict[str, Any], assistant: np.ndarray, override: list[tu
 
 
 def is_bundle(path: Path) -> bool:
-    return (path / "episode.json").is_file()
+    return (path / EPISODE_FILE).is_file()
 
 
 def find_bundles(paths: list[Path]) -> list[Path]:
@@ -83,21 +84,49 @@ def find_bundles(paths: list[Path]) -> list[Path]:
     return out
 
 
-def read_episode_json(path: Path, required: tuple[str, ...] = ("episode_id", "events", "turns")) -> dict[str, Any]:
-    """A bundle's ``episode.json``: a JSON object with the ``required`` fields, else BadBundle."""
-    path = Path(path)
+def _problem(err: dict[str, object]) -> str:
+    where = ".".join(str(x) for x in err.get("loc", ())) or "document"  # type: ignore[union-attr]
+    return f"{where}: {err.get('msg')}"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    file = path / EPISODE_FILE
     try:
-        doc = json.loads((path / "episode.json").read_text("utf-8"))
+        doc = json.loads(file.read_text("utf-8"))
     except FileNotFoundError:
-        raise BadBundle(f"{path}: episode.json missing") from None
+        raise BadBundle(f"{path}: {EPISODE_FILE} missing") from None
     except (OSError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        raise BadBundle(f"{path}/episode.json: unreadable ({exc})") from None
+        raise BadBundle(f"{file}: unreadable ({exc})") from None
     if not isinstance(doc, dict):
-        raise BadBundle(f"{path}/episode.json: not a JSON object")
-    for key in required:
-        if key not in doc:
-            raise BadBundle(f"{path}/episode.json: field {key!r} missing")
+        raise BadBundle(f"{file}: not a JSON object")
     return doc
+
+
+def _validated(doc: dict[str, Any], file: Path) -> EpisodeBundle:
+    try:
+        return EpisodeBundle.model_validate(doc)
+    except ValidationError as exc:
+        problems = [_problem(e) for e in exc.errors(include_url=False)]  # type: ignore[arg-type]
+        raise BadBundle(f"{file}: not an episode bundle: " + "; ".join(problems[:5])
+                        + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")) from None
+    except RecursionError:
+        raise BadBundle(f"{file}: nested too deeply") from None
+
+
+def read_bundle(path: Path) -> EpisodeBundle:
+    """A bundle's ``episode.json`` as the :class:`EpisodeBundle` it must be, else :class:`BadBundle`
+    naming the file and what is wrong (each field's problem, or a version newer than this reader)."""
+    path = Path(path)
+    return _validated(_read_json(path), path / EPISODE_FILE)
+
+
+def read_episode_json(path: Path) -> dict[str, Any]:
+    """A bundle's ``episode.json`` document as written, once :func:`read_bundle` accepts it (with its
+    version and its episode id as the model reads them)."""
+    path = Path(path)
+    doc = _read_json(path)
+    bundle = _validated(doc, path / EPISODE_FILE)
+    return {**doc, "bundle_version": bundle.bundle_version, "episode_id": bundle.episode_id}
 
 
 def load_bundle(path: Path) -> LoadedEpisode:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from sqlalchemy import select
 
 from clients.errors import MPEError
-from server.core.benchmark import Benchmark, ScoreEntry
+from server.core.benchmark import Benchmark, JudgeBackend, ScoreEntry
 from server.core.detector import DETECTOR_VERSION
 from server.core.status import ACTIVE_RUN
 from server.db import Database, Episode, Run, new_id
@@ -57,8 +57,7 @@ from server.scoring.claims import (
     seed_claims,
 )
 from server.scoring.errors import BadBundle, ScoringError
-from server.scoring.judges import make_judge
-from server.scoring.loading import find_bundles, load_bundle, load_db_episode, read_episode_json
+from server.scoring.loading import find_bundles, load_bundle, load_db_episode, read_bundle
 from server.scoring.store import Cache, ScoringStatus, finish_scoring, load_entries, open_scoring
 from server.settings import Settings
 
@@ -149,7 +148,7 @@ def scoring_config(asr_spec: str, judge_spec: str, bench: Benchmark | None = Non
     """Build both backends (cheap: models load on first use) and describe the settings (the ASR
     device is not part of them: scorers on CPUs and GPUs share a scoring)."""
     bench = bench or get_benchmark(None)
-    asr, judge = make_asr(asr_spec, device=device), make_judge(judge_spec)
+    asr, judge = make_asr(asr_spec, device=device), bench.make_judge(judge_spec)
     config = {"scoring_version": bench.scoring_version, "detector": DETECTOR_VERSION, "asr": asr.describe(),
               "judge": judge.describe()}
     if bench.name != DEFAULT:  # scorings made before benchmarks were plug-ins keep their hash
@@ -167,15 +166,22 @@ class _Worker:
                  db: Database | None = None):
         self.db = db or Database(db_url, migrate=False)
         self.asr = make_asr(asr_spec, device=device)
-        self.judge = make_judge(judge_spec)
+        self.judge_spec = judge_spec
+        self.judges: dict[str, JudgeBackend] = {}  # benchmark name -> its judge
         self.cache = Cache(self.db)
+
+    def judge(self, bench: Benchmark) -> JudgeBackend:
+        if bench.name not in self.judges:
+            self.judges[bench.name] = bench.make_judge(self.judge_spec)
+        return self.judges[bench.name]
 
     def run(self, job: Job) -> JobResult:
         """Score one episode; the entry carries the id the scoring knows the episode by."""
         before = dict(self.cache.calls)
         try:
             ep = load_bundle(Path(job.path)) if job.path else load_db_episode(self.db, job.episode_id, job.attempt_id)
-            entry = get_benchmark(job.benchmark).score_episode(ep, self.asr, self.judge, self.cache)
+            bench = get_benchmark(job.benchmark)
+            entry = bench.score_episode(ep, self.asr, self.judge(bench), self.cache)
             entry = entry.model_copy(update={"episode_id": job.episode_id})
         except MPEError as exc:
             return JobResult(job.episode_id, error=f"{exc.code}: {exc}")
@@ -289,11 +295,11 @@ def run_jobs(db: Database, run_id: str) -> tuple[list[Job], list[str]]:
 def bundle_jobs(paths: list[Path]) -> list[Job]:
     jobs: dict[str, Job] = {}
     for p in find_bundles(paths):
-        doc = read_episode_json(p, ("episode_id",))
-        eid = str(doc["episode_id"])
+        bundle = read_bundle(p)
+        eid = bundle.episode_id
         if eid in jobs:
             continue  # the same episode given twice
-        jobs[eid] = Job(eid, doc.get("attempt_id"), str(p.resolve()), str(doc.get("benchmark") or DEFAULT))
+        jobs[eid] = Job(eid, bundle.attempt_id, str(p.resolve()), bundle.benchmark or DEFAULT)
     if len({j.benchmark for j in jobs.values()}) > 1:
         raise BadBundle("the bundles belong to different benchmarks; score each benchmark's bundles separately")
     return list(jobs.values())

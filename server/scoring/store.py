@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from enum import StrEnum
 from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -19,6 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.core.benchmark import ScoreEntry
+from server.core.states import advance
+from server.core.status import SCORING_TRANSITIONS, ScoringStatus
 from server.db import (
     Database,
     EpisodeScoreRow,
@@ -31,7 +32,7 @@ from server.db import (
 )
 from server.scoring.asr import ASRBackend, ASRResult, audio_hash
 from server.scoring.errors import BadEntry
-from server.scoring.judges import Judge, Verdict
+from server.scoring.judges import TaskJudge, Verdict
 
 EntryT = TypeVar("EntryT", bound=ScoreEntry)
 
@@ -97,7 +98,7 @@ class Cache:
 
     # -- verdicts
 
-    def judge(self, judge: Judge, task: str, inputs: BaseModel) -> tuple[int, Verdict]:
+    def judge(self, judge: TaskJudge, task: str, inputs: BaseModel) -> tuple[int, Verdict]:
         return self.cached(judge.cache_key(task, inputs), lambda: judge.judge(task, inputs), inputs)
 
     def cached(self, key: str, decide: Callable[[], Verdict], inputs: BaseModel) -> tuple[int, Verdict]:
@@ -141,15 +142,6 @@ class Cache:
 # --- scorings ----------------------------------------------------------------------------------
 
 
-class ScoringStatus(StrEnum):
-    """A scoring is running until its last episode is done; then complete (metrics published)
-    or incomplete (some episodes failed: no metrics; the same command resumes it)."""
-
-    running = "running"
-    complete = "complete"
-    incomplete = "incomplete"
-
-
 def sqlite_write_lock(s: Session) -> None:
     """SQLite: take the database's one write lock now (a no-op UPDATE), so that what ``s`` reads next
     is not changed by another process before it commits. PostgreSQL: nothing (it locks rows)."""
@@ -188,7 +180,8 @@ def open_scoring(db: Database, *, source_key: str, run_id: str | None, config: d
             s.add(row)
             s.flush()
             return row.id, False
-        row.status, row.n_episodes, row.finished_at = ScoringStatus.running, n_episodes, None
+        row.status = advance(SCORING_TRANSITIONS, row.status, ScoringStatus.running)
+        row.n_episodes, row.finished_at = n_episodes, None
         return row.id, True
 
 
@@ -237,6 +230,7 @@ def load_entries(db: Database, scoring_id: str, model: type[EntryT],
 
 
 def finish_scoring(db: Database, scoring_id: str, results: dict[str, Any] | None, status: ScoringStatus) -> None:
+    """Mark a scoring ``status`` with its results (None: no metrics), through its guarded transitions."""
     rows = [] if results is None else [
         {"scoring_id": scoring_id, "model": model, "condition": cond, "quantity": q,
          "num": v["num"], "den": v["den"], "value": v["value"]}
@@ -244,7 +238,8 @@ def finish_scoring(db: Database, scoring_id: str, results: dict[str, Any] | None
     with db.session() as s:
         serialise(s, "finish:" + scoring_id)  # several scorers of one scoring may finish it at once
         row = s.get(ScoringRow, scoring_id)
-        row.status, row.results, row.finished_at = status, results, utcnow()
+        row.status = advance(SCORING_TRANSITIONS, row.status, status)
+        row.results, row.finished_at = results, utcnow()
         s.execute(delete(MetricValueRow).where(MetricValueRow.scoring_id == scoring_id))
         if rows:
             s.execute(MetricValueRow.__table__.insert(), rows)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from server.benchmarks.mpe import outcome
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.judging import JUDGE_TASKS, Judge, make_judge
 from server.benchmarks.mpe.metrics import QUANTITIES
 from server.benchmarks.mpe.outcome import timeline as episode_timeline
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
@@ -50,7 +51,7 @@ def episode_plan(scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) 
         for t in scenario["turns"]))
 
 
-class DuplexMPE(Benchmark):
+class DuplexMPE(Benchmark[Suite, EpisodeScore]):
     name = "duplex-mpe"
     conditions = tuple(CONDITIONS)
     duty_text = DUTY_TEXT  # the paper's duty instruction (App. A3.1), sent only when a run asks for it
@@ -60,6 +61,7 @@ class DuplexMPE(Benchmark):
     public_events = {**MODEL_EVENTS, "preamble.start": frozenset(), "preamble.end": frozenset(),
                      "clip.start": frozenset({"idx"}), "clip.end": frozenset({"idx"})}
     script_stats = frozenset({TEXT_REFERENCE_STATS})  # a text reference's decisions name and quote the turns
+    judge_tasks = JUDGE_TASKS
 
     def load_suite(self, path: str | Path) -> Suite:
         return Suite.load(path)
@@ -115,6 +117,9 @@ class DuplexMPE(Benchmark):
 
     scoring_version = "mpe-scoring-v1"
     entry_model = EpisodeScore
+
+    def make_judge(self, spec: str | None) -> Judge:
+        return make_judge(spec)
 
     def score_episode(self, episode, asr, judge, cache) -> EpisodeScore:
         """A speech model's episode from its recording (``scoring``); a text reference's from its

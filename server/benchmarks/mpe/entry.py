@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from server.benchmarks.mpe.judging import AnswerLabel
+from server.benchmarks.mpe.judging import SilenceLabel as SilenceVerdict
 from server.benchmarks.mpe.rules import N4Category, N4Outcome, SilenceLabel
 from server.benchmarks.mpe.suite import bucket_of
 from server.core.benchmark import JudgedItem, ScoreEntry, Span
 from server.scoring.asr import pad_fragments
-from server.scoring.judges import AnswerLabel
-from server.scoring.judges import SilenceLabel as SilenceVerdict
 from server.scoring.loading import SegmentsSource
 
 # Why a verdict is what it is (§6): no speech / no response (nothing to judge), no ASR

@@ -15,8 +15,10 @@ import numpy as np
 
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge
+from server.benchmarks.mpe.scheduler import N4_GAP_S
 from server.core.audio import mix_placed
 from server.core.episode import EpisodeCore
+from server.core.timebase import samples
 from server.engine.clips import load_suite, open_episode
 from server.tts import speak
 
@@ -33,7 +35,7 @@ class Oracle(Bridge):
     blocking = False
     ANSWER_DELAY = 7_200  # 0.3 s after T ends
     N4_DELAY = 9_600  # 0.4 s after N4Q ends
-    N4_GAP = 72_000  # §3: N4R starts exactly 3 s after N4Q ends
+    N4_GAP = samples(N4_GAP_S)  # §3: N4R starts exactly 3 s after N4Q ends
     N4_STOP = 19_200  # stop 0.8 s after N4R starts ("hears" it; well inside the 2 s)
 
     def __init__(self, data_dir: Path, suite: str | None = None):

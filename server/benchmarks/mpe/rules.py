@@ -13,15 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence, get_args
 
+from server.benchmarks.mpe.scheduler import GAP_S, N4_GAP_S, ONSET_WAIT_S
 from server.core.events import Event
 from server.core.spans import Span, active_at, clipped, overlap_with, total
-from server.core.timebase import STREAM_RATE
+from server.core.timebase import STREAM_RATE, samples
 from server.scoring.errors import BadBundle
 
-ONSET_WAIT = 5 * STREAM_RATE  # §6 T: an onset in (e_T, e_T + 5 s]
-N4_GAP = 3 * STREAM_RATE  # §6 N4: window response in [start N4Q, end N4Q + 3 s]
+ONSET_WAIT = samples(ONSET_WAIT_S)  # §6 T: an onset in (e_T, e_T + 5 s]
+N4_GAP = samples(N4_GAP_S)  # §6 N4: window response in [start N4Q, end N4Q + 3 s]
 N4_DEADLINE = 2 * STREAM_RATE  # §6 N4: silent at t_R + 2 s
-CLIP_GAP = STREAM_RATE // 2  # §6 N4: t_E = end of N4R + 0.5 s
+CLIP_GAP = samples(GAP_S)  # §6 N4: t_E = end of N4R + 0.5 s
 TAIL = 768  # one detector chunk: speech ending this close to the end of the recording ran to it
 
 SilenceLabel = Literal["N1", "N2", "N3"]

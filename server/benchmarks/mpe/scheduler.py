@@ -28,6 +28,13 @@ from server.core.timebase import STREAM_RATE, SpeechEvent, samples
 
 LABELS = frozenset({"T", "N1", "N2", "N3", "N4Q", "N4R"})
 
+# §3's durations, the one place they are written (the window rules of §6 read them too)
+GAP_S = 0.5  # silence after the preamble and after each clip
+ONSET_WAIT_S = 5.0  # after T: wait up to 5 s for a fresh onset
+CONFIRM_SILENCE_S = 2.0  # after T: the reply has ended after 2 s of confirmed silence
+CAP_S = 60.0  # after T: the wait is capped at 60 s
+N4_GAP_S = 3.0  # after N4Q: exactly 3 s of silence, then N4R
+
 
 class Phase(Enum):
     INIT = "init"
@@ -84,11 +91,11 @@ class Scheduler:
         *,
         frame_samples: int = 1920,
         rate: int = STREAM_RATE,
-        gap_s: float = 0.5,
-        onset_wait_s: float = 5.0,
-        confirm_silence_s: float = 2.0,
-        cap_s: float = 60.0,
-        n4_gap_s: float = 3.0,
+        gap_s: float = GAP_S,
+        onset_wait_s: float = ONSET_WAIT_S,
+        confirm_silence_s: float = CONFIRM_SILENCE_S,
+        cap_s: float = CAP_S,
+        n4_gap_s: float = N4_GAP_S,
     ) -> None:
         if frame_samples <= 0 or rate <= 0:
             raise ValueError("frame_samples and rate must be positive")

@@ -12,11 +12,11 @@ import numpy as np
 from pydantic import BaseModel
 
 from server.benchmarks.mpe.entry import EpisodeScore, N4Score, SilenceScore, TimelineInfo, TScore
+from server.benchmarks.mpe.judging import PASSING, AnswerInput, HumanTurn, Judge, SilenceInput
 from server.benchmarks.mpe.rules import EpisodeWindows, episode_windows, parse_timeline
 from server.core.detector import DETECTOR_VERSION, detect_segments
 from server.core.spans import Span, ms, sec, total
 from server.scoring.asr import ASRBackend, join_fragments, pad_fragments
-from server.scoring.judges import PASSING, AnswerInput, HumanTurn, Judge, SilenceInput
 from server.scoring.loading import LoadedEpisode
 from server.scoring.store import Cache
 

@@ -31,11 +31,11 @@ import numpy as np
 from scipy import stats as sst
 
 from server.benchmarks.mpe.entry import EpisodeScore, SilenceScore
+from server.benchmarks.mpe.judging import PASSING
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics, group, value
 from server.benchmarks.mpe.outcome import t_state
 from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES, RESPONSE_LABELS, SILENCE_LABELS
 from server.benchmarks.mpe.suite import T_BUCKETS
-from server.scoring.judges import PASSING
 from server.scoring.statistics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from server.benchmarks.mpe.judging import Judge, make_judge
 from server.benchmarks.mtr import outcome
 from server.benchmarks.mtr.entry import MTREpisodeScore
-from server.benchmarks.mtr.judges import PROMPT_VERSIONS
+from server.benchmarks.mtr.judges import JUDGE_TASKS, PROMPT_VERSIONS
 from server.benchmarks.mtr.metrics import QUANTITIES
 from server.benchmarks.mtr.outcome import MTROutcome
 from server.benchmarks.mtr.outcome import timeline as episode_timeline
@@ -52,13 +53,14 @@ def _rounds(scenario: Mapping[str, Any]) -> tuple[Dialogue, int | None]:
     return Dialogue.model_validate(scenario["dialogue"]), scenario.get("round")
 
 
-class MTRDuplexBench(Benchmark):
+class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
     name = BENCHMARK_NAME
     conditions = HISTORY_MODES
     context_conditions = frozenset({"gt"})
     dataset_cli = "server.benchmarks.mtr.dataset.cli"
     failure_types = FAILURES
     oracle_bridge = "mtr-oracle"
+    judge_tasks = JUDGE_TASKS
     # what the model heard anyway: where the history and each round's user turns are (no features)
     public_events = {**MODEL_EVENTS, **{f"{k}.{e}": frozenset({"round", "part"}) for k in ("user", "round", "history")
                                         for e in ("start", "end")}}
@@ -140,6 +142,11 @@ class MTRDuplexBench(Benchmark):
 
     scoring_version = f"mtr-scoring-v3;{PROMPT_VERSIONS}"
     entry_model = MTREpisodeScore
+
+    def make_judge(self, spec: str | None) -> Judge:
+        """Duplex-MPE's judge of the same backend: it decides the answer correctness of instruction
+        rounds, and the dimension judges follow its backend (:func:`.judges.make_dimension_judge`)."""
+        return make_judge(spec)
 
     def score_episode(self, episode, asr, judge, cache) -> MTREpisodeScore:
         from server.benchmarks.mtr.scoring import score_episode

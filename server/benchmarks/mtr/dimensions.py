@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.benchmarks.mpe.judging import PASSING, AnswerInput, Judge
 from server.benchmarks.mtr.judges import (
     DimensionJudge,
     InstructionInput,
@@ -31,7 +32,6 @@ from server.benchmarks.mtr.rules import LiveRound
 from server.benchmarks.mtr.suite import Delivery, Dialogue, Dimension, Round
 from server.core.spans import Span, clipped
 from server.scoring.asr import ASRBackend, join_fragments, pad_fragments
-from server.scoring.judges import PASSING, AnswerInput, Judge
 from server.scoring.store import Cache
 
 Reason = Literal["judged", "no_speech", "no_asr", "unparseable"]

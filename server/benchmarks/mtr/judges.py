@@ -24,19 +24,10 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel
 
+from server.benchmarks.mpe.judging import ANSWER_TASK, ClaudeJudge, Judge, RuleJudge
+from server.core.benchmark import JudgeTask
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import (
-    STOPWORDS,
-    ClaudeJudge,
-    ClaudeMessages,
-    Judge,
-    RuleJudge,
-    Verdict,
-    content_key,
-    covers,
-    normalize,
-    readings,
-)
+from server.scoring.judges import STOPWORDS, ClaudeMessages, Verdict, content_key, covers, normalize, readings
 
 DimensionTask = Literal["quality", "instruction", "safety"]
 DIMENSION_TASKS: tuple[DimensionTask, ...] = get_args(DimensionTask)
@@ -48,6 +39,17 @@ INSTRUCTION_LABELS: tuple[InstructionLabel, ...] = get_args(InstructionLabel)
 SAFETY_LABELS: tuple[SafetyLabel, ...] = get_args(SafetyLabel)
 LABELS: dict[str, tuple[str, ...]] = {"quality": QUALITY_LABELS, "instruction": INSTRUCTION_LABELS,
                                       "safety": SAFETY_LABELS}
+#: the judge tasks as the judge audit reads them: the dimensions leave an unparseable verdict out of the
+#: rates (notes §6-§7); people may write the published 1/0 scores. Instruction rounds with reference
+#: answers are also judged on Duplex-MPE's ``answer`` task.
+JUDGE_TASKS: tuple[JudgeTask, ...] = (
+    ANSWER_TASK,
+    JudgeTask(name="quality", labels=QUALITY_LABELS, unparseable=None, numeric=True),
+    JudgeTask(name="instruction", labels=INSTRUCTION_LABELS, unparseable=None,
+              synonyms={"1": "ATTEMPTED", "0": "NOT_ATTEMPTED", "YES": "ATTEMPTED", "NO": "NOT_ATTEMPTED"}),
+    JudgeTask(name="safety", labels=SAFETY_LABELS, unparseable=None,
+              synonyms={"1": "HARMFUL", "0": "SAFE", "UNSAFE": "HARMFUL", "YES": "HARMFUL", "NO": "SAFE"}),
+)
 
 
 class Line(BaseModel):

@@ -43,13 +43,13 @@ import soundfile as sf
 
 from server.benchmarks.mtr.rules import live_rounds
 from server.benchmarks.mtr.scheduler import CONFIRM_SILENCE_S, ROUND_GAP_S
+from server.benchmarks.mtr.segmentation.inputs import read_recording
 from server.benchmarks.mtr.suite import Dialogue, Suite, feature_of, scenario_of
 from server.core.events import Event
 from server.core.spans import Span
 from server.core.timebase import STREAM_RATE, samples
 from server.engine.clips import open_episode
 from server.scoring.errors import BadRecording
-from server.scoring.segmentation.inputs import read_recording
 
 #: the published name patterns (notes §1), most specific first: the prefix names the dimension
 NAME_PATTERNS: tuple[tuple[str | None, re.Pattern[str]], ...] = (

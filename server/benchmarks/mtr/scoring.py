@@ -3,6 +3,7 @@ the rounds with a task judged on their dimension (§12.5, :mod:`.dimensions`).""
 
 from __future__ import annotations
 
+from server.benchmarks.mpe.judging import Judge
 from server.benchmarks.mtr.dimensions import DimensionScorer
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
 from server.benchmarks.mtr.judges import make_dimension_judge
@@ -11,7 +12,6 @@ from server.benchmarks.mtr.suite import Dialogue
 from server.core.detector import detect_segments
 from server.core.spans import sec
 from server.scoring.asr import ASRBackend
-from server.scoring.judges import Judge
 from server.scoring.loading import LoadedEpisode
 from server.scoring.store import Cache
 

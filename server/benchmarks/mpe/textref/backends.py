@@ -26,6 +26,7 @@ import re
 from abc import ABC, abstractmethod
 
 from server.benchmarks.mpe.entry import TextReferenceInfo
+from server.benchmarks.mpe.judging import HumanTurn
 from server.benchmarks.mpe.textref.prompt import (
     DECISIONS,
     PROMPT_VERSION,
@@ -35,15 +36,7 @@ from server.benchmarks.mpe.textref.prompt import (
     user_prompt,
 )
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import (
-    DEFAULT_CLAUDE_MODEL,
-    STOPWORDS,
-    ClaudeMessages,
-    HumanTurn,
-    Verdict,
-    content_key,
-    normalize,
-)
+from server.scoring.judges import DEFAULT_CLAUDE_MODEL, STOPWORDS, ClaudeMessages, Verdict, content_key, normalize
 
 TASK = "reference"
 RULE_VERSION = "text-ref-rule-v1"

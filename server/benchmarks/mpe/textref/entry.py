@@ -23,13 +23,13 @@ from __future__ import annotations
 from typing import Any
 
 from server.benchmarks.mpe.entry import EpisodeScore, N4Score, SilenceScore, TimelineInfo, TScore
+from server.benchmarks.mpe.judging import PASSING, Judge
 from server.benchmarks.mpe.rules import CLIP_GAP, N4_DEADLINE, N4_GAP, RESPONSE_LABELS, SILENCE_LABELS
 from server.benchmarks.mpe.scoring import answer_input, episode_fields
 from server.benchmarks.mpe.textref.prompt import TextDecision, TextReference
 from server.core.spans import sec
 from server.core.timebase import STREAM_RATE
 from server.scoring.errors import BadBundle
-from server.scoring.judges import PASSING, Judge
 from server.scoring.loading import LoadedEpisode
 from server.scoring.store import Cache
 

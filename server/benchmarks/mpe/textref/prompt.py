@@ -15,9 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import TextReferenceInfo
+from server.benchmarks.mpe.judging import HumanTurn
 from server.benchmarks.mpe.rules import RESPONSE_LABELS
 from server.scoring.errors import BadBundle
-from server.scoring.judges import HumanTurn, parse_label, reply_object
+from server.scoring.judges import parse_label, reply_object
 
 PROMPT_VERSION = "text-ref-v1"
 Decision = Literal["RESPOND", "SILENT"]

@@ -32,12 +32,12 @@ import numpy as np
 from server.benchmarks.mtr.dataset.assemble import clip_rel
 from server.benchmarks.mtr.dataset.build import suite_meta
 from server.benchmarks.mtr.dataset.schema import ImportProblems, csv_rows
+from server.benchmarks.mtr.segmentation.inputs import Recording, read_recording
 from server.benchmarks.mtr.suite import Clip, Dialogue, Round, Suite, Task, check_suite
 from server.core.audio import write_wav
 from server.core.timebase import STREAM_RATE
 from server.datasets.errors import DatasetError
 from server.scoring.errors import BadRecording
-from server.scoring.segmentation.inputs import Recording, read_recording
 
 COLUMNS = ("speaker", "start", "end", "text")
 SPEAKERS = ("user", "assistant")

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from server.benchmarks.mtr.segmentation.proposer import Proposer
+from server.benchmarks.mtr.segmentation.schema import Proposal, ProposedTurn, SegmentInput, Span
+from server.benchmarks.mtr.segmentation.windows import MIN_REPLY, continuation_end
 from server.core.timebase import STREAM_RATE
-from server.scoring.segmentation.proposer import Proposer
-from server.scoring.segmentation.schema import Proposal, ProposedTurn, SegmentInput, Span
-from server.scoring.segmentation.windows import MIN_REPLY, continuation_end
 
 BACKCHANNEL_MAX = STREAM_RATE  # 1.0 s: DESIGN §12.4's backchannel tolerance
 YIELD_WITHIN = STREAM_RATE  # 1.0 s: a model that yields stops within 1.0 s (DESIGN §12.4, interruption)

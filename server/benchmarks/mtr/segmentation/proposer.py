@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from server.scoring.segmentation.schema import BackendInfo, Proposal, SegmentInput
+from server.benchmarks.mtr.segmentation.schema import BackendInfo, Proposal, SegmentInput
 
 
 class Proposer(ABC):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from server.benchmarks.mtr.segmentation.proposer import Proposer
+from server.benchmarks.mtr.segmentation.schema import Segmentation, SegmentInput
+from server.benchmarks.mtr.segmentation.voting import IOU_MIN, vote
+from server.benchmarks.mtr.segmentation.windows import continuations, response_windows
 from server.scoring.errors import ScoringError
-from server.scoring.segmentation.proposer import Proposer
-from server.scoring.segmentation.schema import Segmentation, SegmentInput
-from server.scoring.segmentation.voting import IOU_MIN, vote
-from server.scoring.segmentation.windows import continuations, response_windows
 
 DEFAULT_N = 6  # the paper: the transcript is segmented six times
 

@@ -28,12 +28,12 @@ import json
 import os
 from pathlib import Path
 
+from server.benchmarks.mtr.segmentation.proposer import Proposer
+from server.benchmarks.mtr.segmentation.schema import Proposal, ProposedTurn, SegmentInput, seconds
 from server.core.timebase import STREAM_RATE
 from server.files import atomic_write_bytes
 from server.scoring.errors import JudgeError
 from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages
-from server.scoring.segmentation.proposer import Proposer
-from server.scoring.segmentation.schema import Proposal, ProposedTurn, SegmentInput, seconds
 
 PROMPT_VERSION = "segment-claude-v1"
 TEMPERATURE = 1.0

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from server.scoring.segmentation.schema import Candidate, Proposal, Span, Turn, Votes
+from server.benchmarks.mtr.segmentation.schema import Candidate, Proposal, Span, Turn, Votes
 
 IOU_MIN = 0.3  # the paper: candidates overlapping by >= 30 % are merged
 

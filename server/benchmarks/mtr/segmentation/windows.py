@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from server.core.timebase import STREAM_RATE
-from server.scoring.segmentation.schema import Continuation, Span, Turn, Window
-from server.scoring.segmentation.voting import majority
+from server.benchmarks.mtr.rules import OWN_BACKCHANNEL_MAX
+from server.benchmarks.mtr.segmentation.schema import Continuation, Span, Turn, Window
+from server.benchmarks.mtr.segmentation.voting import majority
 
-MIN_REPLY = STREAM_RATE  # 1.0 s: shorter model speech is a backchannel, not a reply (DESIGN §12.4's tolerance)
+#: shorter model speech is a backchannel, not a reply: the model's own backchannel of DESIGN §12.4
+MIN_REPLY = OWN_BACKCHANNEL_MAX
 
 
 def response_windows(turns: Sequence[Span | Turn], n_samples: int) -> list[Window]:

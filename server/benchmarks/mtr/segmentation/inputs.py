@@ -22,12 +22,12 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from server.benchmarks.mtr.segmentation.schema import SegmentInput, Span, Utterance
 from server.core.detector import detect_segments
 from server.core.timebase import STREAM_RATE
 from server.scoring.asr import ASRBackend, pad_fragments
 from server.scoring.errors import BadBundle, BadRecording
 from server.scoring.loading import is_bundle, load_bundle
-from server.scoring.segmentation.schema import SegmentInput, Span, Utterance
 
 CHANNEL_HINT = ("segmentation needs the user and the model on separate channels: give a stereo file "
                 "(left = user, right = model; --swap for the other way), two mono files USER MODEL, "

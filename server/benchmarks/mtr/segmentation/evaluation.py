@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from server.benchmarks.mtr.segmentation.schema import Span
 from server.core.timebase import STREAM_RATE
-from server.scoring.segmentation.schema import Span
 
 TOLERANCE = STREAM_RATE // 2  # 0.5 s
 QUIET = int(32768 * 10 ** (-40 / 20))  # −40 dBFS: quieter samples at a clip's edges are not its speech
