@@ -114,6 +114,10 @@ function outcomeCells(o, ep) {
     return [el("td", { class: passed < o.rounds.length ? "bad" : "" }, `${passed}/${o.rounds.length} rounds`, src),
       el("td", {}, failed), el("td", {}, "–"), el("td", {}, ...failures)];
   }
+  if (!o.silence) { // a benchmark without columns of its own here: its verdict and failures
+    return [el("td", { class: o.ok ? "" : "bad" }, o.ok ? "ok" : "failed", src), el("td", {}, "–"), el("td", {}, "–"),
+      el("td", {}, ...failures)];
+  }
   const t = { fresh: "fresh onset", already_speaking: "already speaking", none: "no response" }[o.t] ?? "–";
   const correct = o.correct === true ? " · correct" : o.correct === false ? " · incorrect" : "";
   const [clean, all] = o.silence;
