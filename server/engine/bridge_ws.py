@@ -2,7 +2,9 @@
 
 An idle bridge does not poll: it tries to lease when it connects, after each episode and when the
 work signal wakes it (server.engine.worksignal), and otherwise only looks at the status its group
-shares (:class:`GroupStatus`)."""
+shares (:class:`GroupStatus`). What the bridge may send when (its hello first, audio only inside an
+episode or as a late answer to the last one) is :class:`clients.lifecycle.ServerLifecycle`'s: this module
+moves the bytes and stamps their arrival."""
 
 from __future__ import annotations
 

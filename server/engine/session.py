@@ -5,7 +5,10 @@ The shells move frames between the core and a bridge connection: lockstep (wait 
 bridge, max_inflight honoured) or realtime (absolute monotonic deadlines, assistant frames
 placed at their arrival slot) (§4). In an episode with assistant-context frames (teacher
 forcing, docs/protocol.md §5.1) each of the first slots sends its context frame right before its
-room frame; the core puts that audio, not the bridge's answer, on the assistant track.
+room frame; the core puts that audio, not the bridge's answer, on the assistant track. The wire
+protocol's rules (room frames in order, context before its room frame, lockstep ``max_inflight`` and
+the seq due) are the connection's :class:`clients.lifecycle.ServerLifecycle`, which also gives the
+bytes and text to send; realtime slot placement is :class:`server.core.slots.SlotPlacer`'s.
 """
 
 from __future__ import annotations
