@@ -23,8 +23,8 @@ KIND_ASSISTANT = 2
 KIND_CONTEXT = 3
 KINDS = (KIND_ROOM, KIND_ASSISTANT, KIND_CONTEXT)
 FLAG_SILENT = 0x0001
-STREAM_RATE = 24_000
-SAMPLE_RATES = (24_000, 16_000)
+STREAM_RATE = 24_000  # the one definition of the stream rate (DESIGN §4)
+SAMPLE_RATES = (STREAM_RATE, 16_000)
 FRAME_MS = 80
 HEADER = struct.Struct("<BBHI")
 HEADER_SIZE = HEADER.size  # 8
@@ -34,6 +34,9 @@ MAX_SEQ = 2**32 - 1
 def frame_samples(rate: int) -> int:
     """Samples in one 80 ms frame: 1920 at 24 kHz, 1280 at 16 kHz."""
     return rate * FRAME_MS // 1000
+
+
+FRAME_SAMPLES = frame_samples(STREAM_RATE)  # 1920: one frame of the stream
 
 
 def max_binary_size(rate: int) -> int:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import websockets
 
-from clients.codec import KIND_CONTEXT, PROTOCOL_VERSION, frame_samples
+from clients.codec import KIND_CONTEXT, PROTOCOL_VERSION, STREAM_RATE, frame_samples
 from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, MPEError, ProtocolError, RemoteError, RetryLater
 from clients.lifecycle import BridgeLifecycle, EpisodeEnded, EpisodeStarted, ErrorReceived, StatusChanged
 from clients.messages import EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Status, Text
@@ -49,7 +49,7 @@ class BaseBridge(ABC):
 
     name: str = "bridge"
     revision: str = ""
-    sample_rate: int = 24_000
+    sample_rate: int = STREAM_RATE
     clocks: tuple[str, ...] = ("lockstep", "realtime")
     #: True: the model can be given its own past output (``force``), so the bridge is also leased
     #: episodes that start with assistant-context frames (teacher forcing, docs/protocol.md §5.1)

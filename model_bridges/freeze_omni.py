@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 
 from clients.errors import ModelBadCheckpoint
+from clients.pcm import float_to_pcm16
 from model_bridges import register
 from model_bridges.inprocess import InProcessBridge, import_model_code, need_file, resolve_checkpoint
-from model_bridges.playout import BridgeConfigError, PlayoutBuffer, Rechunker, float_to_pcm16, opt_float, opt_int
+from model_bridges.playout import BridgeConfigError, PlayoutBuffer, Rechunker, opt_float, opt_int
 
 IN_RATE, OUT_RATE = 16_000, 24_000
 TTS_DIM = 896  # the decoder's input rows: the authors reshape the LLM's embeddings and hidden states to it

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from clients.pcm import float_to_pcm16
 from model_bridges import register
 from model_bridges.playout import (
     BridgeConfigError,
@@ -47,7 +48,6 @@ from model_bridges.playout import (
     FarewellMixin,
     PlayoutBuffer,
     Rechunker,
-    float_to_pcm16,
     load_secret,
     opt_bool,
     opt_int,

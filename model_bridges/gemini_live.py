@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from clients.pcm import float_to_pcm16, pcm16_to_float
 from model_bridges import register
 from model_bridges.playout import (
     BridgeConfigError,
@@ -205,8 +206,8 @@ class GeminiLive(EndpointBridge):
         while True:
             seq, room, event = await self.next_room()
             await self._send_gate.wait()  # held while switching connections (goAway)
-            pcm16 = self._resampler.resample_chunk(room.astype(np.float32) / 32768.0)
-            data = np.clip(np.round(pcm16 * 32768.0), -32768, 32767).astype("<i2").tobytes()
+            pcm16 = self._resampler.resample_chunk(pcm16_to_float(room))
+            data = float_to_pcm16(pcm16).astype("<i2").tobytes()
             msgs = []
             if self.vad == "client" and event == "start":
                 msgs.append({"realtimeInput": {"activityStart": {}}})

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from clients.errors import ModelMissingPackage
+from clients.pcm import float_to_pcm16
 from model_bridges import register
 from model_bridges.inprocess import InProcessBridge, bad_checkpoint, resolve_checkpoint, torch_dtype
-from model_bridges.playout import PlayoutBuffer, Rechunker, float_to_pcm16, opt_int
+from model_bridges.playout import PlayoutBuffer, Rechunker, opt_int
 
 IN_RATE = 16_000
 

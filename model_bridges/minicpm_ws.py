@@ -49,6 +49,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import numpy as np
 import websockets
 
+from clients.pcm import float_to_pcm16
 from model_bridges import register
 from model_bridges.playout import (
     WIRE_LOG,
@@ -62,7 +63,6 @@ from model_bridges.playout import (
     FarewellMixin,
     PlayoutBuffer,
     Rechunker,
-    float_to_pcm16,
     load_secret,
     opt_bool,
     redact_url,

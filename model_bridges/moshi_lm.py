@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from clients.errors import ModelBadCheckpoint, ModelMissingPackage
+from clients.pcm import float_to_pcm16, pcm16_to_float
 from model_bridges import register
 from model_bridges.inprocess import (
     SENTENCE_END,
@@ -45,7 +46,7 @@ from model_bridges.inprocess import (
     resolve_checkpoint,
     torch_dtype,
 )
-from model_bridges.playout import float_to_pcm16, opt_bool, opt_float, opt_int, pcm16_to_float
+from model_bridges.playout import opt_bool, opt_float, opt_int
 
 # the file names of Kyutai's legacy repositories (no config.json), as the moshi package has them
 LEGACY_FILES = {"moshi_name": "model.safetensors", "mimi_name": "tokenizer-e351c8d8-checkpoint125.safetensors",

@@ -24,6 +24,7 @@ import asyncio
 import re
 import struct
 
+from clients.pcm import float_to_pcm16, pcm16_to_float
 from model_bridges import register
 from model_bridges.playout import (
     BridgeConfigError,
@@ -31,10 +32,8 @@ from model_bridges.playout import (
     EndpointError,
     EndpointProtocolError,
     EndpointUnavailable,
-    float_to_pcm16,
     load_secret,
     opt_float,
-    pcm16_to_float,
     run_together,
     ws_connect,
 )

@@ -82,6 +82,7 @@ import numpy as np
 
 from clients.errors import RemoteError
 from clients.messages import EpisodeEnd, EpisodeStart
+from clients.pcm import pcm16_to_float
 from clients.redact import RedactSecrets
 from clients.sdk import AsyncBridge
 
@@ -277,14 +278,6 @@ def text_prompt_record(text: str | None, source: str, offered: bool) -> dict[str
         return {"source": "none", "offered": offered}
     return {"source": source, "offered": offered, "chars": len(text),
             "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "text": text[:RECORDED_CHARS]}
-
-
-def pcm16_to_float(pcm: np.ndarray) -> np.ndarray:
-    return (pcm.astype(np.float32) / 32768.0).astype(np.float32, copy=False)
-
-
-def float_to_pcm16(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.round(np.asarray(x, dtype=np.float32) * 32768.0), -32768, 32767).astype(np.int16)
 
 
 # --- the playout buffer --------------------------------------------------------------------

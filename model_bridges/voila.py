@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from clients.errors import ModelBadCheckpoint, ModelError, ModelMissingPackage, ModelMissingWeights
+from clients.pcm import float_to_pcm16, pcm16_to_float
 from model_bridges import register
 from model_bridges.inprocess import (
     SENTENCE_END,
@@ -56,7 +57,7 @@ from model_bridges.inprocess import (
     resolve_checkpoint,
     torch_dtype,
 )
-from model_bridges.playout import BridgeConfigError, float_to_pcm16, opt_float, opt_int, pcm16_to_float
+from model_bridges.playout import BridgeConfigError, opt_float, opt_int
 
 RATE = 16_000
 BANDWIDTH_KBPS = 1.1  # Voila-Tokenizer's only bandwidth

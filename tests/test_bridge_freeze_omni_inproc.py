@@ -16,6 +16,8 @@ import copy
 import numpy as np
 import pytest
 
+from clients.pcm import float_to_pcm16
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("soxr")
 
@@ -185,8 +187,6 @@ def run(bridge, room):
 
 
 def expected_reply() -> np.ndarray:
-    from model_bridges.playout import float_to_pcm16
-
     first = piece(0.25, 300, lead=0.05)[0, 0].numpy()
     first = first[np.flatnonzero(np.abs(first) > 0.03)[0]:]
     rest = [piece(0.3, 450), piece(0.25, 300, lead=0.05), piece(0.3, 450)]

@@ -26,14 +26,14 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from clients.codec import FRAME_MS, STREAM_RATE, frame_samples
+from clients.codec import FRAME_MS, FRAME_SAMPLES, STREAM_RATE, frame_samples
 from server.benchmarks.mpe.rules import ONSET_WAIT, TAIL, parse_timeline, t_outcome
 from server.core.events import Event
 from server.core.spans import Span
 from server.core.status import ACTIVE_RUN, FAILED_ATTEMPT, AttemptStatus, RunStatus
 from server.scoring.errors import BadBundle
 
-FRAME = frame_samples(STREAM_RATE)
+FRAME = FRAME_SAMPLES
 FRAME_US = FRAME_MS * 1000
 CLOCKS = ("lockstep", "realtime")
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from clients.codec import STREAM_RATE
 from clients.errors import MPEError
 from clients.messages import EpisodeStart
 from clients.sdk import BaseBridge, Bridge
@@ -51,10 +52,10 @@ class AlwaysTalk(Bridge):
 
     def reset(self, episode: EpisodeStart) -> None:
         self.pos = 0
-        if episode.sample_rate != 24000:
+        if episode.sample_rate != STREAM_RATE:
             import soxr
 
-            self.audio = soxr.resample(self.audio24, 24000, episode.sample_rate).astype(np.int16)
+            self.audio = soxr.resample(self.audio24, STREAM_RATE, episode.sample_rate).astype(np.int16)
         else:
             self.audio = self.audio24
 

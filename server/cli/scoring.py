@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from clients.codec import STREAM_RATE
+
 console = Console(stderr=True)
 out = Console()  # tables go to stdout
 audit_app = typer.Typer(no_args_is_help=True, help="Audit the semantic judge against human labels.")
@@ -367,7 +369,7 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
     proposer = make_proposer(backend, cache_dir=cache, max_retries=max_retries)
     asr_backend = make_asr(asr)
     rec = read_recording(inputs, swap=swap)
-    console.print(f"detecting speech ({len(rec.user) / 24000:.1f} s, two channels)"
+    console.print(f"detecting speech ({len(rec.user) / STREAM_RATE:.1f} s, two channels)"
                   + (f", transcribing with {asr}" if asr_backend.enabled else ""))
     inp = recording_input(rec, asr=asr_backend)
     with _progress() as bar:

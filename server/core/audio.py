@@ -12,6 +12,9 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from clients.codec import STREAM_RATE
+from clients.pcm import float_to_pcm16, pcm16_to_float
+
 
 class FrameResampler:
     """Streaming resampler that turns fixed frames into fixed frames (soxr, causal).
@@ -33,11 +36,11 @@ class FrameResampler:
     def __call__(self, pcm: np.ndarray) -> np.ndarray:
         if self._same:
             return pcm.astype(np.int16, copy=False)
-        self._buf = np.concatenate([self._buf, self._stream.resample_chunk(pcm.astype(np.float32) / 32768.0)])
+        self._buf = np.concatenate([self._buf, self._stream.resample_chunk(pcm16_to_float(pcm))])
         out, self._buf = self._buf[: self.out_samples], self._buf[self.out_samples :]
         if len(out) < self.out_samples:  # not seen in probes; keeps the frame size exact regardless
             out = np.pad(out, (0, self.out_samples - len(out)))
-        return np.clip(np.round(out * 32768.0), -32768, 32767).astype(np.int16)
+        return float_to_pcm16(out)
 
 
 @lru_cache(maxsize=16)
@@ -55,7 +58,7 @@ def _block_shortfall(in_rate: int, out_rate: int, out_samples: int, quality: str
 _SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None  # encode_flac's files; None: the system's temporary directory
 
 
-def encode_flac(pcm: np.ndarray, rate: int = 24_000) -> bytes:
+def encode_flac(pcm: np.ndarray, rate: int = STREAM_RATE) -> bytes:
     """FLAC bytes of 16-bit mono ``pcm`` at ``rate`` Hz (how recorded audio chunks are stored, §8).
 
     Encoded into an unnamed temporary file (in memory where /dev/shm is), not a BytesIO: with a
@@ -75,7 +78,7 @@ def decode_audio(data: bytes) -> np.ndarray:
     return pcm
 
 
-def write_wav(path: Path, pcm: np.ndarray, rate: int = 24_000) -> None:
+def write_wav(path: Path, pcm: np.ndarray, rate: int = STREAM_RATE) -> None:
     """Write ``pcm`` as a 16-bit WAV file at ``rate`` Hz (24 kHz unless told otherwise)."""
     sf.write(str(path), pcm.astype(np.int16, copy=False), rate, subtype="PCM_16")
 

@@ -83,6 +83,8 @@ import numpy as np
 import onnxruntime as ort
 import soxr
 
+from clients.codec import FRAME_SAMPLES
+from clients.pcm import pcm16_to_float
 from server.core.timebase import STREAM_RATE, Segment, SpeechEvent
 
 __all__ = [
@@ -115,7 +117,6 @@ DETECTOR_VERSION = (
     "/chunk512-ctx64-zeroskip/seg-v1"
 )
 
-_INT16_SCALE = np.float32(1.0 / 32768.0)
 _SR_INPUT = np.array(MODEL_RATE, dtype=np.int64)
 
 
@@ -126,7 +127,7 @@ class DetectorConfig:
     threshold: float = 0.5
     min_speech_ms: int = 120
     merge_pause_ms: int = 800
-    input_rate: int = 24000  # also 16000 (then no resampling)
+    input_rate: int = STREAM_RATE  # also 16000 (then no resampling)
 
     def __post_init__(self) -> None:
         if self.input_rate not in (STREAM_RATE, MODEL_RATE):
@@ -475,7 +476,7 @@ class SpeechDetector:
         if x.ndim != 1:
             raise ValueError("expected mono PCM as a 1-D array")
         if x.dtype == np.int16:
-            return x.astype(np.float32) * _INT16_SCALE
+            return pcm16_to_float(x)
         if x.dtype == np.float32:
             return np.ascontiguousarray(x)
         if x.dtype == np.float64:
@@ -511,7 +512,7 @@ class SpeechDetector:
 def detect_segments(
     track: np.ndarray,
     *,
-    frame_samples: int = 1920,
+    frame_samples: int = FRAME_SAMPLES,
     config: DetectorConfig = DetectorConfig(),
 ) -> list[Segment]:
     """Replay a whole recorded track in frames of ``frame_samples`` (the live framing),
@@ -524,7 +525,7 @@ def detect_segments(
 def detect_events(
     track: np.ndarray,
     *,
-    frame_samples: int = 1920,
+    frame_samples: int = FRAME_SAMPLES,
     config: DetectorConfig = DetectorConfig(),
 ) -> list[SpeechEvent]:
     """Like :func:`detect_segments`, but returns every event (onsets and offsets)."""

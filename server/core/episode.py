@@ -12,12 +12,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from clients.codec import STREAM_RATE, frame_samples
+from clients.codec import FRAME_SAMPLES
 from server.core.detector import ModelSteps, SpeechDetector, run_steps
 from server.core.events import Event
 from server.core.schedule import Piece, Scheduler
 
-FRAME = frame_samples(STREAM_RATE)
+FRAME = FRAME_SAMPLES
 
 
 class RoomFrame(NamedTuple):

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-STREAM_RATE = 24_000
+from clients.codec import STREAM_RATE
+
+__all__ = ["STREAM_RATE", "Segment", "SpeechEvent"]
 
 
 @dataclass(frozen=True, slots=True)

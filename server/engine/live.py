@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from clients.codec import KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame, frame_samples
+from clients.codec import FRAME_SAMPLES, KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame
 from server.core.benchmark import NO_CLIP_TEXTS, Benchmark, ClipTexts, OpenSpan
 from server.core.events import Event
 from server.engine.disclosure import PublicEvents, public_event, public_status
@@ -37,7 +37,7 @@ from server.engine.registry import benchmark_of_suite
 
 log = logging.getLogger("mpe.live")
 
-FRAME = frame_samples(STREAM_RATE)
+FRAME = FRAME_SAMPLES
 AUDIO_MAX = 128  # frames per listener (room + assistant): about 5 s of audio
 JSON_MAX = 2048  # queued JSON messages per listener before it is cut off
 STATUS_EVERY = 3  # frames between scheduler status updates (240 ms of stream time)

@@ -22,10 +22,11 @@ import numpy as np
 import soundfile as sf
 from pydantic import BaseModel, ValidationError
 
+from clients.codec import STREAM_RATE
 from clients.errors import MPEError
 from server.files import atomic_write_bytes
 
-CLIP_RATE = 24_000
+CLIP_RATE = STREAM_RATE  # clips are at the stream rate
 SUITE_FILE = "suite.json"
 SCENARIOS_FILE = "scenarios.jsonl"
 #: §2: "clip durations match the audio" -- tolerance of one millisecond

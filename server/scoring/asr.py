@@ -39,6 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 import soxr
 
+from clients.pcm import pcm16_to_float
 from server.core.timebase import STREAM_RATE
 from server.scoring.errors import BackendUnavailable
 
@@ -110,7 +111,7 @@ def audio_hash(pcm: np.ndarray) -> str:
 
 
 def to_16k(pcm: np.ndarray) -> np.ndarray:
-    x = pcm.astype(np.float32) / 32768.0
+    x = pcm16_to_float(pcm)
     return soxr.resample(x, STREAM_RATE, ASR_RATE, quality="HQ").astype(np.float32)
 
 

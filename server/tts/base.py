@@ -8,9 +8,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from clients.codec import STREAM_RATE
 from clients.errors import MPEError
 
-OUTPUT_RATE = 24_000
+OUTPUT_RATE = STREAM_RATE  # voices are made at the stream rate
 INSTALL_HINT = "pip install 'duplex-mpe[tts]'"
 KOKORO_INSTALL_HINT = "pip install 'duplex-mpe[kokoro]' (and the espeak-ng program)"
 ESPEAK_INSTALL_HINT = "apt-get install espeak-ng (Debian/Ubuntu) or brew install espeak-ng (macOS)"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clients.pcm import pcm16_to_float
 from server.tts.base import ESPEAK_INSTALL_HINT, OUTPUT_RATE, TTSUnavailable, float_to_int16
 
 #: Speaker -> voice of the espeak-ng engine (two male, two female variants).
@@ -103,7 +104,7 @@ def _read_streamed_wav(raw: bytes) -> tuple[int, np.ndarray]:
             if rate is None or channels != 1 or bits != 16:
                 raise RuntimeError("espeak-ng produced an unexpected WAV format")
             body = raw[pos + 8 :]
-            pcm = np.frombuffer(body[: len(body) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+            pcm = pcm16_to_float(np.frombuffer(body[: len(body) // 2 * 2], dtype="<i2"))
             return rate, pcm
         pos += 8 + size + (size & 1)
     raise RuntimeError("espeak-ng output has no audio data")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clients.codec import STREAM_RATE
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge
 from server.benchmarks.mpe.scheduler import N4_GAP_S
@@ -47,7 +48,7 @@ class Oracle(Bridge):
     def reset(self, episode: EpisodeStart) -> None:
         if episode.reference is None:
             raise RuntimeError("the oracle needs an admin token (reference block)")
-        if episode.sample_rate != 24000:
+        if episode.sample_rate != STREAM_RATE:
             raise RuntimeError("the oracle speaks 24 kHz only")
         ref = episode.reference
         scenario = load_suite(self.suite_path).suite.scenario(ref.scenario_id, ref.condition)

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clients.codec import STREAM_RATE
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics
 from server.benchmarks.mpe.stats import analyses as compute_analyses
@@ -30,7 +31,7 @@ from server.scoring.errors import NotScored
 from server.scoring.results import get_scoring, latest_scoring
 from server.scoring.store import ScoringStatus, load_entries
 
-RATE = 24_000
+RATE = STREAM_RATE
 LABEL_COLORS = {"T": "#1f77b4", "N1": "#9467bd", "N2": "#8c8c8c", "N3": "#bcbd22", "N4Q": "#ff7f0e", "N4R": "#2ca02c"}
 MODEL_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
                 "#bab0ac"]

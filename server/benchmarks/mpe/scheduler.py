@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from clients.codec import FRAME_SAMPLES
 from server.core.events import Event
 from server.core.schedule import PREAMBLE, FramePlan, Piece
 from server.core.states import advance
@@ -89,7 +90,7 @@ class Scheduler:
         self,
         plan: EpisodePlan,
         *,
-        frame_samples: int = 1920,
+        frame_samples: int = FRAME_SAMPLES,
         rate: int = STREAM_RATE,
         gap_s: float = GAP_S,
         onset_wait_s: float = ONSET_WAIT_S,

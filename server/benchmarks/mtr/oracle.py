@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clients.codec import STREAM_RATE
 from clients.messages import EpisodeStart
 from clients.sdk import Bridge
 from server.benchmarks.mtr.suite import Suite, scenario_from_id
@@ -41,7 +42,7 @@ class MTROracle(Bridge):
     def reset(self, episode: EpisodeStart) -> None:
         if episode.reference is None:
             raise RuntimeError("the oracle needs an admin token (reference block)")
-        if episode.sample_rate != 24000:
+        if episode.sample_rate != STREAM_RATE:
             raise RuntimeError("the oracle speaks 24 kHz only")
         suite = Suite.load(self.suite_path)
         scenario = scenario_from_id(suite, episode.reference.scenario_id, episode.reference.condition)

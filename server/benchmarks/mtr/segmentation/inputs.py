@@ -22,6 +22,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from clients.pcm import float_to_pcm16, pcm16_to_float
 from server.benchmarks.mtr.segmentation.schema import SegmentInput, Span, Utterance
 from server.core.detector import detect_segments
 from server.core.timebase import STREAM_RATE
@@ -64,8 +65,7 @@ def to_stream_rate(pcm: np.ndarray, rate: int) -> np.ndarray:
     """Mono int16 at ``rate`` -> int16 at 24 kHz."""
     if rate == STREAM_RATE:
         return pcm.astype(np.int16, copy=False)
-    x = soxr.resample(pcm.astype(np.float32) / 32768.0, rate, STREAM_RATE, quality="HQ")
-    return np.clip(np.round(x * 32768.0), -32768, 32767).astype(np.int16)
+    return float_to_pcm16(soxr.resample(pcm16_to_float(pcm), rate, STREAM_RATE, quality="HQ"))
 
 
 def _same_length(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
