@@ -46,7 +46,7 @@ from server.core.status import AttemptStatus, ClaimStatus, EpisodeStatus, RunSta
 
 # What a database says when it is away or full (its connection refused or reset, the server
 # restarting, SQLite's "database or disk is full" or "locked", PostgreSQL's disk_full): worth
-# waiting out (server.engine.storage), unlike a violated constraint or a bug.
+# waiting out (server.engine.outage), unlike a violated constraint or a bug.
 UNAVAILABLE = (OperationalError, InterfaceError)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"

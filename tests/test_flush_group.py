@@ -136,8 +136,8 @@ async def test_a_long_track_is_written_in_chunks_encoded_ahead(db, mini_suite):
     import numpy as np
 
     from server.core.audio import decode_audio
+    from server.engine.outage import Outage
     from server.engine.recorder import CHUNK_SAMPLES, Flush, Recorder
-    from server.engine.storage import Outage
 
     _, (lease,) = _leases(db, mini_suite, 1)
     group = FlushGroup(db, OWNER, lease_s=60.0, window_s=0.0)

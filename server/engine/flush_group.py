@@ -11,7 +11,7 @@ in one statement, all their leases renewed in one, one commit. A flush waits at 
 0 writes whatever is due in the same turn of the event loop together.
 
 Failure is still each attempt's own: a database that refuses the group's transaction refuses
-every flush in it (each attempt keeps its rows and its patience, server.engine.storage); any
+every flush in it (each attempt keeps its rows and its patience, server.engine.outage); any
 other error (one attempt's rows breaking a constraint, say) has each flush of the group written
 on its own, so that only the attempt at fault sees it.
 """

@@ -1,6 +1,6 @@
 """Recording one attempt (DESIGN §8): buffer events, the frame log and both tracks, and write
 them in small units of work while the episode runs, so a crash loses at most a flush interval;
-a database that refuses writes for a while loses nothing (server.engine.storage)."""
+a database that refuses writes for a while loses nothing (server.engine.outage)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from server.core.audio import encode_flac
 from server.core.events import Event
 from server.core.timebase import Segment
 from server.db import AudioChunk, Database, EventRow, FrameRow, SegmentRow, insert_rows
-from server.engine.storage import UNAVAILABLE, Outage
+from server.engine.outage import UNAVAILABLE, Outage
 
 #: once this much of a track waits to be written, it becomes a chunk whose FLAC is encoded at once, in
 #: the background (ENCODER). Lockstep records far faster than real time (a flush every ``flush_s`` of
@@ -70,7 +70,7 @@ def write_batches(s: Session, batches: Sequence[Batch]) -> None:
 @dataclass
 class Recorder:
     """Buffers everything of one attempt and writes it in small units of work (§8). What the
-    database refuses stays buffered, in order, for the next flush (server.engine.storage)."""
+    database refuses stays buffered, in order, for the next flush (server.engine.outage)."""
 
     db: Database
     attempt_id: str

@@ -36,8 +36,8 @@ from server.db import Database
 from server.engine.detection import DETECTION, ON_LOOP, Detection
 from server.engine.flush_group import FlushGroup
 from server.engine.leasing import Lease, finish_attempt
+from server.engine.outage import Outage, StorageFailed
 from server.engine.recorder import Flush, Recorder
-from server.engine.storage import Outage, StorageFailed
 from server.settings import Settings
 
 

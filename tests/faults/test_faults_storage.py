@@ -34,7 +34,7 @@ from server.auth import create_token
 from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, BridgeRow, Database, Episode, FrameRow
 from server.engine.leasing import create_run
-from server.engine.storage import UNAVAILABLE, Outage, StorageFailed
+from server.engine.outage import UNAVAILABLE, Outage, StorageFailed
 from tests.api_fixtures import Quiet, bridge, make_settings, until, wait_run
 
 REQUIRED = os.environ.get("MPE_REQUIRE_SYSTEM") == "1"
