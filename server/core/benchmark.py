@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clients.errors import MPEError
 from clients.sdk import BaseBridge
+from server.core.datasets import DatasetTools
 from server.core.events import TEXT, Event
 from server.core.schedule import Scheduler
 
@@ -329,9 +330,6 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
     #: the model's duty as text: ``episode.start`` carries it as ``instructions`` only for runs
     #: created with a text prompt (§4); None: the benchmark has no text prompt to offer
     duty_text: ClassVar[str | None] = None
-    #: the module with the benchmark's side of ``mpe dataset`` (generate, validate, stats, synthesize,
-    #: build), imported by name; None: the Duplex-MPE commands themselves
-    dataset_cli: ClassVar[str | None] = None
     #: run conditions whose episodes start with assistant-context frames (teacher forcing,
     #: docs/protocol.md §5.1): only bridges that accept context (``hello.accepts_context``) are
     #: leased them, and their schedulers' ``context_frames`` is > 0
@@ -458,3 +456,10 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         """The benchmark's oracle: a bridge that knows the script (an admin token's ``episode.start``
         carries it) and behaves ideally; only called when :attr:`oracle_bridge` is set."""
         raise UnknownBridge(f"benchmark {self.name!r} has no oracle bridge")
+
+    # -- suite construction -------------------------------------------------------------------------
+
+    def dataset_tools(self) -> DatasetTools | None:
+        """The benchmark's side of ``mpe dataset`` (its generator, importers, validator, reports:
+        :class:`server.core.datasets.DatasetTools`); None: it offers none (its suites are made elsewhere)."""
+        return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 import typer
 from rich.console import Console
@@ -17,20 +17,24 @@ from clients.errors import MPEError
 console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to grep
 
 
+def fail(code: str, message: str) -> NoReturn:
+    """One line on stderr, ``error (CODE): message``, and exit code 2."""
+    console.print(f"[red]error[/red] ({code}): {escape(message)}", highlight=False)
+    raise typer.Exit(2)
+
+
 @contextlib.contextmanager
 def errors() -> Iterator[None]:
     """Known failures become one line on stderr and exit code 2, never a traceback."""
     try:
         yield
     except MPEError as exc:
-        console.print(f"[red]error[/red] ({exc.code}): {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2)
+        fail(exc.code, str(exc))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: finished clips are cached; run the same command to resume")
         raise typer.Exit(130)
     except OSError as exc:
-        console.print(f"[red]error[/red] (io): {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2)
+        fail("io", str(exc))
 
 
 def progress() -> Progress:

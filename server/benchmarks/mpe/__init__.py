@@ -41,6 +41,7 @@ from server.core.events import Event
 from server.core.schedule import PREAMBLE
 
 if TYPE_CHECKING:
+    from server.benchmarks.mpe.dataset.commands import MPEDatasetTools
     from server.benchmarks.mpe.oracle import Oracle
 
 
@@ -160,6 +161,12 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore]):
         from server.benchmarks.mpe.oracle import Oracle
 
         return Oracle(data_dir, suite)
+
+    def dataset_tools(self) -> MPEDatasetTools:
+        """Its ``mpe dataset`` commands (imported on first use: the engine never needs them)."""
+        from server.benchmarks.mpe.dataset.commands import TOOLS
+
+        return TOOLS
 
 
 BENCHMARK = DuplexMPE()

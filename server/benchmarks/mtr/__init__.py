@@ -40,6 +40,7 @@ from server.core.benchmark import (
 from server.core.events import Event
 
 if TYPE_CHECKING:
+    from server.benchmarks.mtr.dataset.commands import MTRDatasetTools
     from server.benchmarks.mtr.oracle import MTROracle
 
 
@@ -57,7 +58,6 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
     name = BENCHMARK_NAME
     conditions = HISTORY_MODES
     context_conditions = frozenset({"gt"})
-    dataset_cli = "server.benchmarks.mtr.dataset.cli"
     failure_types = FAILURES
     oracle_bridge = "mtr-oracle"
     judge_tasks = JUDGE_TASKS
@@ -182,6 +182,12 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
         from server.benchmarks.mtr.oracle import MTROracle
 
         return MTROracle(data_dir, suite)
+
+    def dataset_tools(self) -> MTRDatasetTools:
+        """Its ``mpe dataset`` commands (imported on first use: the engine never needs them)."""
+        from server.benchmarks.mtr.dataset.commands import TOOLS
+
+        return TOOLS
 
 
 BENCHMARK = MTRDuplexBench()

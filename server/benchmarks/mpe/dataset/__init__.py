@@ -7,5 +7,5 @@
 * :mod:`.synth` -- parallel, cached, resumable synthesis of a suite's clips
 * :mod:`.stats`, :mod:`.textexport` -- reports and text-only export
 * :mod:`.importer` -- an external manifest (JSONL or CSV, mapped fields) to a suite
-* :mod:`.builtin` -- the ``mini`` and ``full`` suites; :mod:`.cli` -- ``mpe dataset``
+* :mod:`.builtin` -- the ``mini`` and ``full`` suites; :mod:`.commands` -- its side of ``mpe dataset``
 """

@@ -7,5 +7,5 @@
 * :mod:`.build` -- dialogues to a (text-only) suite directory
 * :mod:`.voices` -- role voices and the broadcast sound; :mod:`.synth` -- voicing a suite
 * :mod:`.stats` -- composition and duration tables; :mod:`.builtin` -- ``mtr-mini``, ``mtr-features``
-* :mod:`.cli` -- the MTR side of ``mpe dataset``
+* :mod:`.commands` -- the MTR side of ``mpe dataset``
 """
