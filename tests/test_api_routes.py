@@ -156,7 +156,7 @@ async def test_run_detail_progress_and_404s(world):
             assert err(await b.get(f"/v1/runs/{world.runs['done']}/{path}"), 404, "not_found") == bodies[0]
         assert err(await b.post(f"/v1/runs/{world.runs['done']}/cancel"), 404, "not_found") == bodies[0]
         m = (await a.get(f"/v1/runs/{world.runs['done']}/metrics")).json()
-        assert m == {"run_id": world.runs["done"], "scored": False, "results": None}
+        assert m == {"run_id": world.runs["done"], "scored": False, "results": None, "notes": {}}
 
 
 async def test_create_run_checks_every_path(world, tmp_path):
