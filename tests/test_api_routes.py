@@ -334,6 +334,24 @@ async def test_episode_timeline_is_the_rules_windows(world):
     assert not any(x["open"] or x["verdict"]["scored"] for x in wins)
 
 
+async def test_episode_pages_data_comes_from_the_benchmark(world):
+    """The episode's timeline carries its room blocks and script rows (one per turn, in the
+    benchmark's script columns); the run's episode list carries each outcome's cells."""
+    ep = world.eps["implicit"]
+    async with client(world, "alpha") as a:
+        d = (await a.get(f"/v1/episodes/{ep.id}")).json()
+        page = (await a.get(f"/v1/runs/{world.runs['done']}/episodes")).json()
+    turns = ep.scenario["turns"]
+    assert [r["key"] for r in d["timeline"]["rows"]] == [f"turn-{t['idx']}" for t in turns]
+    assert [r["cells"][2]["text"] for r in d["timeline"]["rows"]] == [t["text"] for t in turns]
+    clips = [b for b in d["timeline"]["blocks"] if b["key"].startswith("clip-")]
+    assert [(b["idx"], b["kind"]) for b in clips] == [(t["idx"], t["label"]) for t in turns]
+    assert any(b["kind"] == "pre" for b in d["timeline"]["blocks"])
+    for item in page["items"]:
+        assert item["outcome"] is not None and len(item["cells"]) == 3
+        assert item["cells"][1]["text"] == "{}/{}".format(*item["outcome"]["silence"])
+
+
 async def test_frame_log(world):
     ep = world.eps["implicit"]
     with world.db.session() as s:

@@ -368,6 +368,8 @@ class Timeline(BaseModel):
     rows: list[ScriptRow] = Field(default_factory=list, description="the script table's rows (empty: the script "
                                                                     "is not shown)")
     notes: list[Note] = Field(default_factory=list, description="lines under the script table")
+    facts: list[Note] = Field(default_factory=list, description="facts of the script beside the episode's model "
+                                                                "and condition")
 
 
 class Label(BaseModel):
@@ -554,6 +556,10 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         each began by ``events``, and their windows' verdicts in ``timeline``."""
         return []
 
+    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+        """Facts of the episode's script the page lists beside its model and condition (e.g. the gold answer)."""
+        return []
+
     def script_notes(self, entry: ScoreEntry | None) -> list[Note]:
         """Lines under the script table from the episode's latest scoring entry (None: not scored)."""
         return []
@@ -567,7 +573,8 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         tl = self.timeline(events, segments, head=head, end=end, entry=entry, outcome=outcome)
         update: dict[str, object] = {"blocks": self.room_blocks(events, scenario)}
         if scenario is not None:
-            update |= {"rows": self.script_rows(scenario, events, tl), "notes": self.script_notes(entry)}
+            update |= {"rows": self.script_rows(scenario, events, tl), "notes": self.script_notes(entry),
+                       "facts": self.script_facts(scenario)}
         return tl.model_copy(update=update)
 
     # --- the reference bridge ----------------------------------------------------------------

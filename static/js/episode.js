@@ -40,13 +40,10 @@ function facts() {
     item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
     item("Outcome", !o ? "–" : o.failures.length ? o.failures.join(", ").replaceAll("_", " ") : "passed",
       o && o.source === "live" ? el("span", { class: "muted small" }, " (live detector, not scored)") : ""),
-    doc.script === "withheld"
-      ? el("div", { class: "span2" }, el("dt", {}, "Script"), el("dd", { id: "script-withheld" },
-        "withheld until the run has ended (always, on a held-out suite): labels, texts and answers are not shown"))
-      : doc.dialogue
-      ? el("div", { class: "span2" }, el("dt", {}, "Dialogue"), el("dd", {}, `${doc.dialogue.topic} · set ${doc.dialogue.set} · `
-        + (doc.round ? `live round ${doc.round} (rounds before it: ground truth)` : "every round live")))
-      : el("div", { class: "span2" }, el("dt", {}, "Gold answer"), el("dd", {}, doc.gold_answer ?? "–")));
+    ...(doc.script === "withheld"
+      ? [el("div", { class: "span2" }, el("dt", {}, "Script"), el("dd", { id: "script-withheld" },
+        "withheld until the run has ended (always, on a held-out suite): labels, texts and answers are not shown"))]
+      : (doc.timeline?.facts ?? []).map((f) => el("div", { class: "span2" }, el("dt", {}, f.title), el("dd", {}, f.text)))));
 }
 
 // The script table: the rows the server made of the episode's script (its benchmark's columns),

@@ -139,6 +139,9 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore]):
     def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
         return outcome.script_rows(scenario, events, timeline)
 
+    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+        return outcome.script_facts(scenario)
+
     def script_notes(self, entry: ScoreEntry | None) -> list[Note]:
         return outcome.script_notes(entry if isinstance(entry, EpisodeScore) else None)
 

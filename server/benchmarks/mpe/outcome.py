@@ -342,3 +342,8 @@ def script_notes(entry: EpisodeScore | None) -> list[Note]:
     if entry is None or entry.t.transcript is None:
         return []
     return [Note(title="Aria's answer", text=entry.t.transcript)]
+
+
+def script_facts(scenario: Mapping[str, Any]) -> list[Note]:
+    """The gold answer to T."""
+    return [Note(title="Gold answer", text=str(scenario.get("gold_answer") or "–"))]

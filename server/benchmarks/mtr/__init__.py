@@ -32,6 +32,7 @@ from server.core.benchmark import (
     Cell,
     ClipTexts,
     EpisodeSpec,
+    Note,
     OpenSpan,
     Outcome,
     ScenarioSummary,
@@ -160,6 +161,9 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
 
     def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
         return outcome.script_rows(scenario, events, timeline)
+
+    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+        return outcome.script_facts(scenario)
 
     scoring_version = f"mtr-scoring-v3;{PROMPT_VERSIONS}"
     entry_model = MTREpisodeScore

@@ -18,6 +18,7 @@ from server.core.benchmark import (
     ClipTexts,
     Column,
     Label,
+    Note,
     Outcome,
     ScriptRow,
     Span,
@@ -202,3 +203,13 @@ def script_rows(scenario: Mapping[str, Any], events: Sequence[Event], timeline: 
                 if r.key == f"round-{e.data.get('round')}" and r.now:
                     rows[i] = r.model_copy(update={"now": False})
     return rows
+
+
+def script_facts(scenario: Mapping[str, Any]) -> list[Note]:
+    """The dialogue: its topic and set, and which round is live (gt: the rounds before it are ground truth)."""
+    d = _dialogue(scenario)
+    if d is None:
+        return []
+    k = scenario.get("round")
+    live = f"live round {k} (rounds before it: ground truth)" if k else "every round live"
+    return [Note(title="Dialogue", text=f"{d.topic} · set {d.set} · {live}")]
