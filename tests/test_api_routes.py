@@ -156,7 +156,7 @@ async def test_run_detail_progress_and_404s(world):
             assert err(await b.get(f"/v1/runs/{world.runs['done']}/{path}"), 404, "not_found") == bodies[0]
         assert err(await b.post(f"/v1/runs/{world.runs['done']}/cancel"), 404, "not_found") == bodies[0]
         m = (await a.get(f"/v1/runs/{world.runs['done']}/metrics")).json()
-        assert m == {"run_id": world.runs["done"], "scored": False, "results": None}
+        assert m == {"run_id": world.runs["done"], "scored": False, "results": None, "notes": {}}
 
 
 async def test_create_run_checks_every_path(world, tmp_path):
@@ -332,6 +332,24 @@ async def test_episode_timeline_is_the_rules_windows(world):
     [t] = [x for x in wins if x["kind"] == "t"]
     assert (t["idx"], t["start"], t["end"]) == (w.t.turn_idx, w.t.e_t, w.t.wait_end)
     assert not any(x["open"] or x["verdict"]["scored"] for x in wins)
+
+
+async def test_episode_pages_data_comes_from_the_benchmark(world):
+    """The episode's timeline carries its room blocks and script rows (one per turn, in the
+    benchmark's script columns); the run's episode list carries each outcome's cells."""
+    ep = world.eps["implicit"]
+    async with client(world, "alpha") as a:
+        d = (await a.get(f"/v1/episodes/{ep.id}")).json()
+        page = (await a.get(f"/v1/runs/{world.runs['done']}/episodes")).json()
+    turns = ep.scenario["turns"]
+    assert [r["key"] for r in d["timeline"]["rows"]] == [f"turn-{t['idx']}" for t in turns]
+    assert [r["cells"][2]["text"] for r in d["timeline"]["rows"]] == [t["text"] for t in turns]
+    clips = [b for b in d["timeline"]["blocks"] if b["key"].startswith("clip-")]
+    assert [(b["idx"], b["kind"]) for b in clips] == [(t["idx"], t["label"]) for t in turns]
+    assert any(b["kind"] == "pre" for b in d["timeline"]["blocks"])
+    for item in page["items"]:
+        assert item["outcome"] is not None and len(item["cells"]) == 3
+        assert item["cells"][1]["text"] == "{}/{}".format(*item["outcome"]["silence"])
 
 
 async def test_frame_log(world):

@@ -138,3 +138,91 @@ async def test_the_api_lists_an_mtr_suite(tmp_path, mini_suite):
                                                                                  "response_presence"]
             latency = next(q for q in bench[MTR.name]["quantities"] if q["key"] == "smooth.latency_s")
             assert latency["direction"] == "lower" and latency["format"] == "seconds"
+            mpe = bench["duplex-mpe"]
+            assert {lb["key"]: lb["title"] for lb in mpe["labels"]}["T"] == "request to Aria"
+            assert mpe["failure_titles"]["speech_in_silence"] == "speech in a silence window"
+            assert [c["title"] for c in mpe["outcome_columns"]] == ["T response", "Silence windows", "N4"]
+            assert [c["title"] for c in mpe["script_columns"]] == ["Speaker", "Label", "Text"]
+            assert set(bench[MTR.name]["failure_titles"]) == set(bench[MTR.name]["failure_types"])
+
+
+# --- what the pages draw: labels, outcome cells, room blocks, script rows, status in words -------
+
+MPE_SCENARIO = {"turns": [{"idx": i, "label": e.data["label"], "speaker": e.data["speaker"], "text": f"words {i}"}
+                          for i, e in enumerate(x for x in MPE_EVENTS if x.type == "clip.start")]}
+
+
+def test_mpe_shown_timeline_has_its_room_blocks_and_script_rows():
+    """Each clip is a block labelled by its turn's label, with speaker and words; each turn a row of
+    the script table (speaker, label chip, words) with its window's verdict; without the script (no
+    scenario) the blocks come from the events alone and there are no rows."""
+    tl = MPE.shown_timeline(MPE_EVENTS, MPE_SEGMENTS, head=20 * S, end=20 * S, entry=None, outcome=None,
+                            scenario=MPE_SCENARIO)
+    assert [(b.idx, b.kind, b.who, b.text, b.start, b.end) for b in tl.blocks] == [
+        (0, "N2", "A · N2", "words 0", 0, 2 * S), (1, "T", "B · T", "words 1", 2 * S, 4 * S),
+        (2, "N4Q", "C · N4Q", "words 2", 8 * S, 10 * S), (3, "N4R", "A · N4R", "words 3", 13 * S, 15 * S),
+        (4, "N1", "B · N1", "words 4", 16 * S, 18 * S)]
+    assert tl.blocks[1].title == "B · T (request to Aria): words 1"
+    assert [r.key for r in tl.rows] == [f"turn-{i}" for i in range(5)] and [r.start for r in tl.rows][:2] == [0, 2 * S]
+    assert [c.text for c in tl.rows[1].cells] == ["B", "T", "words 1"] and tl.rows[1].cells[1].chip == "T"
+    assert tl.rows[0].verdict == next(w.verdict for w in tl.windows if w.idx == 0)
+    live = MPE.shown_timeline(MPE_EVENTS[:3], [], head=3 * S, end=None, entry=None, outcome=None, scenario=MPE_SCENARIO)
+    assert live.blocks[-1].end is None and [r.now for r in live.rows] == [False, True, False, False, False]
+    assert live.rows[2].start is None
+    public = MPE.shown_timeline([Event(0, "clip.start", {"idx": 0})], [], head=S, end=None, entry=None, outcome=None,
+                                scenario=None)
+    assert [(b.idx, b.kind) for b in public.blocks] == [(0, "")] and public.rows == []
+
+
+def test_mpe_outcome_cells_status_and_notes():
+    """The run page's cells of an outcome, the scheduler's status in words and the paired
+    comparison's sentence come from the benchmark."""
+    out = MPE.live_outcome(MPE_EVENTS, MPE_SEGMENTS, 20 * S)
+    cells = MPE.outcome_cells(out)
+    assert len(cells) == len(MPE.outcome_columns) == 3 and cells[0].text == "fresh onset" and not cells[0].bad
+    assert cells[1].text == f"{out.silence[0]}/{out.silence[1]}"
+    assert MPE.status_text({"state": "playing", "idx": 1, "label": "T"}, MPE_SCENARIO) == \
+        "Playing turn 2: B, T (request to Aria)"
+    assert MPE.status_text({"state": "n4_gap", "remaining_s": 1.25}, {}) == \
+        "N4: 3 s pause before the resolution, 1.2 s left"
+    pa = {"paired_addressing": {"m": {"n_pairs": 2, "explicit_rate": 0.0, "explicit_only": 0, "implicit_rate": 0.5,
+                                      "diff_pp": -50.0, "p_mcnemar": 1.0}}}
+    assert MPE.metric_notes(pa, "m") == ["Explicit vs implicit response presence over 2 pairs: 0.0% vs 50.0% "
+                                         "(-50 pp, exact McNemar p = 1)"]
+    assert MPE.metric_notes({}, "m") == [] and set(MPE.failure_titles) == set(MPE.failure_types)
+
+
+def test_mtr_room_blocks_rows_and_cells(tmp_path):
+    """MTR's room spans are blocks labelled by kind (the user's turn ends where its pause begins),
+    its rounds the script rows (live or history, the feature, the user's words), its outcome the
+    live rounds passed."""
+    suite = _mtr_suite(tmp_path / "mtr")
+    d = suite.dialogues[0]
+    sc = scenario_of(d, "gt", 2)
+    events = _drive(RoundScheduler(d, "gt", 2, {k: S for r in d.rounds for k, _ in r.clips()}))
+    tl = MTR.shown_timeline(events, [], head=max(e.t for e in events), end=None, entry=None, outcome=None, scenario=sc)
+    users = [b for b in tl.blocks if b.kind == "U"]
+    assert users and users[0].who == "user · U" and users[0].text == d.rounds[0].user.text
+    assert {b.kind for b in tl.blocks} <= {lb.key for lb in MTR.labels}
+    assert [(r.key, r.cells[0].text) for r in tl.rows] == [("round-1", "history"), ("round-2", "live")]
+    assert tl.rows[1].cells[1].text == f"R2 {d.rounds[1].feature}" and tl.rows[1].verdict == tl.windows[1].verdict
+    out = MTR.live_outcome(events, [], max(e.t for e in events))
+    assert [c.text for c in MTR.outcome_cells(out)] == ["0/1 rounds", f"R2 {d.rounds[1].feature}"]
+    assert MTR.status_text({"state": "wait", "round": 2, "feature": "smooth"}, sc) == \
+        "Round 2 (smooth): waiting for the model's reply"
+
+
+def test_a_benchmark_without_shown_hooks_still_renders():
+    """The defaults: a verdict cell, no labels, no blocks or rows, the state as its status line."""
+    from server.core.benchmark import Outcome
+
+    class Bare(type(MPE)):  # only the defaults of the "shown" section
+        pass
+
+    for hook in ("outcome_cells", "status_text", "room_blocks", "script_rows", "script_notes", "metric_notes"):
+        setattr(Bare, hook, getattr(type(MPE).__mro__[1], hook))
+    bare = Bare()
+    assert [c.text for c in bare.outcome_cells(Outcome(source="live", failures=["x"], ok=False))] == ["failed"]
+    assert bare.status_text({"state": "gap"}, {}) == "gap"
+    tl = bare.shown_timeline(MPE_EVENTS, [], head=20 * S, end=20 * S, entry=None, outcome=None, scenario=MPE_SCENARIO)
+    assert tl.blocks == [] and tl.rows == [] and tl.windows

@@ -30,6 +30,15 @@ REPLY = ("Sure. The museum opens at nine in the morning on weekdays. On weekends
          "and the last entry is at five.")
 
 
+async def _shot(page, name: str) -> None:
+    """A screenshot kept in MPE_SCREENSHOT_DIR, when it is set."""
+    import os
+    from pathlib import Path
+
+    if where := os.environ.get("MPE_SCREENSHOT_DIR"):
+        await page.screenshot(path=Path(where) / name, full_page=True)
+
+
 def build_mtr_suite(root: Path, say) -> Path:
     """One dialogue, one round per feature, real speech."""
 
@@ -177,6 +186,7 @@ async def test_pages_show_rounds_verdicts_and_the_history_modes(tmp_path, mtr_su
                 for label, n in (("U", 6), ("PAUSE", 1), ("BARGE", 1), ("BG", 1), ("BC", 2)):
                     assert await page.locator(f"#timeline .clip.label-{label}").count() == n, label
                 assert await page.locator("#timeline .win-round.v-pass").count() == 5
+                await _shot(page, "mtr-episode.png")
                 # a gt episode: two history rounds, then the live one
                 await page.goto(f"{w.http}/ui/episode.html?id={eps['d1-r03']}")
                 await page.wait_for_selector("#turns tr")
@@ -189,6 +199,7 @@ async def test_pages_show_rounds_verdicts_and_the_history_modes(tmp_path, mtr_su
                 await page.locator("#episodes tr", has_text="5/5 rounds").wait_for()
                 listed = await page.locator("#episodes tr").all_inner_texts()
                 assert sum("1/1 rounds" in r for r in listed) == 5 and sum("5/5 rounds" in r for r in listed) == 1
+                await _shot(page, "mtr-run.png")
                 # the new-run form offers the MTR suite's history modes
                 await page.goto(f"{w.http}/ui/index.html")
                 await page.click("#new-run")

@@ -99,10 +99,19 @@ async def test_a_benchmark_in_a_test_package_runs_end_to_end(tmp_path, monkeypat
                 await page.goto(f"{w.http}/ui/episode.html?id={episodes['answerer'][0]}")
                 await page.locator("#timeline .win-beep.v-pass").first.wait_for()
                 assert await page.locator("#timeline .win-beep.v-pass").count() == 2
+                # its room blocks and script rows: what its hooks give
+                assert await page.locator("#timeline .clip.label-beep").count() == 2
+                assert await page.locator("#turns tr").count() == 2
+                assert "beep 2" in (await page.locator("#turns tr").all_inner_texts())[1]
+                assert await page.locator("#turns-head th").all_inner_texts() == ["Start", "Beep", "Window"]
                 await page.goto(f"{w.http}/ui/run.html?id={runs['answerer']}")
                 await page.wait_for_selector("#episodes tr")
                 assert await page.locator("#episodes tr").count() == 2
                 await page.locator("text=Answer rate").first.wait_for()
+                # its outcome column and cells, and its failure title in the filter
+                await page.locator("#episodes tr", has_text="2/2 beeps").first.wait_for()
+                assert "Beeps answered" in await page.inner_text("#episodes-head")
+                assert "a beep went unanswered" in await page.inner_text("#filters [name=outcome]")
                 assert errors == []
             finally:
                 await browser.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -23,7 +24,7 @@ from server.api.schemas import (
     FrameLog,
     PageOf,
 )
-from server.core.benchmark import Benchmark, Outcome, ScoreEntry, Timeline, outcome_matches
+from server.core.benchmark import Benchmark, Cell, Outcome, ScoreEntry, Timeline, outcome_matches
 from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.status import AttemptStatus, EpisodeStatus
@@ -120,20 +121,26 @@ def list_episodes(
         items.append(EpisodeItem(id=e.id, run_id=e.run_id, ordinal=e.ordinal, scenario_id=e.scenario_id,
                                  pair_id=e.pair_id, condition=e.condition, status=e.status, attempts=e.attempts,
                                  live=state.live.is_live(e.id), duration_s=None if end is None else round(end / STREAM_RATE, 3),
-                                 outcome=found.get(e.id), updated_at=e.updated_at))
+                                 outcome=found.get(e.id), cells=_cells(bench, found.get(e.id)),
+                                 updated_at=e.updated_at))
     return PageOf[EpisodeItem](items=items, total=total, limit=paging.limit, offset=paging.offset)
 
 
+def _cells(bench: Benchmark, outcome: Outcome | None) -> list[Cell] | None:
+    return None if outcome is None else bench.outcome_cells(outcome)
+
+
 def episode_timeline(bench: Benchmark, doc: dict[str, Any], entry: ScoreEntry | None,
-                     outcome: Outcome | None) -> Timeline:
+                     outcome: Outcome | None, scenario: Mapping[str, Any] | None = None) -> Timeline:
     """The windows of an episode document as its caller sees it (its events and segments, and the
     scoring entry only where the script is visible), up to its last event; its end is the
-    attempt's end sample, else its ``episode.end`` event."""
+    attempt's end sample, else its ``episode.end`` event. With the room lane's blocks, and with
+    the script table where ``scenario`` (the script) is given."""
     events = [Event.from_json(e) for e in doc["events"]]
     head = max((e.t for e in events), default=0)
     end = doc.get("end_sample") or next((e.t for e in reversed(events) if e.type == "episode.end"), None)
-    return bench.timeline(events, [(g["start"], g["end"]) for g in doc["segments"]], head=head, end=end, entry=entry,
-                          outcome=outcome)
+    return bench.shown_timeline(events, [(g["start"], g["end"]) for g in doc["segments"]], head=head, end=end,
+                                entry=entry, outcome=outcome, scenario=scenario)
 
 
 def choose_attempt(ep: Episode, atts: list[Attempt], number: int | None) -> Attempt | None:
@@ -175,7 +182,7 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
         doc, scored = public_document(bench, doc), None
     doc.update(
         timeline=None if chosen is None else episode_timeline(bench, doc, None if scored is None else scored.entry,
-                                                              outcome),
+                                                              outcome, ep.scenario if visible else None),
         live=state.live.is_live(ep.id) and chosen is not None and chosen.status == AttemptStatus.running,
         attempts=[AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,
                              error_message=a.error_message, n_frames=a.n_frames, started_at=a.started_at,

@@ -59,16 +59,17 @@ def _dumps(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _check(db: Database, p, episode_id: str) -> tuple[Benchmark, ClipTexts, PublicEvents | None]:
-    """A visible episode's benchmark, its clip texts, and the public events when the caller may not
+def _check(db: Database, p, episode_id: str) -> tuple[Benchmark, ClipTexts, PublicEvents | None,
+                                                      dict[str, Any] | None]:
+    """A visible episode's benchmark, its clip texts, the public events when the caller may not
     see its script (server.engine.disclosure; a running episode's run has not ended, so only admins
-    do: then no texts)."""
+    do: then no texts), and its scenario snapshot when the caller may."""
     with db.session() as s:
         ep, run = visible_episode(s, p, episode_id)
         bench = get_benchmark(run.benchmark)
         if script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta):
-            return bench, bench.clip_texts(ep.scenario), None
-        return bench, NO_CLIP_TEXTS, bench.public_events
+            return bench, bench.clip_texts(ep.scenario), None, ep.scenario
+        return bench, NO_CLIP_TEXTS, bench.public_events, None
 
 
 def _episode_state(db: Database, episode_id: str) -> tuple[EpisodeStatus, str | None, float | None, str | None]:
@@ -93,8 +94,9 @@ class Stream:
     replica's rows in the database) to done."""
 
     def __init__(self, ws: WebSocket, state: Any, episode_id: str, bench: Benchmark, texts: ClipTexts,
-                 public: PublicEvents | None):
+                 public: PublicEvents | None, scenario: dict[str, Any] | None = None):
         self.ws, self.state, self.episode_id, self.texts, self.public = ws, state, episode_id, texts, public
+        self.scenario = scenario  # the script, for who may see it (the timeline's script table)
         self.bench = bench
         self.client = asyncio.create_task(_drain_client(ws))
 
@@ -212,9 +214,9 @@ class Stream:
                 seen.append((et, etype, edata))
                 if (text := event_message(et, etype, edata, self.texts, self.public)) is not None:
                     await self.send(text)
-            if self.public is None and seen and shown != (len(seen), t):  # the windows: for who sees the script
+            if seen and shown != (len(seen), t):  # the windows, as the listener may see them
                 shown = (len(seen), t)
-                await self.send(timeline_message(self.bench, seen, t))
+                await self.send(timeline_message(self.bench, seen, t, self.scenario, self.public))
             for f in frames:
                 await self.send(f)
             if att_status != AttemptStatus.running:
@@ -280,10 +282,10 @@ async def listen(ws: WebSocket, episode_id: str) -> None:
         address = client_address(ws)
         limits.connection(address)  # docs/api.md "Limits": before anything costs the database
         p = await asyncio.to_thread(limits.authenticate, address, _principal, state.db, ws, episode_id)
-        bench, texts, public = await asyncio.to_thread(_check, state.db, p, episode_id)
+        bench, texts, public, scenario = await asyncio.to_thread(_check, state.db, p, episode_id)
         # one slot per socket, whatever it does (waits for a queued episode, streams, tails the database)
         slot = await asyncio.to_thread(limits.listener, p, episode_id)
-        stream = Stream(ws, state, episode_id, bench, texts, public)
+        stream = Stream(ws, state, episode_id, bench, texts, public, scenario)
         # a revoked or expired token closes the socket (the stream then ends as if the client left)
         watch = TokenWatch(state.db, p.token_id,
                            lambda exc: _close(ws, ws_close_code(exc), exc.code, exc.message))

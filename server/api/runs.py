@@ -17,6 +17,7 @@ from server.db import Suite as SuiteRow
 from server.engine.leasing import cancel_run, create_run
 from server.engine.matching import context_note
 from server.engine.progress import RunProgress, run_label, runs_progress
+from server.engine.registry import get_benchmark
 from server.engine.suitedir import SUITE_FILE, SuiteError, suite_inside
 from server.scoring.results import latest_scoring, load_run_metrics
 
@@ -158,8 +159,14 @@ def cancel(run_id: str, p: Caller, state: State) -> RunOut:
 @router.get("/runs/{run_id}/metrics", response_model=Metrics, tags=["runs"], summary="Scored metrics of a run")
 def metrics(run_id: str, p: Caller, state: State) -> Metrics:
     """The run's latest complete scoring (metrics per model, condition and quantity, and analyses);
-    `scored` false and `results` null until it is scored. 404 when the run is not visible to you."""
+    `scored` false and `results` null until it is scored; `notes`: what the run's benchmark says of
+    its analyses, per model. 404 when the run is not visible to you."""
     with state.db.session() as s:
-        visible_run(s, p, run_id)
+        run_benchmark = visible_run(s, p, run_id).benchmark
     results = load_run_metrics(state.db, run_id)
-    return Metrics(run_id=run_id, scored=results is not None, results=results)
+    notes: dict[str, list[str]] = {}
+    if results is not None:
+        bench = get_benchmark(run_benchmark)
+        analyses = results.get("analyses") or {}
+        notes = {m: n for m in results.get("metrics") or {} if (n := bench.metric_notes(analyses, m))}
+    return Metrics(run_id=run_id, scored=results is not None, results=results, notes=notes)

@@ -9,6 +9,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializeAsAn
 
 from server.auth import Scope
 from server.core.benchmark import (
+    Cell,
+    Column,
+    Label,
     Outcome,  # each benchmark's outcome adds its own fields
     Quantity,
     Timeline,
@@ -177,6 +180,12 @@ class BenchmarkOut(BaseModel):
     failure_types: list[str] = Field(description="its outcomes' failure types, in the order pages list them")
     quantities: list[Quantity] = Field(description="its run-level quantities in the order they are shown: the "
                                                    "title, direction, unit and format of each key of a run's metrics")
+    labels: list[Label] = Field(description="its items' labels with what each means, in the timeline legend's order")
+    failure_titles: dict[str, str] = Field(description="failure type -> its name on the pages (every failure type)")
+    outcome_columns: list[Column] = Field(description="the run page's outcome columns of an episode (its `cells`), "
+                                                      "between its length and its failures")
+    script_columns: list[Column] = Field(description="the episode page's script columns (the `cells` of its "
+                                                     "timeline's `rows`), between the start and the verdict")
 
 
 class Metrics(BaseModel):
@@ -186,6 +195,8 @@ class Metrics(BaseModel):
     scored: bool
     results: dict[str, Any] | None = Field(
         description="the scoring results (metrics[model][condition][quantity] = {num, den, value, ...}) or null")
+    notes: dict[str, list[str]] = Field(default_factory=dict, description="model -> sentences the benchmark says "
+                                                                      "of its analyses (shown under its metrics)")
 
 
 # --- episodes -----------------------------------------------------------------------------
@@ -205,6 +216,8 @@ class EpisodeItem(BaseModel):
     live: bool
     duration_s: float | None
     outcome: SerializeAsAny[Outcome] | None
+    cells: list[Cell] | None = Field(default=None, description="the outcome in the benchmark's `outcome_columns` "
+                                                               "(null: no outcome)")
     updated_at: datetime | None
 
 

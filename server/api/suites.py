@@ -24,7 +24,7 @@ from server.api.schemas import (
 from server.core.benchmark import Benchmark, SuiteLike
 from server.db import Suite as SuiteRow
 from server.engine.disclosure import suite_script_visible
-from server.engine.registry import PLUGINS, benchmark_name_of_suite, get_benchmark
+from server.engine.registry import benchmark_name_of_suite, get_benchmark, plugins
 from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, manifest_lines, parse_json, suite_inside
 
 router = APIRouter(prefix="/v1", tags=["suites"], responses=ERRORS)
@@ -51,13 +51,19 @@ def _load(row: SuiteRow) -> tuple[Benchmark, SuiteLike | None]:
 @router.get("/benchmarks", response_model=list[BenchmarkOut], tags=["benchmarks"],
             summary="The registered benchmarks and their quantities")
 def benchmarks(p: Caller) -> list[BenchmarkOut]:
-    """Every registered benchmark, by name: its run conditions, failure types and the registry of
-    the quantities its metrics report (what the pages title and order them by)."""
+    """Every registered benchmark (this project's, installed packages' and the environment's), by
+    name: its run conditions, failure types (with their titles), the registry of the quantities its metrics report (what the pages title and order them by), its
+    labels, and the columns of the run page's outcomes and of the episode page's script."""
     out = []
-    for name in sorted(PLUGINS):
+    for name in sorted(plugins()):
         bench = get_benchmark(name)
         out.append(BenchmarkOut(name=bench.name, conditions=list(bench.conditions),
-                                failure_types=list(bench.failure_types), quantities=list(bench.quantities)))
+                                failure_types=list(bench.failure_types), quantities=list(bench.quantities),
+                                labels=list(bench.labels),
+                                failure_titles={f: bench.failure_titles.get(f, f.replace("_", " "))
+                                                for f in bench.failure_types},
+                                outcome_columns=list(bench.outcome_columns),
+                                script_columns=list(bench.script_columns)))
     return out
 
 

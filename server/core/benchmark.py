@@ -306,14 +306,90 @@ class Window(BaseModel):
     verdict: Verdict
 
 
+class Block(BaseModel):
+    """One block of the room lane of an episode's timeline: a clip (or span) the room played."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str = Field(description="unique in the episode (e.g. clip-3); what keeps the keyboard focus on it")
+    idx: int | None = Field(description="the turn (or round) it belongs to")
+    kind: str = Field(description="its colour: the label it is drawn as (a ``label-KIND`` style)")
+    who: str = Field(description="its first line (e.g. who speaks and the label)")
+    text: str = Field(default="", description="its second line: the words (empty: none shown)")
+    title: str = Field(description="its tooltip")
+    aria: str = Field(description="its accessible name; ``{t}`` stands for its start time")
+    start: int
+    end: int | None = Field(description="its end; null while it plays (drawn to the episode's head)")
+
+
+class Cell(BaseModel):
+    """One cell of a table a benchmark fills (the run page's outcome columns, the episode's script)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    bad: bool = Field(default=False, description="drawn as a failure")
+    chip: str | None = Field(default=None, description="drawn as a chip: the label it is coloured as (a "
+                                                       "``label-KIND`` style), \"\" for a plain one; null: plain text")
+    title: str | None = Field(default=None, description="its tooltip")
+
+
+class ScriptRow(BaseModel):
+    """One row of an episode's script table (a turn, a round): when it began, its cells, its verdict."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str = Field(description="unique in the episode (e.g. turn-3); what keeps the keyboard focus on it")
+    name: str = Field(default="", description="what it is called in the play button's name (e.g. round 2)")
+    start: int | None = Field(description="where it began, in stream samples; null: not yet played")
+    now: bool = Field(default=False, description="playing now")
+    cells: list[Cell] = Field(description="one per :attr:`Benchmark.script_columns`")
+    verdict: Verdict | None = Field(description="its window's verdict; null: none")
+
+
+class Note(BaseModel):
+    """A line under an episode's script (e.g. the model's transcribed answer)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str
+    text: str = Field(description="empty: shown as an empty transcript")
+
+
 class Timeline(BaseModel):
     """An episode's windows with their verdicts, computed on the server from its events, detector
-    segments and latest scoring: the pages draw it and restate no rule."""
+    segments and latest scoring: the pages draw it and restate no rule. ``blocks``, ``rows`` and
+    ``notes`` are the room lane and the script table (:meth:`Benchmark.shown_timeline`)."""
 
     model_config = ConfigDict(frozen=True)
 
     head: int = Field(description="the stream samples the windows were computed up to")
     windows: list[Window]
+    blocks: list[Block] = Field(default_factory=list, description="the room lane's blocks")
+    rows: list[ScriptRow] = Field(default_factory=list, description="the script table's rows (empty: the script "
+                                                                    "is not shown)")
+    notes: list[Note] = Field(default_factory=list, description="lines under the script table")
+    facts: list[Note] = Field(default_factory=list, description="facts of the script beside the episode's model "
+                                                                "and condition")
+
+
+class Label(BaseModel):
+    """One label of a benchmark's items (a turn's label, a span's kind): what it means."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    title: str = Field(description="what it means (tooltips, the status line)")
+    legend: str = Field(description="its entry in the timeline's legend")
+
+
+class Column(BaseModel):
+    """A column of a table a benchmark fills."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    title: str
 
 
 SuiteT = TypeVar("SuiteT", bound=SuiteLike)
@@ -446,6 +522,58 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         detector segments (an open one runs to ``head``), its end (None: not yet), and its latest
         scoring entry (None: not scored; then ``outcome``, the live outcome, if any)."""
         return Timeline(head=head, windows=[])
+
+    #: its items' labels (e.g. Duplex-MPE's turn labels), in the order the timeline's legend lists them
+    labels: ClassVar[tuple[Label, ...]] = ()
+    #: failure type -> its name on the pages (a type without one is shown with its underscores as spaces)
+    failure_titles: ClassVar[Mapping[str, str]] = {}
+    #: the run page's outcome columns of an episode, between its length and its failures
+    outcome_columns: ClassVar[tuple[Column, ...]] = (Column(key="verdict", title="Verdict"),)
+    #: the episode page's script table's columns, between the start and the window's verdict
+    script_columns: ClassVar[tuple[Column, ...]] = ()
+
+    def outcome_cells(self, outcome: Outcome) -> list[Cell]:
+        """The run page's cells of an episode's outcome, one per :attr:`outcome_columns`."""
+        return [Cell(text="ok" if outcome.ok else "failed", bad=not outcome.ok)]
+
+    def metric_notes(self, analyses: Mapping[str, Any], model: str) -> list[str]:
+        """Sentences the run page shows under a model's metrics (from the benchmark's analyses)."""
+        return []
+
+    def status_text(self, status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+        """The scheduler's live ``status()`` in words, for listeners who may see the script."""
+        return str(status.get("state", ""))
+
+    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+        """The room lane of an episode's timeline from its events so far (``scenario``: its snapshot,
+        None where the caller may not see the script)."""
+        return []
+
+    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+        """The script table of an episode (only for callers who may see the script): its items, when
+        each began by ``events``, and their windows' verdicts in ``timeline``."""
+        return []
+
+    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+        """Facts of the episode's script the page lists beside its model and condition (e.g. the gold answer)."""
+        return []
+
+    def script_notes(self, entry: ScoreEntry | None) -> list[Note]:
+        """Lines under the script table from the episode's latest scoring entry (None: not scored)."""
+        return []
+
+    def shown_timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,
+                       entry: ScoreEntry | None, outcome: Outcome | None,
+                       scenario: Mapping[str, Any] | None) -> Timeline:
+        """What the episode page draws (the API and live listeners call this, not the hooks): the
+        :meth:`timeline` with its room lane, and, where ``scenario`` is given (the caller sees the
+        script), its script table and notes."""
+        tl = self.timeline(events, segments, head=head, end=end, entry=entry, outcome=outcome)
+        update: dict[str, object] = {"blocks": self.room_blocks(events, scenario)}
+        if scenario is not None:
+            update |= {"rows": self.script_rows(scenario, events, tl), "notes": self.script_notes(entry),
+                       "facts": self.script_facts(scenario)}
+        return tl.model_copy(update=update)
 
     # --- the reference bridge ----------------------------------------------------------------
 

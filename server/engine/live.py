@@ -24,6 +24,7 @@ import functools
 import json
 import logging
 from collections import deque
+from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
@@ -42,6 +43,8 @@ AUDIO_MAX = 128  # frames per listener (room + assistant): about 5 s of audio
 JSON_MAX = 2048  # queued JSON messages per listener before it is cut off
 STATUS_EVERY = 3  # frames between scheduler status updates (240 ms of stream time)
 LEVEL_FLOOR_DB = -60.0
+#: the status line of a listener who may not see the script
+WITHHELD_STATUS = "Playing (the scheduler's state is part of the script, withheld until the run ends)"
 
 
 class ListenerOverflow(Exception):
@@ -92,13 +95,20 @@ def detector_segments(events: Iterable[tuple[int, str, dict]]) -> list[OpenSpan]
     return out
 
 
-def timeline_message(bench: Benchmark, events: list[tuple[int, str, dict]], head: int) -> str:
+def timeline_message(bench: Benchmark, events: list[tuple[int, str, dict]], head: int,
+                     scenario: Mapping[str, Any] | None = None, public: PublicEvents | None = None) -> str:
     """A listener's ``timeline`` message: the benchmark's windows of a running attempt, from its
-    events and detector events so far (open windows run to ``head``; nothing is scored yet)."""
+    events and detector events so far (open windows run to ``head``; nothing is scored yet), its room
+    lane, and its script table from ``scenario`` (its snapshot; None: no script table). For a
+    listener who may not see the script (``public``: the benchmark's public events) all of it comes
+    from the public events alone, as the episode's document shows it to them."""
+    if public is not None:  # what the listener may see: the public events, no script
+        events = [(t, type_, d) for t, type_, data in events if (d := public_event(public, type_, data)) is not None]
+        scenario = None
     head = max([head, *(t for t, _, _ in events)])
     end = next((t for t, type_, _ in reversed(events) if type_ == "episode.end"), None)
-    tl = bench.timeline([Event(t, type_, data) for t, type_, data in events], detector_segments(events), head=head,
-                        end=end, entry=None, outcome=None)
+    tl = bench.shown_timeline([Event(t, type_, data) for t, type_, data in events], detector_segments(events),
+                              head=head, end=end, entry=None, outcome=None, scenario=scenario)
     return _dumps({"type": "timeline", "t": head, "t_s": round(head / STREAM_RATE, 3), **tl.model_dump(mode="json")})
 
 
@@ -218,11 +228,13 @@ class EpisodeChannel:
     """The live side of one running attempt; implements the session's observer hooks."""
 
     def __init__(self, hub: "LiveHub", *, episode_id: str, attempt_id: str, run_id: str, clock: str,
-                 texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None):
+                 texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None,
+                 scenario: Mapping[str, Any] | None = None):
         self.hub = hub
         self.episode_id, self.attempt_id, self.run_id, self.clock = episode_id, attempt_id, run_id, clock
         self.texts = texts
         self.benchmark = benchmark  # None: no timeline messages
+        self.scenario = scenario  # the script: the timeline's script table and the status in words
         self._timeline_at: int | None = None  # events + head of the last timeline message (None: none yet)
         self.listeners: set[Listener] = set()
         self.raw: list[tuple[int, str, dict]] = []  # every event so far, for late joiners
@@ -252,8 +264,8 @@ class EpisodeChannel:
         if self._status is not None:  # where the episode is now
             full, public = self._status_messages()
             listener.set_status(full if listener.public is None else public)
-        if listener.public is None and self.benchmark is not None and self.raw:
-            listener.set_timeline(timeline_message(self.benchmark, self.raw, self.t))
+        if self.benchmark is not None and self.raw:
+            listener.set_timeline(timeline_message(self.benchmark, self.raw, self.t, self.scenario, listener.public))
         if self.ended is not None:
             listener.finish(self.ended)
         else:
@@ -288,7 +300,10 @@ class EpisodeChannel:
         """The ``status`` message as of the last room frame: for listeners who see everything, and
         without the scheduler's state (disclosure)."""
         state = {"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3), **self._status()}
-        return _dumps(state), _dumps(public_status(state))
+        full = dict(state)
+        if self.benchmark is not None:
+            full["text"] = self.benchmark.status_text(state, self.scenario or {})
+        return _dumps(full), _dumps({**public_status(state), "text": WITHHELD_STATUS})
 
     @_safe
     def assistant(self, slot: int, pcm: np.ndarray) -> None:
@@ -305,18 +320,20 @@ class EpisodeChannel:
             self._event(e.t, e.type, e.data)
 
     def _send_timeline(self) -> None:
-        """The windows as of the last room frame, to the listeners who see the script (only when
+        """The windows as of the last room frame, to every listener as they may see it (only when
         an event came or the stream moved on since the last message: built only while they listen)."""
         if self.benchmark is None:
             return
-        readers = [lst for lst in self.listeners if lst.public is None]
         mark = len(self.raw) * (1 << 40) + self.t
-        if not readers or mark == self._timeline_at:
+        if not self.listeners or mark == self._timeline_at:
             return
         self._timeline_at = mark
-        text = timeline_message(self.benchmark, self.raw, self.t)
-        for lst in readers:
-            lst.set_timeline(text)
+        texts: dict[int, str] = {}  # by the identity of what the listener may see (None: everything)
+        for lst in self.listeners:
+            key = id(lst.public)
+            if key not in texts:
+                texts[key] = timeline_message(self.benchmark, self.raw, self.t, self.scenario, lst.public)
+            lst.set_timeline(texts[key])
 
     @_safe
     def end(self, reason: str) -> None:
@@ -350,13 +367,14 @@ class LiveHub:
         self._changed = asyncio.Event()
 
     def open(self, *, episode_id: str, attempt_id: str, run_id: str, clock: str,
-             texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None) -> EpisodeChannel:
+             texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None,
+             scenario: Mapping[str, Any] | None = None) -> EpisodeChannel:
         """A channel for a starting attempt (replaces a stale one of the same episode); ``texts``:
         what its listeners who see the script read of its clips; ``benchmark``: whose windows
-        they are sent (None: none)."""
+        they are sent (None: none); ``scenario``: its snapshot (their script table, the status in words)."""
         old = self.channels.get(episode_id)
         ch = EpisodeChannel(self, episode_id=episode_id, attempt_id=attempt_id, run_id=run_id, clock=clock,
-                            texts=texts, benchmark=benchmark)
+                            texts=texts, benchmark=benchmark, scenario=scenario)
         self.channels[episode_id] = ch
         if old is not None:
             old.end("superseded")
@@ -370,7 +388,8 @@ class LiveHub:
         """The channel of one leased attempt (server.engine.leasing.Lease), closed on the way out."""
         bench = benchmark_of_suite(lease.suite_path)
         ch = self.open(episode_id=lease.episode_id, attempt_id=lease.attempt_id, run_id=lease.run_id,
-                       clock=lease.clock, texts=bench.clip_texts(lease.scenario), benchmark=bench)
+                       clock=lease.clock, texts=bench.clip_texts(lease.scenario), benchmark=bench,
+                       scenario=lease.scenario)
         try:
             yield ch
         finally:

@@ -159,20 +159,22 @@ export function progressBar(p) {
   return el("div", { class: "progress-wrap" }, bar, text);
 }
 
-export const LABEL_NAMES = {
-  T: "request to Aria",
-  N1: "Aria mentioned",
-  N2: "someone else addressed",
-  N3: "nobody addressed",
-  N4Q: "question to Aria",
-  N4R: "human resolves it",
-};
+// A registered benchmark as GET /v1/benchmarks describes it (its conditions, labels, failure
+// titles, quantities and table columns): the pages draw what it says and know no benchmark.
+const benchmarks = new Map();
 
-export const FAILURE_NAMES = {
-  no_response: "no response",
-  incorrect: "incorrect answer",
-  intrusion: "intrusion",
-  speech_in_silence: "speech in a silence window",
-  n4_still_voicing: "N4: still voicing",
-  n4_resumed: "N4: resumed",
-};
+export async function benchmarkInfo(name) {
+  if (!benchmarks.has(name)) {
+    const all = await api("/v1/benchmarks");
+    for (const b of all) benchmarks.set(b.name, b);
+  }
+  return benchmarks.get(name) ?? { name, conditions: [], failure_types: [], failure_titles: {}, quantities: [],
+    labels: [], outcome_columns: [], script_columns: [] };
+}
+
+// One cell a benchmark fills: {text, bad, chip, title} -> a <td>.
+export function cellNode(c, ...extra) {
+  const content = c.chip === null || c.chip === undefined ? c.text
+    : el("span", { class: c.chip ? `chip label-${c.chip}` : "chip", title: c.title }, c.text);
+  return el("td", { class: c.bad ? "bad" : "", title: c.chip ? undefined : c.title }, content, ...extra);
+}

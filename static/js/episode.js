@@ -1,4 +1,5 @@
-import { api, el, fmtTime, LABEL_NAMES, listenUrl, param, RATE, requireSignIn, showError, clearError } from "./api.js";
+import { api, benchmarkInfo, cellNode, clearError, el, fmtTime, listenUrl, param, RATE, requireSignIn, showError }
+  from "./api.js";
 import { decodeFrame, frameLevel, LiveAudio, Mixer, ReplayAudio } from "./player.js";
 import { EpisodeModel, TimelineView } from "./timeline.js";
 
@@ -39,48 +40,26 @@ function facts() {
     item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
     item("Outcome", !o ? "–" : o.failures.length ? o.failures.join(", ").replaceAll("_", " ") : "passed",
       o && o.source === "live" ? el("span", { class: "muted small" }, " (live detector, not scored)") : ""),
-    doc.script === "withheld"
-      ? el("div", { class: "span2" }, el("dt", {}, "Script"), el("dd", { id: "script-withheld" },
-        "withheld until the run has ended (always, on a held-out suite): labels, texts and answers are not shown"))
-      : doc.dialogue
-      ? el("div", { class: "span2" }, el("dt", {}, "Dialogue"), el("dd", {}, `${doc.dialogue.topic} · set ${doc.dialogue.set} · `
-        + (doc.round ? `live round ${doc.round} (rounds before it: ground truth)` : "every round live")))
-      : el("div", { class: "span2" }, el("dt", {}, "Gold answer"), el("dd", {}, doc.gold_answer ?? "–")));
+    ...(doc.script === "withheld"
+      ? [el("div", { class: "span2" }, el("dt", {}, "Script"), el("dd", { id: "script-withheld" },
+        "withheld until the run has ended (always, on a held-out suite): labels, texts and answers are not shown"))]
+      : (doc.timeline?.facts ?? []).map((f) => el("div", { class: "span2" }, el("dt", {}, f.title), el("dd", {}, f.text)))));
 }
 
-// MTR-DuplexBench episodes list their rounds (feature, the user's words, the verdict) instead of turns.
-function renderRounds() {
-  const wins = model.windows();
-  const texts = new Map((doc.dialogue?.rounds || []).map((r) => [r.round, r.user.text + (r.pause ? " … " + r.pause.continuation.text : "")]));
-  const rows = model.rounds.map((r) => {
-    const w = wins.find((x) => x.idx === r.round);
-    return el("tr", { class: r.end === null ? "now" : "" },
-      el("td", {}, el("button", { type: "button", class: "link", onclick: () => seek(r.start),
-        "data-focus-key": `round-${r.round}`, "aria-label": `Play round ${r.round} from ${fmtTime(r.start)}` }, fmtTime(r.start))),
-      el("td", {}, r.live ? "live" : "history"), el("td", {}, el("span", { class: "chip" }, `R${r.round} ${r.feature}`)),
-      el("td", {}, texts.get(r.round) ?? ""), el("td", {}, w ? el("span", { class: `chip v-${w.verdict.state}` }, w.verdict.text) : "–"));
-  });
-  $("turns").replaceChildren(...rows);
-  $("answer").replaceChildren();
-}
-
+// The script table: the rows the server made of the episode's script (its benchmark's columns),
+// each with where it began and its window's verdict; then the benchmark's notes (e.g. the answer).
 function renderTurns() {
-  if (model.rounds.length) return renderRounds();
-  const wins = model.windows();
-  const rows = (doc.turns || []).map((t) => {
-    const clip = model.clips.find((c) => c.idx === t.idx);
-    const w = wins.find((x) => x.idx === t.idx);
-    const verdict = w ? el("span", { class: `chip v-${w.verdict.state}` }, w.verdict.text || "–") : "–";
-    return el("tr", { class: clip && clip.end === null ? "now" : "" },
-      el("td", {}, clip ? el("button", { type: "button", class: "link", onclick: () => seek(clip.start),
-        "data-focus-key": `turn-${t.idx}`, "aria-label": `Play from ${fmtTime(clip.start)}` }, fmtTime(clip.start)) : "–"),
-      el("td", {}, t.speaker), el("td", {}, el("span", { class: `chip label-${t.label}`, title: LABEL_NAMES[t.label] }, t.label)),
-      el("td", {}, t.text), el("td", {}, verdict));
+  const rows = (model.timeline?.rows ?? []).map((r) => {
+    const start = r.start === null ? null : r.start / RATE;
+    const verdict = r.verdict ? el("span", { class: `chip v-${r.verdict.state}` }, r.verdict.text || "–") : "–";
+    return el("tr", { class: r.now ? "now" : "" },
+      el("td", {}, start !== null ? el("button", { type: "button", class: "link", onclick: () => seek(start),
+        "data-focus-key": r.key, "aria-label": `Play ${r.name ? r.name + " " : ""}from ${fmtTime(start)}` }, fmtTime(start)) : "–"),
+      ...r.cells.map((c) => cellNode(c)), el("td", {}, verdict));
   });
   $("turns").replaceChildren(...rows);
-  const said = doc.scores?.t ? doc.scores.t.transcript : null;
-  $("answer").replaceChildren(...(said !== null
-    ? [el("p", {}, el("strong", {}, "Aria's answer: "), said || el("em", {}, "(empty transcript)"))] : []));
+  $("answer").replaceChildren(...(model.timeline?.notes ?? []).map((n) =>
+    el("p", {}, el("strong", {}, `${n.title}: `), n.text || el("em", {}, "(empty transcript)"))));
 }
 
 function renderEvents() {
@@ -128,35 +107,10 @@ function seek(t) {
   view.setPlayhead(t);
 }
 
-// --- scheduler status in words --------------------------------------------------------------
-
-function statusText(s) {
-  switch (s.state) {
-    case "preamble": return "Playing the duty preamble";
-    case "playing": {
-      const turn = (doc?.turns || []).find((t) => t.idx === s.idx);
-      return `Playing turn ${s.idx + 1}: ${turn ? turn.speaker + ", " : ""}${s.label} (${LABEL_NAMES[s.label] ?? ""})`;
-    }
-    case "gap": return "Pause between turns";
-    case "n4_gap": return `N4: 3 s pause before the resolution, ${s.remaining_s.toFixed(1)} s left`;
-    case "t_wait_onset": return `Waiting for Aria's onset, ${s.remaining_s.toFixed(1)} s left`;
-    case "t_wait_silence": return `Aria is answering: confirmed silence ${s.silence_s.toFixed(1)} / ${s.need_s} s (cap in ${Math.round(s.cap_left_s)} s)`;
-    case "history": return "Playing the ground-truth history (the rounds before the live one)";
-    case "user": return `Round ${s.round} (${s.feature}): the user speaks`;
-    case "pause": return `Round ${s.round} (${s.feature}): the user pauses mid-turn`;
-    case "wait": return `Round ${s.round} (${s.feature}): waiting for the model's reply`;
-    case "responding": return `Round ${s.round} (${s.feature}): the model is answering`;
-    case "barge": return `Round ${s.round} (${s.feature}): the user barges in`;
-    case "ended": return "Episode ended";
-    case "withheld": return "Playing (the scheduler's state is part of the script, withheld until the run ends)";
-    default: return s.state;
-  }
-}
-
 // --- replay ---------------------------------------------------------------------------------
 
 async function startReplay() {
-  model = new EpisodeModel(doc.turns);
+  model = new EpisodeModel();
   for (const e of doc.events) model.apply(e);
   model.setSegments(doc.segments);
   model.setTimeline(doc.timeline);
@@ -188,7 +142,7 @@ $("seek").addEventListener("input", (e) => seek(Number(e.target.value)));
 // --- live -----------------------------------------------------------------------------------
 
 async function startLive() {
-  model = new EpisodeModel(doc.turns);
+  model = new EpisodeModel();
   setMode("live", "connecting");
   socket = new WebSocket(await listenUrl(episodeId));
   socket.binaryType = "arraybuffer";
@@ -224,7 +178,7 @@ function onText(msg) {
     case "status":
       lastStatus = msg;
       model.head = Math.max(model.head, msg.t / RATE);
-      $("status-line").textContent = statusText(msg);
+      $("status-line").textContent = msg.text ?? msg.state; // the scheduler's state in words, from the server
       break;
     case "waiting":
       setMode("waiting", msg.status);
@@ -279,6 +233,16 @@ document.addEventListener("keydown", (e) => {
   $("play").click();
 });
 
+// The headers of the script table and the legend's labels: the episode's benchmark says them.
+async function drawTables() {
+  const bench = await benchmarkInfo(doc.benchmark);
+  $("turns-head").replaceChildren(el("th", { scope: "col" }, "Start"),
+    ...bench.script_columns.map((c) => el("th", { scope: "col" }, c.title)), el("th", { scope: "col" }, "Window"));
+  $("legend").replaceChildren(...bench.labels.map((l) => el("li", {}, el("i", { class: `sw label-${l.key}` }), l.legend)),
+    el("li", {}, el("i", { class: "sw speech" }), "Aria speaks"), el("li", {}, el("i", { class: "sw v-pass" }), "pass"),
+    el("li", {}, el("i", { class: "sw v-fail" }), "fail"));
+}
+
 async function reload(attempt) {
   if (socket) socket.close(1000);
   live.disable();
@@ -296,6 +260,7 @@ async function reload(attempt) {
   $("run-link").textContent = doc.run_id;
   $("run-link").href = `run.html?id=${encodeURIComponent(doc.run_id)}`;
   $("facts").replaceChildren(facts());
+  await drawTables();
   const sel = $("attempt");
   sel.replaceChildren(...doc.attempts.map((a) => el("option", { value: a.number, selected: a.number === doc.attempt },
     `${a.number} (${a.status}${a.error_code ? ": " + a.error_code : ""})`)));

@@ -1,4 +1,5 @@
-import { api, clearError, el, FAILURE_NAMES, fmtDate, fmtTime, param, progressBar, requireSignIn, showError } from "./api.js";
+import { api, benchmarkInfo, cellNode, clearError, el, fmtDate, fmtTime, param, progressBar, requireSignIn, showError }
+  from "./api.js";
 
 const runId = param("id");
 const PAGE = 50;
@@ -8,13 +9,28 @@ let timer = null;
 let run = null;
 let metricsShown = null;
 
-// The run's benchmark's quantities (GET /v1/benchmarks): key -> {title, description, format, ...},
-// in the order they are shown; each stands on its own denominator.
+// The run's benchmark (GET /v1/benchmarks): its quantities key -> {title, description, format, ...},
+// in the order they are shown (each stands on its own denominator), its failure titles and the
+// episodes table's outcome columns.
 let quantities = new Map();
+let bench = null;
 
-async function loadQuantities(benchmark) {
-  const all = await api("/v1/benchmarks");
-  quantities = new Map((all.find((b) => b.name === benchmark)?.quantities ?? []).map((q) => [q.key, q]));
+async function loadBenchmark(name) {
+  bench = await benchmarkInfo(name);
+  quantities = new Map(bench.quantities.map((q) => [q.key, q]));
+  const head = document.getElementById("episodes-head");
+  head.replaceChildren(...[...head.children].slice(0, 6), ...bench.outcome_columns.map((c) => el("th", { scope: "col" }, c.title)),
+    el("th", { scope: "col" }, "Failures"));
+  const option = (value, text) => el("option", { value }, text);
+  document.querySelector("#filters [name=condition]").replaceChildren(option("", "all"),
+    ...bench.conditions.map((c) => option(c, c)));
+  document.querySelector("#filters [name=outcome]").replaceChildren(option("", "all"), option("ok", "passed everything"),
+    ...bench.failure_types.map((f) => option(f, bench.failure_titles[f] ?? f.replaceAll("_", " "))),
+    option("unfinished", "not finished"));
+  for (const [k, v] of new URLSearchParams(location.search)) {
+    const field = document.querySelector(`#filters [name="${k}"]`);
+    if (field) field.value = v;
+  }
 }
 
 function facts(r) {
@@ -80,12 +96,7 @@ function renderMetrics(m) {
           quantities.get(n)?.description ? el("div", { class: "muted small" }, quantities.get(n).description) : null),
         ...conds.map((c) => valueCell(byCond[c]?.[n], boot[model]?.[c]?.[n], quantities.get(n)?.format))))));
     parts.push(table);
-    const pa = analyses.paired_addressing?.[model];
-    if (pa && pa.n_pairs) {
-      parts.push(el("p", { class: "small" }, `Explicit vs implicit response presence over ${pa.n_pairs} pairs: `,
-        `${(pa.explicit_rate * 100).toFixed(1)}% vs ${(pa.implicit_rate * 100).toFixed(1)}% `,
-        `(${pa.diff_pp >= 0 ? "+" : ""}${pa.diff_pp} pp, exact McNemar p = ${pa.p_mcnemar})`));
-    }
+    for (const note of m.notes?.[model] ?? []) parts.push(el("p", { class: "small" }, note));
   }
   const info = results.scoring;
   if (info) {
@@ -99,31 +110,19 @@ function renderMetrics(m) {
   box.replaceChildren(...(parts.length ? parts : [el("p", { class: "muted" }, "Scored, but no metrics were reported.")]));
 }
 
-function outcomeCells(o, ep) {
-  if (!o) {
+// The benchmark's cells of an episode's outcome (its outcome columns), then its failures.
+function outcomeCells(ep) {
+  const o = ep.outcome;
+  const n = bench.outcome_columns.length;
+  if (!o || !ep.cells) {
     const why = ep.status === "completed" ? "–" : ep.status;
-    return [el("td", { class: "muted" }, why), el("td", {}), el("td", {}), el("td", {})];
+    return [el("td", { class: "muted" }, why), ...Array.from({ length: n }, () => el("td", {}))];
   }
   const failures = o.failures.length
-    ? o.failures.map((f) => el("span", { class: `chip fail` }, FAILURE_NAMES[f] || f.replaceAll("_", " ")))
+    ? o.failures.map((f) => el("span", { class: `chip fail` }, bench.failure_titles[f] ?? f.replaceAll("_", " ")))
     : [el("span", { class: "chip ok" }, "none")];
   const src = o.source === "live" ? el("span", { class: "muted small", title: "from the live detector, not scored" }, " (live)") : null;
-  if (o.rounds) { // MTR-DuplexBench: live rounds passed, and the features that failed
-    const passed = o.rounds.filter((r) => r.ok).length;
-    const failed = [...new Set(o.rounds.filter((r) => !r.ok).map((r) => `R${r.round} ${r.feature}`))].join(", ") || "–";
-    return [el("td", { class: passed < o.rounds.length ? "bad" : "" }, `${passed}/${o.rounds.length} rounds`, src),
-      el("td", {}, failed), el("td", {}, "–"), el("td", {}, ...failures)];
-  }
-  if (!o.silence) { // a benchmark without columns of its own here: its verdict and failures
-    return [el("td", { class: o.ok ? "" : "bad" }, o.ok ? "ok" : "failed", src), el("td", {}, "–"), el("td", {}, "–"),
-      el("td", {}, ...failures)];
-  }
-  const t = { fresh: "fresh onset", already_speaking: "already speaking", none: "no response" }[o.t] ?? "–";
-  const correct = o.correct === true ? " · correct" : o.correct === false ? " · incorrect" : "";
-  const [clean, all] = o.silence;
-  const n4 = o.n4.length ? o.n4.map((x) => x.replaceAll("_", " ")).join(", ") : "–";
-  return [el("td", { class: o.t === "none" ? "bad" : "" }, t, correct, src), el("td", { class: clean < all ? "bad" : "" }, `${clean}/${all}`),
-    el("td", {}, n4), el("td", {}, ...failures)];
+  return [...ep.cells.map((c, i) => cellNode(c, i === 0 ? src : null)), el("td", {}, ...failures)];
 }
 
 function episodeRow(ep) {
@@ -135,7 +134,7 @@ function episodeRow(ep) {
     el("td", {}, el("span", { class: `status status-${ep.status}` }, ep.status)),
     el("td", {}, ep.attempts),
     el("td", {}, ep.duration_s === null ? "–" : fmtTime(ep.duration_s)),
-    ...outcomeCells(ep.outcome, ep));
+    ...outcomeCells(ep));
 }
 
 async function loadEpisodes() {
@@ -158,8 +157,8 @@ async function load() {
     document.getElementById("crumb").textContent = run.id;
     document.getElementById("facts").replaceChildren(facts(run));
     document.getElementById("cancel-run").hidden = !["queued", "running"].includes(run.status);
+    if (!bench) await loadBenchmark(run.benchmark);
     if (metricsShown !== run.scored) {
-      if (!quantities.size) await loadQuantities(run.benchmark);
       renderMetrics(await api(`/v1/runs/${encodeURIComponent(runId)}/metrics`));
       metricsShown = run.scored;
     }
@@ -186,10 +185,6 @@ document.getElementById("cancel-run").addEventListener("click", async () => {
   load();
 });
 
-for (const [k, v] of new URLSearchParams(location.search)) {
-  const field = document.querySelector(`#filters [name="${k}"]`);
-  if (field) field.value = v;
-}
 await requireSignIn();
 if (!runId) showError("error", "No run given.");
 else load();

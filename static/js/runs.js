@@ -79,11 +79,10 @@ async function fillSuites() {
   fillConditions();
 }
 
-// The condition boxes follow the chosen suite's benchmark (Duplex-MPE: explicit / implicit;
-// MTR-DuplexBench: the history modes gt / free).
+// The condition boxes follow the chosen suite's benchmark (its run conditions, as the server lists them).
 function fillConditions() {
   const chosen = suiteSelect.selectedOptions[0];
-  const names = (chosen?.dataset.conditions || "explicit,implicit").split(",").filter(Boolean);
+  const names = (chosen?.dataset.conditions || "").split(",").filter(Boolean);
   const boxes = names.map((c) => el("label", { class: "inline" },
     el("input", { type: "checkbox", name: "conditions", value: c, checked: true }), ` ${c}`));
   document.getElementById("f-conditions").replaceChildren(el("legend", {}, "Conditions"), ...boxes);

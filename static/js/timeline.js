@@ -1,26 +1,22 @@
-// The episode timeline: a time ruler, the room's clips (coloured by label, with speaker and
+// The episode timeline: a time ruler, the room's blocks (coloured by label, with speaker and
 // text), Aria's speech and loudness, and the benchmark's windows with their verdicts. The
-// windows come from the server (the episode's `timeline`, and `timeline` messages while it
-// runs): this page restates no window rule. The same model serves live episodes (events
+// blocks and windows come from the server (the episode's `timeline`, and `timeline` messages
+// while it runs): this page restates no rule and knows no benchmark. The same model serves live episodes (events
 // arrive one by one) and replays.
 
-import { el, fmtTime, LABEL_NAMES, RATE } from "./api.js";
+import { el, fmtTime, RATE } from "./api.js";
 
 const LEVEL_FRAME_S = 0.08;
 
 // Episode state built from §3 events; pure data, no DOM.
 export class EpisodeModel {
-  constructor(turns = []) {
-    this.turns = new Map(turns.map((t) => [t.idx, t]));
+  constructor() {
     this.reset();
   }
 
   reset() {
-    this.clips = []; // {idx, label, speaker, text, start, end}
-    this.rounds = []; // MTR-DuplexBench rounds {round, feature, live, start, end}
-    this.preamble = null;
     this.segments = []; // assistant speech {start, end} in seconds (end null while open)
-    this.timeline = null; // the server's windows {head, windows: [{kind, label, idx, start, end, ...}]} (samples)
+    this.timeline = null; // the server's {head, windows, blocks, rows, notes} (samples)
     this.texts = []; // model text events
     this.head = 0; // seconds of stream produced so far
     this.end = null;
@@ -36,45 +32,12 @@ export class EpisodeModel {
     const d = ev.data || {};
     this.events.push({ t, type, data: d });
     this.head = Math.max(this.head, t);
-    if (type === "preamble.start") this.preamble = { start: t, end: null };
-    else if (type === "preamble.end" && this.preamble) this.preamble.end = t;
-    else if (MTR_SPANS[type?.replace(/\.(start|end)$/, "")] && this.roundSpan(type, t, d)) { /* MTR room span */ }
-    else if (type === "round.start") this.rounds.push({ round: d.round, feature: d.feature, live: d.live, start: t, end: null });
-    else if (type === "round.end") {
-      const r = this.rounds.find((x) => x.round === d.round && x.end === null);
-      if (r) r.end = t;
-    } else if (type === "clip.start") {
-      const turn = this.turns.get(d.idx) || {};
-      this.clips.push({ idx: d.idx, label: d.label, speaker: d.speaker, text: d.text ?? turn.text ?? "", start: t, end: null });
-    } else if (type === "clip.end") {
-      const c = this.clips.find((x) => x.idx === d.idx && x.end === null);
-      if (c) c.end = t;
-    } else if (type === "vad.onset" && !this.finalSegments) this.segments.push({ start: d.at / RATE, end: null });
+    if (type === "vad.onset" && !this.finalSegments) this.segments.push({ start: d.at / RATE, end: null });
     else if (type === "vad.offset" && !this.finalSegments) {
       const s = this.segments[this.segments.length - 1];
       if (s && s.end === null) s.end = d.at / RATE;
     } else if (type === "text") this.texts.push({ t, text: d.text });
     else if (type === "episode.end") this.end = t;
-  }
-
-  // MTR-DuplexBench room spans (user turns, pauses, barge-ins, background voices, backchannels)
-  // become clips labelled by kind, so the room lane shows them like Duplex-MPE's turns.
-  roundSpan(type, t, d) {
-    const kind = type.replace(/\.(start|end)$/, "");
-    const open = (k) => this.clips.find((x) => x.kind === k && x.round === d.round && x.end === null);
-    if (type === "pause.start") { // the user stops mid-turn: the first part ends where the pause begins
-      const u = open("user");
-      if (u) u.end = t;
-    }
-    if (type.endsWith(".start")) {
-      const part = kind === "user" ? d.part ?? 1 : d.i ?? 0;
-      this.clips.push({ idx: `${kind}-${d.round}-${part}`, kind, round: d.round, label: MTR_SPANS[kind],
-        speaker: kind === "user" ? "user" : kind.replace("_", " "), text: d.text ?? "", start: t, end: null });
-    } else {
-      const c = open(kind);
-      if (c) c.end = t;
-    }
-    return true;
   }
 
   setSegments(segs) {
@@ -95,10 +58,12 @@ export class EpisodeModel {
     return (this.timeline?.windows ?? []).map((w) => ({ ...w, start: w.start / RATE, end: w.end / RATE,
       deadline: w.deadline === null || w.deadline === undefined ? null : w.deadline / RATE }));
   }
-}
 
-// MTR span kinds -> the label (and colour class) of their room clips
-const MTR_SPANS = { user: "U", pause: "PAUSE", barge_in: "BARGE", background: "BG", backchannel: "BC" };
+  // The server's room blocks in seconds (end null while it plays).
+  blocks() {
+    return (this.timeline?.blocks ?? []).map((b) => ({ ...b, start: b.start / RATE, end: b.end === null ? null : b.end / RATE }));
+  }
+}
 
 // --- rendering ----------------------------------------------------------------------------
 
@@ -169,22 +134,12 @@ export class TimelineView {
       ticks.push(el("span", { class: major ? "tick major" : "tick", style: { left: this.x(s) } }, major ? fmtTime(s).replace(/\.0$/, "") : ""));
     }
     this.ruler.replaceChildren(...ticks);
-    // room clips
-    const clips = [];
-    if (model.preamble) {
-      clips.push(this.block(model.preamble.start, model.preamble.end ?? model.head, "clip label-pre", { button: true,
-        "aria-label": `Duty preamble at ${fmtTime(model.preamble.start)}`, onclick: () => this.onSeek?.(model.preamble.start) },
-      el("span", { class: "who" }, "preamble")));
-    }
-    for (const c of model.clips) {
-      const end = c.end ?? model.head;
-      clips.push(this.block(c.start, end, `clip label-${c.label}${c.end === null ? " open" : ""}`, {
-        button: true, title: `${c.speaker} · ${c.label} (${LABEL_NAMES[c.label] ?? ""}): ${c.text}`,
-        "aria-label": `${fmtTime(c.start)}: speaker ${c.speaker}, ${c.label}, ${c.text}`, "data-idx": c.idx,
-        "data-focus-key": `clip-${c.idx}`,
-        onclick: () => this.onSeek?.(c.start) },
-      el("span", { class: "who" }, `${c.speaker} · ${c.label}`), el("span", { class: "txt" }, c.text)));
-    }
+    // room blocks
+    const clips = model.blocks().map((b) => this.block(b.start, b.end ?? model.head,
+      `clip label-${b.kind}${b.end === null ? " open" : ""}`, {
+        button: true, title: b.title, "aria-label": b.aria.replaceAll("{t}", fmtTime(b.start)),
+        "data-idx": b.idx ?? undefined, "data-focus-key": b.key, onclick: () => this.onSeek?.(b.start) },
+      el("span", { class: "who" }, b.who), b.text ? el("span", { class: "txt" }, b.text) : null));
     this.room.replaceChildren(...clips);
     // Aria's speech
     const segs = model.segments.map((g) => this.block(g.start, g.end ?? model.head, `speech${g.end === null ? " open" : ""}`, {

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import soundfile as sf
@@ -23,13 +23,18 @@ from rich.table import Table
 from server.core.benchmark import (
     MODEL_EVENTS,
     Benchmark,
+    Block,
+    Cell,
+    Column,
     EpisodeSpec,
     JudgedItem,
+    Label,
     OpenSpan,
     Outcome,
     Quantity,
     ScenarioSummary,
     ScoreEntry,
+    ScriptRow,
     Span,
     SuiteSummary,
     Timeline,
@@ -179,6 +184,17 @@ def answered(beep_end: int, segments: Iterable[OpenSpan], head: int | None = Non
     return any(s < beep_end + WINDOW and (head if e is None else e) > beep_end for s, e in segments)
 
 
+class BeepOutcome(Outcome):
+    answered: int
+    beeps: int
+
+
+def beep_outcome(source: Literal["live", "score"], answers: Sequence[bool]) -> BeepOutcome:
+    ok = all(answers)
+    return BeepOutcome(source=source, failures=[] if ok else ["missed"], ok=ok, answered=sum(answers),
+                       beeps=len(answers))
+
+
 # --- scoring ---------------------------------------------------------------------------------------
 
 class BeepScore(ScoreEntry):
@@ -234,13 +250,10 @@ class BeepAnswer(Benchmark):
         return BeepScheduler([lengths[i] for i in range(len(scenario["beeps"]))])
 
     def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int) -> Outcome | None:
-        ends = beep_ends(events)
-        missed = [t for t in ends if not answered(t, segments)]
-        return Outcome(source="live", failures=["missed"] if missed else [], ok=not missed)
+        return beep_outcome("live", [answered(t, segments) for t in beep_ends(events)])
 
     def scored_outcome(self, entry: BeepScore) -> Outcome:
-        ok = all(entry.answered)
-        return Outcome(source="score", failures=[] if ok else ["missed"], ok=ok)
+        return beep_outcome("score", entry.answered)
 
     def make_judge(self, spec: str | None) -> NoJudge:
         return NoJudge()
@@ -288,6 +301,28 @@ class BeepAnswer(Benchmark):
         return {"metrics": metrics, "analyses": {}}
 
     # --- shown -------------------------------------------------------------------------------
+
+    labels = (Label(key="beep", title="a tone to answer", legend="beep"),)
+    failure_titles = {"missed": "a beep went unanswered"}
+    outcome_columns = (Column(key="answered", title="Beeps answered"),)
+    script_columns = (Column(key="beep", title="Beep"),)
+
+    def outcome_cells(self, outcome: Outcome) -> list[Cell]:
+        if not isinstance(outcome, BeepOutcome):
+            return super().outcome_cells(outcome)
+        return [Cell(text=f"{outcome.answered}/{outcome.beeps} beeps", bad=outcome.answered < outcome.beeps)]
+
+    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+        starts = {e.data["i"]: e.t for e in events if e.type == "beep.start"}
+        ends = {e.data["i"]: e.t for e in events if e.type == "beep.end"}
+        return [Block(key=f"beep-{i}", idx=i, kind="beep", who=f"beep {i + 1}", title=f"beep {i + 1}",
+                      aria=f"{{t}}: beep {i + 1}", start=t, end=ends.get(i)) for i, t in starts.items()]
+
+    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+        starts = {e.data["i"]: e.t for e in events if e.type == "beep.start"}
+        return [ScriptRow(key=f"beep-{i}", name=f"beep {i + 1}", start=starts.get(i), cells=[Cell(text=f"beep {i + 1}")],
+                          verdict=next((w.verdict for w in timeline.windows if w.idx == i), None))
+                for i in range(len(scenario.get("beeps", ())))]
 
     def suite_summary(self, suite: BeepSuite) -> SuiteSummary:
         return SuiteSummary(conditions={c: len(suite.scenarios) for c in self.conditions}, label_kind="beeps",

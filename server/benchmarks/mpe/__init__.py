@@ -27,12 +27,16 @@ from server.benchmarks.mpe.textref.prompt import STATS_KEY as TEXT_REFERENCE_STA
 from server.core.benchmark import (
     MODEL_EVENTS,
     Benchmark,
+    Block,
+    Cell,
     ClipTexts,
     EpisodeSpec,
+    Note,
     OpenSpan,
     Outcome,
     ScenarioSummary,
     ScoreEntry,
+    ScriptRow,
     Span,
     SuiteSummary,
     Timeline,
@@ -115,6 +119,32 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore]):
     def timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,
                  entry: ScoreEntry | None, outcome: Outcome | None) -> Timeline:
         return episode_timeline(events, segments, head, end, entry if isinstance(entry, EpisodeScore) else None)
+
+    labels = outcome.LABELS
+    failure_titles = outcome.FAILURE_TITLES
+    outcome_columns = outcome.OUTCOME_COLUMNS
+    script_columns = outcome.SCRIPT_COLUMNS
+
+    def outcome_cells(self, o: Outcome) -> list[Cell]:
+        return outcome.outcome_cells(o) if isinstance(o, outcome.MPEOutcome) else super().outcome_cells(o)
+
+    def metric_notes(self, analyses: Mapping[str, Any], model: str) -> list[str]:
+        return outcome.metric_notes(analyses, model)
+
+    def status_text(self, status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+        return outcome.status_text(status, scenario)
+
+    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+        return outcome.room_blocks(events, scenario)
+
+    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+        return outcome.script_rows(scenario, events, timeline)
+
+    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+        return outcome.script_facts(scenario)
+
+    def script_notes(self, entry: ScoreEntry | None) -> list[Note]:
+        return outcome.script_notes(entry if isinstance(entry, EpisodeScore) else None)
 
     scoring_version = "mpe-scoring-v1"
     entry_model = EpisodeScore

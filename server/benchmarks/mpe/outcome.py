@@ -13,9 +13,9 @@ on the pages exactly as in scoring (§6).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -29,7 +29,20 @@ from server.benchmarks.mpe.rules import (
     episode_windows,
     parse_timeline,
 )
-from server.core.benchmark import OpenSpan, Outcome, Timeline, Verdict, Window
+from server.benchmarks.mpe.scheduler import N4_GAP_S
+from server.core.benchmark import (
+    Block,
+    Cell,
+    Column,
+    Label,
+    Note,
+    OpenSpan,
+    Outcome,
+    ScriptRow,
+    Timeline,
+    Verdict,
+    Window,
+)
 from server.core.events import Event
 from server.scoring.errors import BadBundle
 
@@ -46,6 +59,10 @@ class MPEOutcome(Outcome):
     correct: bool | None
     silence: tuple[int, int] = Field(description="[clean N1-N3 windows, all N1-N3 windows]")
     n4: list[N4Result]
+
+
+#: how the T request went, in words (the pages' outcome cells and T window verdicts)
+T_WORDS: Mapping[TState, str] = {"fresh": "fresh onset", "already_speaking": "already speaking", "none": "no response"}
 
 
 def t_state(fresh: bool, present: bool) -> TState:
@@ -138,18 +155,21 @@ def n4_verdict(sc: N4Score | None) -> Verdict:
     return Verdict(state=state, text=text, scored=True)
 
 
+def _judged(correct: bool | None) -> str:
+    return " · correct" if correct is True else " · incorrect" if correct is False else ""
+
+
 def t_verdict(t: TScore | None, w: _Wait) -> Verdict:
     """The wait after T: the scoring's verdict, else how the wait went by the live events."""
     if t is not None:
         if not t.present:
-            return Verdict(state="fail", text="no response", scored=True)
-        how = "fresh onset" if t.fresh else "already speaking"
-        judged = " · correct" if t.correct is True else " · incorrect" if t.correct is False else ""
-        return Verdict(state="fail" if t.correct is False else "pass", text=how + judged, scored=True)
+            return Verdict(state="fail", text=T_WORDS["none"], scored=True)
+        return Verdict(state="fail" if t.correct is False else "pass",
+                       text=T_WORDS[t_state(t.fresh, t.present)] + _judged(t.correct), scored=True)
     if not w.reason:
         return Verdict(state="none", text="answering…" if w.onset is not None else "waiting…", scored=False)
     if w.reason == "no_response":
-        return Verdict(state="fail", text="no response", scored=False)
+        return Verdict(state="fail", text=T_WORDS["none"], scored=False)
     return Verdict(state="quiet", text=f"{'answered' if w.onset is not None else 'already speaking'}, "
                                        f"ended by {w.reason}", scored=False)
 
@@ -196,3 +216,134 @@ def timeline(events: Sequence[Event], segments: Sequence[OpenSpan], head: int, e
         out.append(Window(kind="t", label="T wait", idx=t_idx, start=w.start, end=w.end if w.end is not None else head,
                           open=w.end is None, verdict=t_verdict(entry.t if entry is not None else None, w)))
     return Timeline(head=head, windows=out)
+
+
+# --- shown: what the pages draw of Duplex-MPE's labels, outcomes, clips and script ------------
+
+LABELS = (Label(key="T", title="request to Aria", legend="T request to Aria"),
+          Label(key="N1", title="Aria mentioned", legend="N1 mentioned"),
+          Label(key="N2", title="someone else addressed", legend="N2 other addressee"),
+          Label(key="N3", title="nobody addressed", legend="N3 nobody"),
+          Label(key="N4Q", title="question to Aria", legend="N4Q question"),
+          Label(key="N4R", title="human resolves it", legend="N4R resolution"))
+LABEL_TITLES = {lb.key: lb.title for lb in LABELS}
+FAILURE_TITLES = {"no_response": "no response", "incorrect": "incorrect answer", "intrusion": "intrusion",
+                  "speech_in_silence": "speech in a silence window", "n4_still_voicing": "N4: still voicing",
+                  "n4_resumed": "N4: resumed"}
+OUTCOME_COLUMNS = (Column(key="t", title="T response"), Column(key="silence", title="Silence windows"),
+                   Column(key="n4", title="N4"))
+SCRIPT_COLUMNS = (Column(key="speaker", title="Speaker"), Column(key="label", title="Label"),
+                  Column(key="text", title="Text"))
+
+
+def outcome_cells(o: MPEOutcome) -> list[Cell]:
+    """The run page's T response, silence windows (clean/all) and N4 results of an outcome."""
+    clean, windows = o.silence
+    return [Cell(text=(T_WORDS[o.t] if o.t is not None else "–") + _judged(o.correct), bad=o.t == "none"),
+            Cell(text=f"{clean}/{windows}", bad=clean < windows),
+            Cell(text=", ".join(x.replace("_", " ") for x in o.n4) if o.n4 else "–")]
+
+
+def metric_notes(analyses: Mapping[str, Any], model: str) -> list[str]:
+    """The paired explicit-vs-implicit comparison of response presence (stats.paired_addressing)."""
+    pa = (analyses.get("paired_addressing") or {}).get(model)
+    if not pa or not pa.get("n_pairs"):
+        return []
+    diff = pa["diff_pp"]
+    return [f"Explicit vs implicit response presence over {pa['n_pairs']} pairs: "
+            f"{pa['explicit_rate'] * 100:.1f}% vs {pa['implicit_rate'] * 100:.1f}% "
+            f"({'+' if diff >= 0 else ''}{_num(diff)} pp, exact McNemar p = {_num(pa['p_mcnemar'])})"]
+
+
+def _num(x: float) -> str:
+    """A number as plainly as it was computed (1.0 -> 1, 0.25 -> 0.25)."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _turns(scenario: Mapping[str, Any] | None) -> dict[int, Mapping[str, Any]]:
+    return {int(t["idx"]): t for t in (scenario or {}).get("turns", ())}
+
+
+def status_text(status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+    """The scheduler's status (:meth:`Scheduler.status`) in words."""
+    state = status.get("state")
+    if state == "preamble":
+        return "Playing the duty preamble"
+    if state == "playing":
+        turn = _turns(scenario).get(int(status["idx"]))
+        who = f"{turn['speaker']}, " if turn is not None else ""
+        return f"Playing turn {status['idx'] + 1}: {who}{status['label']} ({LABEL_TITLES.get(status['label'], '')})"
+    if state == "gap":
+        return "Pause between turns"
+    if state == "n4_gap":
+        return f"N4: {N4_GAP_S:g} s pause before the resolution, {status['remaining_s']:.1f} s left"
+    if state == "t_wait_onset":
+        return f"Waiting for Aria's onset, {status['remaining_s']:.1f} s left"
+    if state == "t_wait_silence":
+        return (f"Aria is answering: confirmed silence {status['silence_s']:.1f} / {status['need_s']:g} s "
+                f"(cap in {round(status['cap_left_s'])} s)")
+    if state == "ended":
+        return "Episode ended"
+    return str(state)
+
+
+def room_blocks(events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+    """The duty preamble and each turn's clip, coloured by its label (with its speaker and words
+    where the script is shown)."""
+    turns = _turns(scenario)
+    out: list[Block] = []
+    for e in events:
+        if e.type == "preamble.start":
+            out.append(Block(key="preamble", idx=None, kind="pre", who="preamble", title="Duty preamble",
+                             aria="Duty preamble at {t}", start=e.t, end=None))
+        elif e.type == "clip.start" and "idx" in e.data:
+            idx = int(e.data["idx"])
+            turn = turns.get(idx, {})
+            label, speaker = e.data.get("label", turn.get("label")), e.data.get("speaker", turn.get("speaker"))
+            text = str(turn.get("text", ""))
+            if label is None:  # the script is withheld: only where a clip played
+                out.append(Block(key=f"clip-{idx}", idx=idx, kind="", who=f"turn {idx + 1}", title=f"turn {idx + 1}",
+                                 aria=f"{{t}}: turn {idx + 1}", start=e.t, end=None))
+                continue
+            out.append(Block(key=f"clip-{idx}", idx=idx, kind=str(label), who=f"{speaker} · {label}", text=text,
+                             title=f"{speaker} · {label} ({LABEL_TITLES.get(str(label), '')}): {text}",
+                             aria=f"{{t}}: speaker {speaker}, {label}, {text}", start=e.t, end=None))
+        elif e.type in ("preamble.end", "clip.end"):
+            key = "preamble" if e.type == "preamble.end" else f"clip-{e.data.get('idx')}"
+            for i, b in enumerate(out):
+                if b.key == key and b.end is None:
+                    out[i] = b.model_copy(update={"end": e.t})
+    return out
+
+
+def script_rows(scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+    """Every turn of the script: when its clip began, its speaker, label and words, and its window's verdict."""
+    starts: dict[int, int] = {}
+    playing: set[int] = set()
+    for e in events:
+        if e.type == "clip.start" and "idx" in e.data:
+            starts.setdefault(int(e.data["idx"]), e.t)
+            playing.add(int(e.data["idx"]))
+        elif e.type == "clip.end" and "idx" in e.data:
+            playing.discard(int(e.data["idx"]))
+    rows = []
+    for idx, t in _turns(scenario).items():
+        w = next((w for w in timeline.windows if w.idx == idx), None)
+        rows.append(ScriptRow(key=f"turn-{idx}", start=starts.get(idx), now=idx in playing, verdict=w.verdict if w else None,
+                              cells=[Cell(text=str(t.get("speaker", ""))),
+                                     Cell(text=str(t["label"]), chip=str(t["label"]),
+                                          title=LABEL_TITLES.get(str(t["label"]))),
+                                     Cell(text=str(t.get("text", "")))]))
+    return rows
+
+
+def script_notes(entry: EpisodeScore | None) -> list[Note]:
+    """Aria's transcribed answer to T, once scored (with a transcript)."""
+    if entry is None or entry.t.transcript is None:
+        return []
+    return [Note(title="Aria's answer", text=entry.t.transcript)]
+
+
+def script_facts(scenario: Mapping[str, Any]) -> list[Note]:
+    """The gold answer to T."""
+    return [Note(title="Gold answer", text=str(scenario.get("gold_answer") or "–"))]

@@ -26,13 +26,18 @@ from server.benchmarks.mtr.scheduler import RoundScheduler
 from server.benchmarks.mtr.suite import BENCHMARK_NAME, HISTORY_MODES, Dialogue, Suite, scenario_of, validate_suite
 from server.core.benchmark import (
     MODEL_EVENTS,
+    NO_CLIP_TEXTS,
     Benchmark,
+    Block,
+    Cell,
     ClipTexts,
     EpisodeSpec,
+    Note,
     OpenSpan,
     Outcome,
     ScenarioSummary,
     ScoreEntry,
+    ScriptRow,
     Span,
     SuiteSummary,
     Timeline,
@@ -139,6 +144,26 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
                  entry: ScoreEntry | None, outcome: Outcome | None) -> Timeline:
         return episode_timeline(events, head, entry if isinstance(entry, MTREpisodeScore) else None,
                                 outcome if isinstance(outcome, MTROutcome) else None)
+
+    labels = outcome.LABELS
+    failure_titles = outcome.FAILURE_TITLES
+    outcome_columns = outcome.OUTCOME_COLUMNS
+    script_columns = outcome.SCRIPT_COLUMNS
+
+    def outcome_cells(self, o: Outcome) -> list[Cell]:
+        return outcome.outcome_cells(o) if isinstance(o, MTROutcome) else super().outcome_cells(o)
+
+    def status_text(self, status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+        return outcome.status_text(status)
+
+    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+        return outcome.room_blocks(events, self.clip_texts(scenario) if scenario is not None else NO_CLIP_TEXTS)
+
+    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+        return outcome.script_rows(scenario, events, timeline)
+
+    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+        return outcome.script_facts(scenario)
 
     scoring_version = f"mtr-scoring-v3;{PROMPT_VERSIONS}"
     entry_model = MTREpisodeScore
