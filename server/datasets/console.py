@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator, NoReturn
+from typing import Callable, Iterator, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from clients.errors import MPEError
+from server.datasets.synth import SynthReport
 
 console = Console(stderr=True, soft_wrap=True)  # one line per message: easy to grep
 
@@ -50,3 +51,13 @@ def data_dir() -> Path:
     return s.data_dir
 
 
+def voice_suite(synthesize_suite: Callable[..., SynthReport], path: Path, *, tts: str, workers: int | None) -> None:
+    """``mpe dataset synthesize``: a benchmark's ``synthesize_suite`` with a progress bar, then what it did."""
+    with progress() as bar:
+        task = bar.add_task(f"synthesising ({tts})", total=None)
+        report = synthesize_suite(path, data_dir=data_dir(), engine_name=tts, workers=workers,
+                                  progress=lambda d, n: bar.update(task, completed=d, total=n))
+    speed = f", {report.speed:.1f} audio s per wall s" if report.speed else ""
+    console.print(f"{report.clips} clips from {report.jobs} distinct lines: {report.synthesized} synthesised "
+                  f"({report.audio_s:.0f} s of audio in {report.synth_wall_s:.1f} s on {report.workers} "
+                  f"worker(s){speed}), {report.cached} from the cache")

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from server.benchmarks.mpe.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mpe.dataset.phrases import TurnLength
-from server.datasets.console import console
+from server.datasets.console import console, voice_suite
 from server.datasets.console import data_dir as _data_dir
 from server.datasets.console import errors as _errors
 from server.datasets.console import progress as _progress
@@ -128,14 +128,7 @@ class MPEDatasetTools:
     def synthesize(self, path: Path, *, tts: str, workers: int | None) -> None:
         from server.benchmarks.mpe.dataset.synth import synthesize_suite
 
-        with _progress() as bar:
-            task = bar.add_task(f"synthesising ({tts})", total=None)
-            report = synthesize_suite(path, data_dir=_data_dir(), engine_name=tts, workers=workers,
-                                      progress=lambda d, n: bar.update(task, completed=d, total=n))
-        speed = f", {report.speed:.1f} audio s per wall s" if report.speed else ""
-        console.print(f"{report.clips} clips from {report.jobs} distinct lines: {report.synthesized} synthesised "
-                      f"({report.audio_s:.0f} s of audio in {report.synth_wall_s:.1f} s on {report.workers} "
-                      f"worker(s){speed}), {report.cached} from the cache")
+        voice_suite(synthesize_suite, path, tts=tts, workers=workers)
 
     def validate(self, path: Path, *, strict: bool, no_audio: bool, as_json: bool) -> bool:
         from server.benchmarks.mpe.suite import CONSTRUCTION_RULES, audio_pending, check_suite

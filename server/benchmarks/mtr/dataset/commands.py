@@ -21,7 +21,7 @@ from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.importers import FORMATS
 from server.benchmarks.mtr.dataset.plan import plan_suite
 from server.benchmarks.mtr.suite import AUDIO_PENDING, Suite, check_suite
-from server.datasets.console import console
+from server.datasets.console import console, voice_suite
 from server.datasets.console import data_dir as _data_dir
 from server.datasets.console import errors as _errors
 from server.datasets.console import progress as _progress
@@ -129,13 +129,7 @@ class MTRDatasetTools:
     def synthesize(self, path: Path, *, tts: str, workers: int | None) -> None:
         from server.benchmarks.mtr.dataset.synth import synthesize_suite
 
-        with _progress() as bar:
-            task = bar.add_task(f"synthesising ({tts})", total=None)
-            report = synthesize_suite(path, data_dir=_data_dir(), engine_name=tts, workers=workers,
-                                      progress=lambda d, n: bar.update(task, completed=d, total=n))
-        console.print(f"{report.clips} clips from {report.jobs} distinct lines: {report.synthesized} synthesised "
-                      f"({report.audio_s:.0f} s of audio in {report.synth_wall_s:.1f} s on {report.workers} "
-                      f"worker(s)), {report.cached} from the cache")
+        voice_suite(synthesize_suite, path, tts=tts, workers=workers)
 
     def validate(self, path: Path, *, strict: bool, no_audio: bool, as_json: bool) -> bool:
         """Every problem as ``PATH/FILE:LINE: DIALOGUE round N: message [rule]`` (every rule is an
