@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clients.errors import MPEError
 from clients.sdk import BaseBridge
@@ -66,14 +66,19 @@ class SuiteLike(Protocol):
         """A clip as int16 mono samples at 24 kHz."""
 
 
+#: a benchmark's scenario snapshot (its :attr:`Benchmark.scenario_model`)
+ScenarioT = TypeVar("ScenarioT", bound=BaseModel)
+
+
 @dataclass(frozen=True)
-class EpisodeSpec:
-    """One episode a run queues: which scenario version, and its manifest snapshot."""
+class EpisodeSpec(Generic[ScenarioT]):
+    """One episode a run queues: which scenario version, and its manifest snapshot (the benchmark's
+    :attr:`Benchmark.scenario_model`; the episode stores it as ``model_dump(mode="json")``)."""
 
     scenario_id: str
     pair_id: str
     condition: str
-    scenario: dict[str, Any]
+    scenario: ScenarioT
 
 
 class Outcome(BaseModel):
@@ -123,6 +128,13 @@ class UnknownBridge(MPEError):
     """A benchmark was asked for a bridge it does not have."""
 
     code = "unknown_bridge"
+
+
+class BadSnapshot(MPEError):
+    """An episode's stored scenario snapshot is not one its benchmark's :attr:`Benchmark.scenario_model`
+    reads (stored by another version of the benchmark, or damaged)."""
+
+    code = "bad_snapshot"
 
 class JudgeBackend(Protocol):
     """What scoring needs of a benchmark's judge beyond its own calls: its backend's name and a
@@ -319,9 +331,10 @@ SuiteT = TypeVar("SuiteT", bound=SuiteLike)
 EntryT = TypeVar("EntryT", bound=ScoreEntry)
 
 
-class Benchmark(ABC, Generic[SuiteT, EntryT]):
+class Benchmark(ABC, Generic[SuiteT, EntryT, ScenarioT]):
     """Everything the engine, the pages and scoring need from one benchmark: ``SuiteT`` is the
-    benchmark's loaded suite, ``EntryT`` its :class:`ScoreEntry` (its :attr:`entry_model`)."""
+    benchmark's loaded suite, ``EntryT`` its :class:`ScoreEntry` (its :attr:`entry_model`),
+    ``ScenarioT`` its scenario snapshot (its :attr:`scenario_model`)."""
 
     name: ClassVar[str]
     #: run conditions a run may choose from (e.g. Duplex-MPE's addressing conditions)
@@ -359,17 +372,33 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         """What makes the suite unusable for a run (empty: valid)."""
 
     @abstractmethod
-    def episodes(self, suite: SuiteT, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+    def episodes(self, suite: SuiteT, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec[ScenarioT]]:
         """The episodes a run of this suite queues (``limit`` as the benchmark defines it)."""
 
     # --- running an episode ----------------------------------------------------------------
 
+    #: the scenario snapshot an episode stores (what :meth:`episodes` puts in its specs): the engine
+    #: stores ``model_dump(mode="json")`` and reads it back with :meth:`snapshot`
+    scenario_model: ClassVar[type[BaseModel]]
+
+    def snapshot(self, stored: Mapping[str, object], episode_id: str) -> ScenarioT:
+        """An episode's stored scenario snapshot as :attr:`scenario_model`; :class:`BadSnapshot`
+        naming the episode and each bad field when it does not parse."""
+        try:
+            return self.scenario_model.model_validate(stored)  # type: ignore[return-value]
+        except ValidationError as exc:
+            bad = [f"{'.'.join(str(x) for x in e['loc']) or 'snapshot'}: {e['msg']}"
+                   for e in exc.errors(include_url=False)]
+            raise BadSnapshot(f"episode {episode_id}: its stored scenario snapshot is not a {self.name} scenario "
+                              f"({'; '.join(bad[:5])}{f'; and {len(bad) - 5} more' if len(bad) > 5 else ''})"
+                              ) from None
+
     @abstractmethod
-    def clip_refs(self, suite: SuiteT, scenario: Mapping[str, Any]) -> dict[str | int, str]:
+    def clip_refs(self, suite: SuiteT, scenario: ScenarioT) -> dict[str | int, str]:
         """Clip key -> clip path (relative to the suite) of everything the episode may play."""
 
     @abstractmethod
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> Scheduler:
+    def scheduler(self, scenario: ScenarioT, lengths: Mapping[str | int, int]) -> Scheduler:
         """A fresh pure scheduler for one attempt; ``lengths`` are the clips' sample counts."""
 
     # --- outcomes and scoring --------------------------------------------------------------
@@ -437,7 +466,7 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         """The suite's scenarios as the API lists them, in suite order."""
         return []
 
-    def clip_texts(self, scenario: Mapping[str, object]) -> ClipTexts:
+    def clip_texts(self, scenario: ScenarioT) -> ClipTexts:
         """The clip texts of one episode's scenario snapshot, for listeners who may see its script
         (server.engine.disclosure decides who may)."""
         return NO_CLIP_TEXTS

@@ -74,6 +74,12 @@ class BeepScenario(BaseModel):
     beeps: list[Beep]
 
 
+class BeepEpisode(BeepScenario):
+    """The scenario snapshot an episode stores: the scenario, and the run condition it plays in."""
+
+    condition: str
+
+
 class BeepSuite:
     """A suite directory: ``suite.json`` (benchmark, name, version), ``scenarios.jsonl``, ``clips/``."""
 
@@ -207,7 +213,7 @@ def _metrics(entries: Sequence[BeepScore]) -> dict[str, Any]:
     return out
 
 
-class BeepAnswer(Benchmark):
+class BeepAnswer(Benchmark[BeepSuite, BeepScore, BeepEpisode]):
     name = NAME
     conditions = (CONDITION,)
     failure_types = ("missed",)
@@ -223,15 +229,17 @@ class BeepAnswer(Benchmark):
     def problems(self, suite: BeepSuite) -> list[str]:
         return [f"{sc.scenario_id}: no beeps" for sc in suite.scenarios if not sc.beeps]
 
-    def episodes(self, suite: BeepSuite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
-        return [EpisodeSpec(sc.scenario_id, sc.scenario_id, c, {**sc.model_dump(), "condition": c})
+    def episodes(self, suite: BeepSuite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec[BeepEpisode]]:
+        return [EpisodeSpec(sc.scenario_id, sc.scenario_id, c, BeepEpisode(**dict(sc), condition=c))
                 for sc in suite.scenarios[:limit] for c in conditions]
 
-    def clip_refs(self, suite: BeepSuite, scenario: Mapping[str, Any]) -> dict[str | int, str]:
-        return {i: b["clip"] for i, b in enumerate(scenario["beeps"])}
+    scenario_model = BeepEpisode
 
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> BeepScheduler:
-        return BeepScheduler([lengths[i] for i in range(len(scenario["beeps"]))])
+    def clip_refs(self, suite: BeepSuite, scenario: BeepEpisode) -> dict[str | int, str]:
+        return {i: b.clip for i, b in enumerate(scenario.beeps)}
+
+    def scheduler(self, scenario: BeepEpisode, lengths: Mapping[str | int, int]) -> BeepScheduler:
+        return BeepScheduler([lengths[i] for i in range(len(scenario.beeps))])
 
     def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int) -> Outcome | None:
         ends = beep_ends(events)
