@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from clients.errors import MPEError
 from clients.sdk import BaseBridge
@@ -162,6 +162,48 @@ class JudgeTask(BaseModel):
                                         description="what people write (upper case) -> the label it means")
 
 
+class ModelName(BaseModel):
+    """The model an episode's document names: ``{"name", "revision"}`` (a bare string is its name)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = ""
+    revision: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, v: object) -> object:
+        return {"name": v} if isinstance(v, str) else v
+
+
+class EpisodeView(BaseModel):
+    """The fields of an episode document (DESIGN §7) every benchmark's scoring reads, as scoring has
+    always read them (absent: empty or null). A benchmark subclasses it with the fields it owns
+    (its part of the scenario snapshot) and reads it with :meth:`EpisodeLike.view`; the rest of the
+    document is ignored here (it stays in ``doc``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, coerce_numbers_to_str=True)
+
+    episode_id: str
+    attempt_id: str | None = None
+    run_id: str | None = None
+    scenario_id: str = ""
+    pair_id: str = ""
+    condition: str = ""
+    model: ModelName = Field(default_factory=ModelName)
+    clock: str | None = None
+    end_sample: int | None = None
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("model", "stats", mode="before")
+    @classmethod
+    def _null_is_empty(cls, v: object) -> object:
+        return v or {}
+
+
+ViewT = TypeVar("ViewT", bound=EpisodeView)
+
+
 class EpisodeLike(Protocol):
     """What a benchmark scores an episode from (:class:`server.scoring.loading.LoadedEpisode`): the
     episode document of DESIGN §7, the assistant track, and the speech segments to score with."""
@@ -174,6 +216,10 @@ class EpisodeLike(Protocol):
     @property
     def events(self) -> list[Event]:
         """The episode's events (§3)."""
+
+    def view(self, model: type[ViewT]) -> ViewT:
+        """The document as the benchmark's typed view of it (an :class:`EpisodeView`); a bad document
+        is refused naming its source and each bad field."""
 
 
 class TranscriberLike(Protocol):

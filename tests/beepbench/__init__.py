@@ -24,6 +24,7 @@ from server.core.benchmark import (
     MODEL_EVENTS,
     Benchmark,
     EpisodeSpec,
+    EpisodeView,
     JudgedItem,
     OpenSpan,
     Outcome,
@@ -254,15 +255,13 @@ class BeepAnswer(Benchmark[BeepSuite, BeepScore, BeepEpisode]):
         return NoJudge()
 
     def score_episode(self, episode, asr, judge, cache) -> BeepScore:
-        doc = episode.doc
+        doc = episode.view(EpisodeView)  # the shared fields are all it reads of the document
         segments = episode.segments
         if segments is None:
             segments = [(g.start, g.end) for g in detect_segments(episode.assistant)]
-        model = doc.get("model") or {}
-        return BeepScore(episode_id=str(doc["episode_id"]), attempt_id=doc.get("attempt_id"), run_id=doc.get("run_id"),
-                         scenario_id=str(doc.get("scenario_id", "")), condition=str(doc.get("condition", "")),
-                         model=str(model.get("name", "") if isinstance(model, dict) else model), source=episode.source,
-                         answered=[answered(t, segments) for t in beep_ends(episode.events)])
+        return BeepScore(episode_id=doc.episode_id, attempt_id=doc.attempt_id, run_id=doc.run_id,
+                         scenario_id=doc.scenario_id, condition=doc.condition, model=doc.model.name,
+                         source=episode.source, answered=[answered(t, segments) for t in beep_ends(episode.events)])
 
     def metrics(self, entries: Sequence[BeepScore]) -> dict[str, Any]:
         return _metrics(entries)
