@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.benchmarks.mtr.scheduler import FRAME, RoundScheduler  # noqa: E402
-from server.benchmarks.mtr.suite import Dialogue  # noqa: E402
+from server.benchmarks.mtr.suite import Dialogue, MTRScenario  # noqa: E402
 from server.core.timebase import STREAM_RATE, SpeechEvent  # noqa: E402
 
 S = STREAM_RATE
@@ -90,7 +90,7 @@ def part_stream(data_dir: Path, n: int) -> None:
           f"max {np.max(gt_s / free_s):.2f})")
 
 
-def core_throughput(suite_path: Path, scenarios: list[dict]) -> tuple[float, float]:
+def core_throughput(suite_path: Path, scenarios: list[MTRScenario]) -> tuple[float, float]:
     """(stream seconds, wall seconds) of running the episodes' cores with a silent assistant."""
     from server.engine.clips import open_episode
 

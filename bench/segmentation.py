@@ -134,7 +134,7 @@ def build_recordings(data_dir: Path, out_dir: Path, bridges=BRIDGES) -> list[dic
             room, model, events = play(suite_path, spec, bridge)
             path = out_dir / f"{name}-{spec.condition}-{spec.scenario_id}.wav"
             write_wav(path, np.stack([room, model], axis=1))
-            d = suite.dialogue(spec.scenario["pair_id"])
+            d = suite.dialogue(spec.scenario.pair_id)
             features = sorted({r.feature for r in d.rounds})
             recs.append({"path": path, "bridge": name, "mode": spec.condition, "episode": spec.scenario_id,
                          "features": features, "turns": known_turns(events, d, suite)})

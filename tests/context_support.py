@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from server.benchmarks.mpe import DuplexMPE
+from server.benchmarks.mpe.suite import Scenario
 from server.core.events import Event
 from server.core.schedule import FramePlan, Piece
 from server.core.timebase import SpeechEvent
@@ -101,8 +102,8 @@ class ContextTest(DuplexMPE):
     name = NAME
     context_conditions = frozenset({"implicit"})
 
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> HistoryScheduler:
-        return HistoryScheduler(lengths, history=scenario["condition"] in self.context_conditions)
+    def scheduler(self, scenario: Scenario, lengths: Mapping[str | int, int]) -> HistoryScheduler:
+        return HistoryScheduler(lengths, history=scenario.condition in self.context_conditions)
 
 
 BENCHMARK = ContextTest()

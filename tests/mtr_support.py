@@ -9,24 +9,24 @@ import numpy as np
 from clients.messages import EpisodeStart, Reference
 from clients.sdk import Bridge
 from server.benchmarks.mtr import BENCHMARK
-from server.benchmarks.mtr.suite import Suite
+from server.benchmarks.mtr.suite import MTRScenario, Suite
 from server.engine.clips import open_episode
 from server.scoring.loading import LoadedEpisode
 
 
-def run_lockstep(suite_path: str, bridge: Bridge, scenario: dict, *, model: str | None = None) -> LoadedEpisode:
+def run_lockstep(suite_path: str, bridge: Bridge, scenario: MTRScenario, *, model: str | None = None) -> LoadedEpisode:
     return record_lockstep(suite_path, bridge, scenario, model=model)[0]
 
 
-def record_lockstep(suite_path: str, bridge: Bridge, scenario: dict, *,
+def record_lockstep(suite_path: str, bridge: Bridge, scenario: MTRScenario, *,
                     model: str | None = None) -> tuple[LoadedEpisode, np.ndarray]:
     """:func:`run_lockstep`, and the room track (what the user side played: a recording's left channel)."""
     core = open_episode(suite_path, scenario, suite_hash=None, audio_hash=None)
     n = core.frame
-    sid = scenario["scenario_id"]
+    sid = scenario.scenario_id
     bridge.reset(EpisodeStart(episode_id=f"e-{sid}", clock="lockstep", sample_rate=24000, frame_samples=n,
                               context_frames=core.context_frames,
-                              reference=Reference(scenario_id=sid, condition=scenario["condition"])))
+                              reference=Reference(scenario_id=sid, condition=scenario.condition)))
     events, track, room = [], [], []
     while (item := core.next_room()) is not None:
         events += [e.to_json() for e in item.events]
@@ -38,8 +38,8 @@ def record_lockstep(suite_path: str, bridge: Bridge, scenario: dict, *,
         room.append(item.pcm)
     core.finish()
     doc = {"episode_id": f"{model or bridge.name}-{sid}", "attempt_id": None, "run_id": None, "scenario_id": sid,
-           "pair_id": scenario["pair_id"], "condition": scenario["condition"], "round": scenario["round"],
-           "dialogue": scenario["dialogue"], "model": {"name": model or bridge.name, "revision": ""},
+           "pair_id": scenario.pair_id, "condition": scenario.condition, "round": scenario.round,
+           "dialogue": scenario.dialogue.model_dump(mode="json"), "model": {"name": model or bridge.name, "revision": ""},
            "events": events}
     return (LoadedEpisode(doc=doc, assistant=np.concatenate(track), segments=None, source="test"),
             np.concatenate(room))

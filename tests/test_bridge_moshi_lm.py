@@ -156,7 +156,7 @@ async def test_lockstep_episodes_through_the_server(settings, db, mini_suite, tm
     attempts = {}
     for condition in ("explicit", "implicit"):
         ep, att, _ = episode_of(db, run, condition)
-        clips, _ = episode_audio(loaded, ep.scenario)
+        clips, _ = episode_audio(loaded, loaded.benchmark.snapshot(ep.scenario, ep.id))
         room_expected, ctx, n_ctx = expected_tracks(clips, history=condition == "implicit")
         assert att.n_frames == len(room_expected) // FRAME  # one answer per room frame, none lost
         assert att.stats["model"]["family"] == "moshi" and att.stats["model"]["frames"] > 0

@@ -174,7 +174,7 @@ async def test_lockstep_context_frames_reach_only_bridges_that_accept_them(setti
     check_calls(plain.calls[0], 0, None)
 
     ep, att, live = episode_of(db, run, "implicit")
-    clips, _ = episode_audio(loaded, ep.scenario)
+    clips, _ = episode_audio(loaded, loaded.benchmark.snapshot(ep.scenario, ep.id))
     room_expected, ctx, n_ctx = expected_tracks(clips, history=True)
     assert len(forced.starts) == 1 and forced.starts[0].context_frames == n_ctx > 0
     check_calls(forced.calls[0], n_ctx, ctx)  # bit-exact, in order, each force right before its step
@@ -214,7 +214,8 @@ async def test_realtime_16k_context_frames_before_their_room_frames(settings, db
             await asyncio.gather(task, return_exceptions=True)
     assert p.completed == p.total == 1
     ep, att, live = episode_of(db, run, "implicit")
-    clips, _ = episode_audio(load_suite(suite), ep.scenario)
+    loaded = load_suite(suite)
+    clips, _ = episode_audio(loaded, loaded.benchmark.snapshot(ep.scenario, ep.id))
     _, ctx, n_ctx = expected_tracks(clips, history=True)
     assert forced.starts[0].context_frames == n_ctx and forced.starts[0].frame_samples == 1280
     check_calls(forced.calls[0], n_ctx, None)
@@ -281,7 +282,7 @@ async def test_mtr_gt_history_arrives_as_context_before_the_live_round(settings,
         assistant = load_track(db, ep.completed_attempt_id, "assistant")
         assert np.array_equal(assistant[: n_ctx * FRAME], forced_track)  # what the bridge was forced with
         assert not assistant[n_ctx * FRAME:].any()  # the live part is the (silent) bridge's own
-        clips, _ = episode_audio(loaded, ep.scenario)
+        clips, _ = episode_audio(loaded, loaded.benchmark.snapshot(ep.scenario, ep.id))
         spans = [(t, data) for t, type_, data in events if type_ == "context.start"]
         assert len(spans) >= k - 1  # one reply per history round at least
         for t, data in spans:

@@ -353,12 +353,14 @@ async def test_listener_queues_are_bounded():
     """The hub's core, driven directly: audio keeps the newest frames, status only the latest
     value, JSON overflow cuts the listener off, the final message comes after everything."""
     from server.benchmarks.mpe.scheduler import Event
+    from server.benchmarks.mpe.suite import Scenario, Turn
     from server.engine.live import Listener, ListenerOverflow, LiveHub
     from server.engine.registry import get_benchmark
 
     hub = LiveHub(audio_max=8, json_max=5)
+    scenario = Scenario.model_construct(turns=[Turn.model_construct(idx=0, text="hello there")])
     ch = hub.open(episode_id="e", attempt_id="a", run_id="r", clock="lockstep",
-                  texts=get_benchmark(None).clip_texts({"turns": [{"idx": 0, "text": "hello there"}]}))
+                  texts=get_benchmark(None).clip_texts(scenario))
     slow, fine = hub.new_listener(), hub.new_listener()
     ch.attach(slow)
     ch.attach(fine)

@@ -43,7 +43,7 @@ def _play(suite_path: str, bridge, rounds: dict[int, tuple[int, ...]], folder: P
     live, tracks = [], {}
     for spec in BENCHMARK.episodes(suite, ["gt"], None):
         pos = next(i for i, d in enumerate(suite.dialogues, start=1) if d.dialogue_id == spec.pair_id)
-        k = spec.scenario["round"]
+        k = spec.scenario.round
         if k not in rounds.get(pos, ()):
             continue
         ep, room = record_lockstep(suite_path, bridge, spec.scenario)
@@ -228,7 +228,7 @@ def test_quality_mp3_layout_scores_and_its_dimension_verdicts_go_through_the_aud
     oracle = MTROracle(tmp_path / "oracle", mtr_dims_mini)
     want = {(quality.dialogue_id, 1), (quality.dialogue_id, 2), (instruction.dialogue_id, 1), (safety.dialogue_id, 1)}
     for spec in BENCHMARK.episodes(suite, ["gt"], None):
-        key = (spec.pair_id, spec.scenario["round"])
+        key = (spec.pair_id, spec.scenario.round)
         if key not in want:
             continue
         ep, room = record_lockstep(mtr_dims_mini, oracle, spec.scenario)

@@ -217,8 +217,10 @@ async def test_outsider_bridge_takes_context_frames_only_when_it_says_so(setting
     from server.engine.clips import episode_audio, load_suite
 
     with db.session() as s:
-        scenario = s.scalars(select(Episode.scenario)).one()
-    _, ctx, n_ctx = expected_tracks(episode_audio(load_suite(suite), scenario)[0], history=True)
+        ep = s.scalars(select(Episode)).one()
+    loaded = load_suite(suite)
+    _, ctx, n_ctx = expected_tracks(episode_audio(loaded, loaded.benchmark.snapshot(ep.scenario, ep.id))[0],
+                                    history=True)
     assert n_ctx == n and b"".join(forced.context[i] for i in range(n)) == ctx.astype("<i2").tobytes()
     assert len(ctx) == n * FRAME
 

@@ -52,16 +52,16 @@ class Talker(Bridge):
         from server.engine.clips import episode_audio, load_suite
 
         suite = load_suite(self.suite)
-        sc = suite.suite.scenario(episode.reference.scenario_id, episode.reference.condition).model_dump(mode="json")
+        sc = suite.suite.scenario(episode.reference.scenario_id, episode.reference.condition)
         clips, _ = episode_audio(suite, sc)
         # §3: before T every clip is followed by 0.5 s of silence, so the clip starts are fixed.
         t = len(clips["preamble"]) + 12_000
         self.speech = []
-        for turn, line in zip(sc["turns"], ("price", "ack")):
-            if turn["label"] == "T":
+        for turn, line in zip(sc.turns, ("price", "ack")):
+            if turn.label == "T":
                 break
             self.speech.append((t + 7_200, self.lines[line]))
-            t += len(clips[turn["idx"]]) + 12_000
+            t += len(clips[turn.idx]) + 12_000
 
     def step(self, seq, room):
         out = np.zeros(self.frame_samples, dtype=np.int16)

@@ -91,5 +91,5 @@ def test_unchanged_suite_is_not_refused(db, mini_suite, tmp_path):
     loaded = load_suite(suite)
     with db.session() as s:
         eps = s.scalars(select(Episode).where(Episode.run_id == run_id)).all()
-    assert eps and all(episode_audio(loaded, e.scenario)[1] == e.audio_hash for e in eps)
+    assert eps and all(episode_audio(loaded, loaded.benchmark.snapshot(e.scenario, e.id))[1] == e.audio_hash for e in eps)
     assert len({e.audio_hash for e in eps}) == len(eps)  # each version plays its own clips

@@ -68,7 +68,7 @@ def _check(db: Database, p, episode_id: str) -> tuple[Benchmark, ClipTexts, Publ
         ep, run = visible_episode(s, p, episode_id)
         bench = get_benchmark(run.benchmark)
         if script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta):
-            return bench, bench.clip_texts(ep.scenario), None, ep.scenario
+            return bench, bench.clip_texts(bench.snapshot(ep.scenario, ep.id)), None, ep.scenario
         return bench, NO_CLIP_TEXTS, bench.public_events, None
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from clients.errors import MPEError
 from clients.sdk import BaseBridge
@@ -67,14 +67,19 @@ class SuiteLike(Protocol):
         """A clip as int16 mono samples at 24 kHz."""
 
 
+#: a benchmark's scenario snapshot (its :attr:`Benchmark.scenario_model`)
+ScenarioT = TypeVar("ScenarioT", bound=BaseModel)
+
+
 @dataclass(frozen=True)
-class EpisodeSpec:
-    """One episode a run queues: which scenario version, and its manifest snapshot."""
+class EpisodeSpec(Generic[ScenarioT]):
+    """One episode a run queues: which scenario version, and its manifest snapshot (the benchmark's
+    :attr:`Benchmark.scenario_model`; the episode stores it as ``model_dump(mode="json")``)."""
 
     scenario_id: str
     pair_id: str
     condition: str
-    scenario: dict[str, Any]
+    scenario: ScenarioT
 
 
 class Outcome(BaseModel):
@@ -125,6 +130,13 @@ class UnknownBridge(MPEError):
 
     code = "unknown_bridge"
 
+
+class BadSnapshot(MPEError):
+    """An episode's stored scenario snapshot is not one its benchmark's :attr:`Benchmark.scenario_model`
+    reads (stored by another version of the benchmark, or damaged)."""
+
+    code = "bad_snapshot"
+
 class JudgeBackend(Protocol):
     """What scoring needs of a benchmark's judge beyond its own calls: its backend's name and a
     description of its settings, recorded with (and part of the identity of) every scoring."""
@@ -151,6 +163,48 @@ class JudgeTask(BaseModel):
                                         description="what people write (upper case) -> the label it means")
 
 
+class ModelName(BaseModel):
+    """The model an episode's document names: ``{"name", "revision"}`` (a bare string is its name)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = ""
+    revision: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, v: object) -> object:
+        return {"name": v} if isinstance(v, str) else v
+
+
+class EpisodeView(BaseModel):
+    """The fields of an episode document (DESIGN §7) every benchmark's scoring reads, as scoring has
+    always read them (absent: empty or null). A benchmark subclasses it with the fields it owns
+    (its part of the scenario snapshot) and reads it with :meth:`EpisodeLike.view`; the rest of the
+    document is ignored here (it stays in ``doc``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, coerce_numbers_to_str=True)
+
+    episode_id: str
+    attempt_id: str | None = None
+    run_id: str | None = None
+    scenario_id: str = ""
+    pair_id: str = ""
+    condition: str = ""
+    model: ModelName = Field(default_factory=ModelName)
+    clock: str | None = None
+    end_sample: int | None = None
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("model", "stats", mode="before")
+    @classmethod
+    def _null_is_empty(cls, v: object) -> object:
+        return v or {}
+
+
+ViewT = TypeVar("ViewT", bound=EpisodeView)
+
+
 class EpisodeLike(Protocol):
     """What a benchmark scores an episode from (:class:`server.scoring.loading.LoadedEpisode`): the
     episode document of DESIGN §7, the assistant track, and the speech segments to score with."""
@@ -163,6 +217,10 @@ class EpisodeLike(Protocol):
     @property
     def events(self) -> list[Event]:
         """The episode's events (§3)."""
+
+    def view(self, model: type[ViewT]) -> ViewT:
+        """The document as the benchmark's typed view of it (an :class:`EpisodeView`); a bad document
+        is refused naming its source and each bad field."""
 
 
 class TranscriberLike(Protocol):
@@ -396,9 +454,10 @@ SuiteT = TypeVar("SuiteT", bound=SuiteLike)
 EntryT = TypeVar("EntryT", bound=ScoreEntry)
 
 
-class Benchmark(ABC, Generic[SuiteT, EntryT]):
+class Benchmark(ABC, Generic[SuiteT, EntryT, ScenarioT]):
     """Everything the engine, the pages and scoring need from one benchmark: ``SuiteT`` is the
-    benchmark's loaded suite, ``EntryT`` its :class:`ScoreEntry` (its :attr:`entry_model`)."""
+    benchmark's loaded suite, ``EntryT`` its :class:`ScoreEntry` (its :attr:`entry_model`),
+    ``ScenarioT`` its scenario snapshot (its :attr:`scenario_model`)."""
 
     name: ClassVar[str]
     #: run conditions a run may choose from (e.g. Duplex-MPE's addressing conditions)
@@ -433,17 +492,33 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         """What makes the suite unusable for a run (empty: valid)."""
 
     @abstractmethod
-    def episodes(self, suite: SuiteT, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+    def episodes(self, suite: SuiteT, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec[ScenarioT]]:
         """The episodes a run of this suite queues (``limit`` as the benchmark defines it)."""
 
     # --- running an episode ----------------------------------------------------------------
 
+    #: the scenario snapshot an episode stores (what :meth:`episodes` puts in its specs): the engine
+    #: stores ``model_dump(mode="json")`` and reads it back with :meth:`snapshot`
+    scenario_model: ClassVar[type[BaseModel]]
+
+    def snapshot(self, stored: Mapping[str, object], episode_id: str) -> ScenarioT:
+        """An episode's stored scenario snapshot as :attr:`scenario_model`; :class:`BadSnapshot`
+        naming the episode and each bad field when it does not parse."""
+        try:
+            return self.scenario_model.model_validate(stored)  # type: ignore[return-value]
+        except ValidationError as exc:
+            bad = [f"{'.'.join(str(x) for x in e['loc']) or 'snapshot'}: {e['msg']}"
+                   for e in exc.errors(include_url=False)]
+            raise BadSnapshot(f"episode {episode_id}: its stored scenario snapshot is not a {self.name} scenario "
+                              f"({'; '.join(bad[:5])}{f'; and {len(bad) - 5} more' if len(bad) > 5 else ''})"
+                              ) from None
+
     @abstractmethod
-    def clip_refs(self, suite: SuiteT, scenario: Mapping[str, Any]) -> dict[str | int, str]:
+    def clip_refs(self, suite: SuiteT, scenario: ScenarioT) -> dict[str | int, str]:
         """Clip key -> clip path (relative to the suite) of everything the episode may play."""
 
     @abstractmethod
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> Scheduler:
+    def scheduler(self, scenario: ScenarioT, lengths: Mapping[str | int, int]) -> Scheduler:
         """A fresh pure scheduler for one attempt; ``lengths`` are the clips' sample counts."""
 
     # --- outcomes and scoring --------------------------------------------------------------
@@ -511,7 +586,7 @@ class Benchmark(ABC, Generic[SuiteT, EntryT]):
         """The suite's scenarios as the API lists them, in suite order."""
         return []
 
-    def clip_texts(self, scenario: Mapping[str, object]) -> ClipTexts:
+    def clip_texts(self, scenario: ScenarioT) -> ClipTexts:
         """The clip texts of one episode's scenario snapshot, for listeners who may see its script
         (server.engine.disclosure decides who may)."""
         return NO_CLIP_TEXTS

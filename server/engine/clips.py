@@ -9,13 +9,12 @@ Caches are keyed by the files' size and modification time, so an edit is always 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from clients.errors import MPEError
 from server.core.benchmark import Benchmark, SuiteLike
@@ -68,8 +67,9 @@ def _clip(path: str, _stamp: tuple[int, int], suite: SuiteLike, rel: str) -> tup
     return digest, pcm
 
 
-def episode_audio(loaded: LoadedSuite, scenario: Mapping[str, Any]) -> tuple[dict[str | int, np.ndarray], str]:
-    """Every clip the episode may play, by clip key, and the hash that pins them."""
+def episode_audio(loaded: LoadedSuite, scenario: BaseModel) -> tuple[dict[str | int, np.ndarray], str]:
+    """Every clip the episode may play, by clip key, and the hash that pins them (``scenario``: the
+    episode's snapshot, its benchmark's ``scenario_model``)."""
     h = hashlib.sha256()
     clips: dict[str | int, np.ndarray] = {}
     for key, rel in loaded.benchmark.clip_refs(loaded.suite, scenario).items():
@@ -83,7 +83,7 @@ def episode_audio(loaded: LoadedSuite, scenario: Mapping[str, Any]) -> tuple[dic
     return clips, h.hexdigest()
 
 
-def open_episode(suite_path: str, scenario: Mapping[str, Any], *, suite_hash: str | None,
+def open_episode(suite_path: str, scenario: BaseModel, *, suite_hash: str | None,
                  audio_hash: str | None) -> EpisodeCore:
     """The pure core of one attempt, after checking the suite is still the run's (§8). Whatever
     keeps it from being so -- files changed, moved, removed or unreadable -- is :class:`SuiteChanged`,

@@ -20,11 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import ColumnElement, and_, exists, false, func, not_, or_, select, update
 from sqlalchemy.orm import Session
 
 from clients.errors import MPEError, RetryLater
-from server.core.benchmark import EpisodeSpec
+from server.core.benchmark import BadSnapshot, EpisodeSpec
 from server.core.impairment import Impairment
 from server.core.states import advance, sources
 from server.core.status import (
@@ -64,7 +65,8 @@ class BadRequest(MPEError):
 @dataclass
 class Lease:
     """An episode leased to a bridge (§10): the attempt it runs, its run's clock and settings, its
-    scenario, and the hashes that pin its suite and audio (§8)."""
+    scenario (the snapshot the episode stored, as its benchmark's ``scenario_model``), and the
+    hashes that pin its suite and audio (§8)."""
 
     episode_id: str
     attempt_id: str
@@ -72,7 +74,9 @@ class Lease:
     run_id: str
     clock: str
     max_inflight: int
-    scenario: dict[str, Any]
+    scenario_id: str
+    condition: str
+    scenario: BaseModel
     suite_path: str
     suite_hash: str  # the suite and the episode's audio as the run was created (§8: runs are pinned)
     audio_hash: str | None
@@ -174,7 +178,8 @@ def _add_run(s: Session, **fields: Any) -> Run:
 def _add_episode(s: Session, run_id: str, ordinal: int, spec: EpisodeSpec, audio_hash: str | None, **fields: Any
                  ) -> Episode:
     ep = Episode(id=new_id(), run_id=run_id, ordinal=ordinal, scenario_id=spec.scenario_id, pair_id=spec.pair_id,
-                 condition=spec.condition, scenario=spec.scenario, audio_hash=audio_hash, **fields)
+                 condition=spec.condition, scenario=spec.scenario.model_dump(mode="json"), audio_hash=audio_hash,
+                 **fields)
     s.add(ep)
     return ep
 
@@ -293,7 +298,41 @@ def lease_episode(
     accepts_context: bool = False,
 ) -> Lease | None:
     """Lease the next runnable episode for this bridge, or None. A bridge that does not accept
-    assistant-context frames is never leased an episode that starts with them (§5.1)."""
+    assistant-context frames is never leased an episode that starts with them (§5.1). An episode
+    whose stored scenario snapshot its benchmark cannot read fails its run, as a changed suite does
+    (:func:`fail_run`, code ``bad_snapshot``, the reason naming the episode), and the next is looked at."""
+    for _ in range(20):
+        granted = _grant(db, team=team, admin=admin, model=model, clocks=clocks, owner=owner, bridge_id=bridge_id,
+                         bridge_rate=bridge_rate, model_revision=model_revision, lease_s=lease_s,
+                         accepts_context=accepts_context)
+        if granted is None:
+            return None
+        stored, benchmark, fields = granted
+        try:
+            scenario = get_benchmark(benchmark).snapshot(stored, fields["episode_id"])
+        except BadSnapshot as exc:
+            _fail_run(db, fields["run_id"], fields["attempt_id"], exc.code, str(exc))
+            continue
+        return Lease(scenario=scenario, **fields)
+    return None
+
+
+def _grant(
+    db: Database,
+    *,
+    team: str,
+    admin: bool,
+    model: str,
+    clocks: list[str],
+    owner: str,
+    bridge_id: str,
+    bridge_rate: int,
+    model_revision: str,
+    lease_s: float,
+    accepts_context: bool,
+) -> tuple[dict[str, Any], str, dict[str, Any]] | None:
+    """Start an attempt at the next runnable episode for this bridge: (its stored scenario snapshot,
+    its run's benchmark, the other fields of its :class:`Lease`), or None."""
     t = now()
     runnable = _runnable(t)
     offered = _offered(WorkKey(team, admin, model, tuple(clocks), accepts_context))
@@ -359,9 +398,11 @@ def lease_episode(
             suite_path, suite_hash = s.execute(select(SuiteRow.path, SuiteRow.content_hash)
                                                .where(SuiteRow.id == run.suite_id)).one()
             instructions = get_benchmark(run.benchmark).duty_text if run.text_prompt else None
-            return Lease(ep.id, attempt_id, number, run.id, run.clock, run.max_inflight, ep.scenario, suite_path,
-                         suite_hash, ep.audio_hash, instructions,
-                         Impairment.model_validate(run.impair) if run.impair else None)
+            return ep.scenario, run.benchmark, dict(
+                episode_id=ep.id, attempt_id=attempt_id, attempt_number=number, run_id=run.id, clock=run.clock,
+                max_inflight=run.max_inflight, scenario_id=ep.scenario_id, condition=ep.condition,
+                suite_path=suite_path, suite_hash=suite_hash, audio_hash=ep.audio_hash, instructions=instructions,
+                impair=Impairment.model_validate(run.impair) if run.impair else None)
     return None
 
 
@@ -467,15 +508,19 @@ def _maybe_finish_run(s, run_id: str) -> None:
 def fail_run(db: Database, lease: Lease, code: str, message: str) -> None:
     """End a run that cannot go on (e.g. its suite changed on disk): the leased attempt fails
     with ``code``, every open episode is cancelled, the run is ``failed`` with ``message``."""
+    _fail_run(db, lease.run_id, lease.attempt_id, code, message)
+
+
+def _fail_run(db: Database, run_id: str, attempt_id: str, code: str, message: str) -> None:
     with db.session() as s:
-        run = _lock_run(s, lease.run_id)  # the run, then its episodes, then the attempt (see the module)
+        run = _lock_run(s, run_id)  # the run, then its episodes, then the attempt (see the module)
         open_ = (Episode.run_id == run.id, Episode.status.in_(sources(EPISODE_TRANSITIONS, EpisodeStatus.cancelled)))
         # in the order of their ids, as the lease renewals lock running episodes (renew_leases)
         s.execute(select(Episode.id).where(*open_).order_by(Episode.id).with_for_update())
         s.execute(update(Episode).where(*open_).values(status=EpisodeStatus.cancelled, lease_owner=None,
                                                        lease_expires=None))
         s.execute(update(Attempt).where(
-            Attempt.id == lease.attempt_id, Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.failed)))
+            Attempt.id == attempt_id, Attempt.status.in_(sources(ATTEMPT_TRANSITIONS, AttemptStatus.failed)))
             .values(status=AttemptStatus.failed, error_code=code, error_message=message[:2000], ended_at=utcnow()))
         if run.status in ACTIVE_RUN:
             run.status = advance(RUN_TRANSITIONS, run.status, RunStatus.failed)

@@ -147,9 +147,9 @@ class EpisodeSession:
         self.detecting: asyncio.Future | None = None  # the core's detector work in flight
         self.later: ModelSteps[None] | None = None  # lockstep: the last slot's deferred detector work (DESIGN §5)
         self.frames_in = 0  # assistant frames received
-        sc = lease.scenario  # realtime: the run's network impairment, drawn the same way in every attempt
+        # realtime: the run's network impairment, drawn the same way in every attempt
         self.impaired = None if lease.impair is None or lease.clock != "realtime" else \
-            ImpairedArrivals(lease.impair, f"{sc.get('scenario_id')}:{sc.get('condition')}")
+            ImpairedArrivals(lease.impair, f"{lease.scenario_id}:{lease.condition}")
         self.context_replies_nonsilent = 0  # bridge frames with sound in teacher-forced slots (ignored there)
         self.side = SideDataBudget()  # §11: the bridge's text and stats this attempt stores are bounded
 
@@ -160,8 +160,7 @@ class EpisodeSession:
         lease = self.lease
         ref = None
         if self.conn.reference:  # only admin bridges that asked ever learn what they are playing
-            sc = lease.scenario
-            ref = Reference(scenario_id=sc["scenario_id"], condition=sc["condition"])
+            ref = Reference(scenario_id=lease.scenario_id, condition=lease.condition)
         # §4: the duty as text only when the run asked for a text prompt (the lease carries it)
         start = EpisodeStart(episode_id=lease.attempt_id, clock=lease.clock, sample_rate=self.conn.bridge_rate,
                              frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref,

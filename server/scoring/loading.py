@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
+from server.core.benchmark import ViewT
 from server.core.detector import DETECTOR_VERSION
 from server.core.events import Event
 from server.core.timebase import STREAM_RATE
@@ -41,6 +42,14 @@ class LoadedEpisode:
             return [Event.from_json(e) for e in self.doc["events"]]
         except (ValueError, TypeError, AttributeError) as exc:
             raise BadBundle(f"{self.source}: bad event ({exc})") from None
+
+    def view(self, model: type[ViewT]) -> ViewT:
+        """The document as a benchmark's typed view of it (:class:`server.core.benchmark.EpisodeView`);
+        :class:`BadBundle` naming the source and each bad field when it does not fit."""
+        try:
+            return model.model_validate(self.doc)
+        except ValidationError as exc:
+            raise _refused(f"{self.source}: not a {model.__name__} episode document", exc) from None
 
 
 def live_segments(doc: dict[str, Any]) -> list[tuple[int, int]] | None:
@@ -89,6 +98,13 @@ def _problem(err: dict[str, object]) -> str:
     return f"{where}: {err.get('msg')}"
 
 
+def _refused(what: str, exc: ValidationError) -> BadBundle:
+    """One error naming what was refused and each bad field (the first five)."""
+    problems = [_problem(e) for e in exc.errors(include_url=False)]  # type: ignore[arg-type]
+    return BadBundle(f"{what}: " + "; ".join(problems[:5])
+                     + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     file = path / EPISODE_FILE
     try:
@@ -106,9 +122,7 @@ def _validated(doc: dict[str, Any], file: Path) -> EpisodeBundle:
     try:
         return EpisodeBundle.model_validate(doc)
     except ValidationError as exc:
-        problems = [_problem(e) for e in exc.errors(include_url=False)]  # type: ignore[arg-type]
-        raise BadBundle(f"{file}: not an episode bundle: " + "; ".join(problems[:5])
-                        + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")) from None
+        raise _refused(f"{file}: not an episode bundle", exc) from None
     except RecursionError:
         raise BadBundle(f"{file}: nested too deeply") from None
 

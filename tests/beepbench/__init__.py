@@ -27,6 +27,7 @@ from server.core.benchmark import (
     Cell,
     Column,
     EpisodeSpec,
+    EpisodeView,
     JudgedItem,
     Label,
     OpenSpan,
@@ -77,6 +78,12 @@ class BeepScenario(BaseModel):
 
     scenario_id: str
     beeps: list[Beep]
+
+
+class BeepEpisode(BeepScenario):
+    """The scenario snapshot an episode stores: the scenario, and the run condition it plays in."""
+
+    condition: str
 
 
 class BeepSuite:
@@ -223,7 +230,7 @@ def _metrics(entries: Sequence[BeepScore]) -> dict[str, Any]:
     return out
 
 
-class BeepAnswer(Benchmark):
+class BeepAnswer(Benchmark[BeepSuite, BeepScore, BeepEpisode]):
     name = NAME
     conditions = (CONDITION,)
     failure_types = ("missed",)
@@ -239,15 +246,17 @@ class BeepAnswer(Benchmark):
     def problems(self, suite: BeepSuite) -> list[str]:
         return [f"{sc.scenario_id}: no beeps" for sc in suite.scenarios if not sc.beeps]
 
-    def episodes(self, suite: BeepSuite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
-        return [EpisodeSpec(sc.scenario_id, sc.scenario_id, c, {**sc.model_dump(), "condition": c})
+    def episodes(self, suite: BeepSuite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec[BeepEpisode]]:
+        return [EpisodeSpec(sc.scenario_id, sc.scenario_id, c, BeepEpisode(**dict(sc), condition=c))
                 for sc in suite.scenarios[:limit] for c in conditions]
 
-    def clip_refs(self, suite: BeepSuite, scenario: Mapping[str, Any]) -> dict[str | int, str]:
-        return {i: b["clip"] for i, b in enumerate(scenario["beeps"])}
+    scenario_model = BeepEpisode
 
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> BeepScheduler:
-        return BeepScheduler([lengths[i] for i in range(len(scenario["beeps"]))])
+    def clip_refs(self, suite: BeepSuite, scenario: BeepEpisode) -> dict[str | int, str]:
+        return {i: b.clip for i, b in enumerate(scenario.beeps)}
+
+    def scheduler(self, scenario: BeepEpisode, lengths: Mapping[str | int, int]) -> BeepScheduler:
+        return BeepScheduler([lengths[i] for i in range(len(scenario.beeps))])
 
     def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int) -> Outcome | None:
         return beep_outcome("live", [answered(t, segments) for t in beep_ends(events)])
@@ -259,15 +268,13 @@ class BeepAnswer(Benchmark):
         return NoJudge()
 
     def score_episode(self, episode, asr, judge, cache) -> BeepScore:
-        doc = episode.doc
+        doc = episode.view(EpisodeView)  # the shared fields are all it reads of the document
         segments = episode.segments
         if segments is None:
             segments = [(g.start, g.end) for g in detect_segments(episode.assistant)]
-        model = doc.get("model") or {}
-        return BeepScore(episode_id=str(doc["episode_id"]), attempt_id=doc.get("attempt_id"), run_id=doc.get("run_id"),
-                         scenario_id=str(doc.get("scenario_id", "")), condition=str(doc.get("condition", "")),
-                         model=str(model.get("name", "") if isinstance(model, dict) else model), source=episode.source,
-                         answered=[answered(t, segments) for t in beep_ends(episode.events)])
+        return BeepScore(episode_id=doc.episode_id, attempt_id=doc.attempt_id, run_id=doc.run_id,
+                         scenario_id=doc.scenario_id, condition=doc.condition, model=doc.model.name,
+                         source=episode.source, answered=[answered(t, segments) for t in beep_ends(episode.events)])
 
     def metrics(self, entries: Sequence[BeepScore]) -> dict[str, Any]:
         return _metrics(entries)

@@ -22,7 +22,7 @@ from server.benchmarks.mpe.judging import JUDGE_TASKS, Judge, make_judge
 from server.benchmarks.mpe.metrics import QUANTITIES
 from server.benchmarks.mpe.outcome import timeline as episode_timeline
 from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
-from server.benchmarks.mpe.suite import CONDITIONS, Suite, validate_suite
+from server.benchmarks.mpe.suite import CONDITIONS, Scenario, Suite, validate_suite
 from server.benchmarks.mpe.textref.prompt import STATS_KEY as TEXT_REFERENCE_STATS
 from server.core.benchmark import (
     MODEL_EVENTS,
@@ -49,14 +49,13 @@ if TYPE_CHECKING:
     from server.benchmarks.mpe.oracle import Oracle
 
 
-def episode_plan(scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> EpisodePlan:
+def episode_plan(scenario: Scenario, lengths: Mapping[str | int, int]) -> EpisodePlan:
     """The scheduler's plan of one scenario version; clip lengths come from the audio itself."""
     return EpisodePlan(preamble_samples=lengths[PREAMBLE], turns=tuple(
-        TurnPlan(idx=t["idx"], label=t["label"], n_samples=lengths[t["idx"]], speaker=t["speaker"])
-        for t in scenario["turns"]))
+        TurnPlan(idx=t.idx, label=t.label, n_samples=lengths[t.idx], speaker=t.speaker) for t in scenario.turns))
 
 
-class DuplexMPE(Benchmark[Suite, EpisodeScore]):
+class DuplexMPE(Benchmark[Suite, EpisodeScore, Scenario]):
     name = "duplex-mpe"
     conditions = tuple(CONDITIONS)
     duty_text = DUTY_TEXT  # the paper's duty instruction (App. A3.1), sent only when a run asks for it
@@ -74,19 +73,22 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore]):
     def problems(self, suite: Suite) -> list[str]:
         return validate_suite(suite)
 
-    def episodes(self, suite: Suite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+    def episodes(self, suite: Suite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec[Scenario]]:
         """One episode per scenario version; ``limit`` counts pairs, so both conditions stay paired."""
         pairs = list(dict.fromkeys(sc.pair_id for sc in suite.scenarios))
         keep = set(pairs[:limit] if limit else pairs)
-        return [EpisodeSpec(sc.scenario_id, sc.pair_id, sc.condition, sc.model_dump(mode="json"))
+        return [EpisodeSpec(sc.scenario_id, sc.pair_id, sc.condition, sc)
                 for sc in suite.scenarios if sc.pair_id in keep and sc.condition in conditions]
 
-    def clip_refs(self, suite: Suite, scenario: Mapping[str, Any]) -> dict[str | int, str]:
+    #: the snapshot is the manifest line itself (§2), every field of it kept
+    scenario_model = Scenario
+
+    def clip_refs(self, suite: Suite, scenario: Scenario) -> dict[str | int, str]:
         refs: dict[str | int, str] = {PREAMBLE: suite.meta.preamble.clip}  # §3.1: the duty preamble
-        refs.update({t["idx"]: t["clip"] for t in scenario["turns"]})
+        refs.update({t.idx: t.clip for t in scenario.turns})
         return refs
 
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> Scheduler:
+    def scheduler(self, scenario: Scenario, lengths: Mapping[str | int, int]) -> Scheduler:
         return Scheduler(episode_plan(scenario, lengths))
 
     def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int):
@@ -111,9 +113,9 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore]):
                                 n_speakers=sc.n_speakers, duration_s=round(sum(t.duration_s for t in sc.turns), 2),
                                 labels=sc.labels, facts={"t_bucket": sc.t_bucket}) for sc in suite.scenarios]
 
-    def clip_texts(self, scenario: Mapping[str, Any]) -> ClipTexts:
+    def clip_texts(self, scenario: Scenario) -> ClipTexts:
         """Each turn's text, on the clip events that name its index."""
-        return ClipTexts(texts={f"clip.{t['idx']}": t.get("text", "") for t in scenario.get("turns", ())},
+        return ClipTexts(texts={f"clip.{t.idx}": t.text for t in scenario.turns},
                          events={"clip.start": ("idx",), "clip.end": ("idx",)})
 
     def timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,

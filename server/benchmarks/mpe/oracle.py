@@ -52,8 +52,8 @@ class Oracle(Bridge):
             raise RuntimeError("the oracle speaks 24 kHz only")
         ref = episode.reference
         scenario = load_suite(self.suite_path).suite.scenario(ref.scenario_id, ref.condition)
-        self.replica: EpisodeCore = open_episode(str(self.suite_path), scenario.model_dump(mode="json"),
-                                                 suite_hash=None, audio_hash=None)
+        self.replica: EpisodeCore = open_episode(str(self.suite_path), scenario, suite_hash=None,
+                                                 audio_hash=None)
         self.speech: list[tuple[int, np.ndarray]] = []  # (stream start sample, audio)
         self.answer = speak(scenario.gold_answer, VOICE, self.data_dir)
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from server.benchmarks.mpe.entry import EpisodeScore, N4Score, SilenceScore, TimelineInfo, TScore
 from server.benchmarks.mpe.judging import PASSING, AnswerInput, HumanTurn, Judge, SilenceInput
 from server.benchmarks.mpe.rules import EpisodeWindows, episode_windows, parse_timeline
+from server.core.benchmark import EpisodeView
 from server.core.detector import DETECTOR_VERSION, detect_segments
 from server.core.spans import Span, ms, sec, total
 from server.scoring.asr import ASRBackend, join_fragments, pad_fragments
@@ -23,32 +24,53 @@ from server.scoring.store import Cache
 CONTEXT_TURNS = 3  # §6: up to three human turns ending at the current one
 
 
+# --- the episode document -----------------------------------------------------------------------
+
+
+class BundleTurn(BaseModel):
+    """A turn of the script as an episode document carries it (§2's turn; a recording made elsewhere
+    may leave out what scoring does not need)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    idx: int
+    label: str = ""
+    speaker: str = ""
+    text: str = ""
+    addressee: str | None = None  # §2: optional in the manifest
+    duration_s: float | None = None
+
+
+class MPEEpisodeView(EpisodeView):
+    """What Duplex-MPE scores an episode from (§7): the shared fields, and its part of the scenario
+    snapshot: the turns, the gold answer and its keys."""
+
+    gold_answer: str | None = None
+    answer_keys: list[list[str]] | None = None
+    turns: list[BundleTurn] = Field(default_factory=list)
+
+
 # --- scoring -----------------------------------------------------------------------------------
 
 
-def _context(turns: list[dict[str, Any]], idx: int) -> list[HumanTurn]:
-    pos = next((i for i, t in enumerate(turns) if t.get("idx") == idx), None)
+def _context(turns: list[BundleTurn], idx: int) -> list[HumanTurn]:
+    pos = next((i for i, t in enumerate(turns) if t.idx == idx), None)
     if pos is None:
         return []
-    return [HumanTurn(speaker=str(t.get("speaker", "")), text=str(t.get("text", "")))
-            for t in turns[max(0, pos - CONTEXT_TURNS + 1): pos + 1]]
+    return [HumanTurn(speaker=t.speaker, text=t.text) for t in turns[max(0, pos - CONTEXT_TURNS + 1): pos + 1]]
 
 
-def episode_fields(doc: dict[str, Any], source: str) -> dict[str, Any]:
+def episode_fields(doc: MPEEpisodeView, source: str) -> dict[str, Any]:
     """The fields of an entry that come from its episode document (§7) alone."""
-    model = doc.get("model") or {}
-    return dict(episode_id=str(doc["episode_id"]), attempt_id=doc.get("attempt_id"), run_id=doc.get("run_id"),
-                scenario_id=str(doc.get("scenario_id", "")), pair_id=str(doc.get("pair_id", "")),
-                condition=str(doc.get("condition", "")),
-                model=str(model.get("name", "") if isinstance(model, dict) else model),
-                model_revision=str(model.get("revision", "") if isinstance(model, dict) else ""),
-                clock=doc.get("clock"), source=source, gold_answer=doc.get("gold_answer"))
+    return dict(episode_id=doc.episode_id, attempt_id=doc.attempt_id, run_id=doc.run_id,
+                scenario_id=doc.scenario_id, pair_id=doc.pair_id, condition=doc.condition, model=doc.model.name,
+                model_revision=doc.model.revision, clock=doc.clock, source=source, gold_answer=doc.gold_answer)
 
 
-def answer_input(doc: dict[str, Any], question: str, transcript: str) -> AnswerInput:
+def answer_input(doc: MPEEpisodeView, question: str, transcript: str) -> AnswerInput:
     """What the answer judge is given for T (§6): the request, the gold answer and its keys, the reply."""
-    return AnswerInput(question=question, gold_answer=str(doc.get("gold_answer") or ""),
-                       answer_keys=doc.get("answer_keys"), transcript=transcript)
+    return AnswerInput(question=question, gold_answer=doc.gold_answer or "", answer_keys=doc.answer_keys,
+                       transcript=transcript)
 
 
 def _spans(spans: Sequence[Span]) -> list[Span]:
@@ -95,15 +117,15 @@ class _Scorer:
 
 
 def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache) -> EpisodeScore:
-    doc = ep.doc
+    doc = ep.view(MPEEpisodeView)
     track = ep.assistant
-    tl = parse_timeline(ep.events, len(track), doc.get("end_sample"))
+    tl = parse_timeline(ep.events, len(track), doc.end_sample)
     # §5: the live segments when the same detector made them, else a replay (identical).
     segments = ep.segments if ep.segments is not None else [(g.start, g.end) for g in detect_segments(track)]
     w: EpisodeWindows = episode_windows(tl, segments)
-    turns = doc.get("turns") or []
-    texts = {t.get("idx"): t.get("text", "") for t in turns}
-    addressees = {t.get("idx"): t.get("addressee") for t in turns}  # §2: optional in the manifest
+    turns = doc.turns
+    texts = {t.idx: t.text for t in turns}
+    addressees = {t.idx: t.addressee for t in turns}
     scorer = _Scorer(track, w.segments, asr, judge, cache)
 
     # T (§6): response presence, then the answer's correctness on its transcript.

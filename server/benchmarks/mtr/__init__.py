@@ -23,7 +23,15 @@ from server.benchmarks.mtr.outcome import MTROutcome
 from server.benchmarks.mtr.outcome import timeline as episode_timeline
 from server.benchmarks.mtr.rules import FAILURES
 from server.benchmarks.mtr.scheduler import RoundScheduler
-from server.benchmarks.mtr.suite import BENCHMARK_NAME, HISTORY_MODES, Dialogue, Suite, scenario_of, validate_suite
+from server.benchmarks.mtr.suite import (
+    BENCHMARK_NAME,
+    HISTORY_MODES,
+    Dialogue,
+    MTRScenario,
+    Suite,
+    scenario_of,
+    validate_suite,
+)
 from server.core.benchmark import (
     MODEL_EVENTS,
     NO_CLIP_TEXTS,
@@ -55,11 +63,7 @@ def _episode_rounds(d: Dialogue, mode: str) -> list[int | None]:
     return [r.round for r in d.rounds] if mode == "gt" else [None]
 
 
-def _rounds(scenario: Mapping[str, Any]) -> tuple[Dialogue, int | None]:
-    return Dialogue.model_validate(scenario["dialogue"]), scenario.get("round")
-
-
-class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
+class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore, MTRScenario]):
     name = BENCHMARK_NAME
     conditions = HISTORY_MODES
     context_conditions = frozenset({"gt"})
@@ -76,23 +80,24 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
     def problems(self, suite: Suite) -> list[str]:
         return validate_suite(suite)
 
-    def episodes(self, suite: Suite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec]:
+    def episodes(self, suite: Suite, conditions: Sequence[str], limit: int | None) -> list[EpisodeSpec[MTRScenario]]:
         """gt: one episode per (dialogue, round); free: one per dialogue. ``limit`` counts dialogues."""
-        out: list[EpisodeSpec] = []
+        out: list[EpisodeSpec[MTRScenario]] = []
         for d in suite.dialogues[:limit] if limit else suite.dialogues:
             for mode in conditions:
                 for k in _episode_rounds(d, mode):
                     sc = scenario_of(d, mode, k)
-                    out.append(EpisodeSpec(sc["scenario_id"], d.dialogue_id, mode, sc))
+                    out.append(EpisodeSpec(sc.scenario_id, d.dialogue_id, mode, sc))
         return out
 
-    def clip_refs(self, suite: Suite, scenario: Mapping[str, Any]) -> dict[str | int, str]:
-        d, k = _rounds(scenario)
-        return {name: c.clip for r in d.rounds if k is None or r.round <= k for name, c in r.clips()}
+    #: the dialogue, its history mode and its live round (§12.2)
+    scenario_model = MTRScenario
 
-    def scheduler(self, scenario: Mapping[str, Any], lengths: Mapping[str | int, int]) -> RoundScheduler:
-        d, k = _rounds(scenario)
-        return RoundScheduler(d, scenario["condition"], k, lengths)
+    def clip_refs(self, suite: Suite, scenario: MTRScenario) -> dict[str | int, str]:
+        return {name: c.clip for r in scenario.played() for name, c in r.clips()}
+
+    def scheduler(self, scenario: MTRScenario, lengths: Mapping[str | int, int]) -> RoundScheduler:
+        return RoundScheduler(scenario.dialogue, scenario.condition, scenario.round, lengths)
 
     def live_outcome(self, events: Sequence[Event], segments: Sequence[Span], n_samples: int):
         return outcome.live_outcome(events, segments, n_samples)
@@ -118,13 +123,10 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore]):
                                 labels=[r.feature for r in d.rounds], facts={"set": d.set, "topic": d.topic})
                 for d in suite.dialogues]
 
-    def clip_texts(self, scenario: Mapping[str, Any]) -> ClipTexts:
+    def clip_texts(self, scenario: MTRScenario) -> ClipTexts:
         """The words of each clip, on the event that starts it."""
-        d, k = _rounds(scenario)
         texts: dict[str, str] = {}
-        for r in d.rounds:
-            if k is not None and r.round > k:
-                continue
+        for r in scenario.played():
             n = r.round
             texts[f"user.{n}.1"] = r.user.text
             texts[f"context.{n}.assistant"] = r.assistant.text

@@ -36,8 +36,8 @@ def imported_name(model: str) -> str:
 def _document(r: Replayed, label: str, suite: Suite, swap: bool, episode_id: str, count_moved: bool) -> dict:
     sc = r.scenario
     return {"bundle_version": BUNDLE_VERSION, "episode_id": episode_id, "attempt_id": None, "run_id": None,
-            "benchmark": BENCHMARK_NAME, "scenario_id": sc["scenario_id"], "pair_id": sc["pair_id"],
-            "condition": sc["condition"], "round": sc["round"], "dialogue": sc["dialogue"],
+            "benchmark": BENCHMARK_NAME, "scenario_id": sc.scenario_id, "pair_id": sc.pair_id,
+            "condition": sc.condition, "round": sc.round, "dialogue": sc.dialogue.model_dump(mode="json"),
             "model": {"name": label, "revision": ""},
             "suite": {"name": suite.meta.name, "version": suite.meta.version, "content_hash": suite.content_hash()},
             "turns": [], "events": r.events, "stats": {},
@@ -58,11 +58,11 @@ def write_bundles(replayed: list[Replayed], root: Path, label: str, suite: Suite
     bundle that looks whole)."""
     out = []
     for r in replayed:
-        key = f"{r.sha256}:{suite.content_hash()}:{r.scenario['scenario_id']}:{swap}:{label}"
+        key = f"{r.sha256}:{suite.content_hash()}:{r.scenario.scenario_id}:{swap}:{label}"
         if count_moved:  # another choice, another episode (earlier ids unchanged)
             key += ":count-moved"
         eid = "rec-" + hashlib.sha256(key.encode()).hexdigest()[:24]
-        d = root / f"{r.scenario['scenario_id']}-{eid}"
+        d = root / f"{r.scenario.scenario_id}-{eid}"
         atomic_write_bytes(d / "assistant.wav", _wav_bytes(r.track))
         atomic_write_bytes(d / "episode.json", json.dumps(_document(r, label, suite, swap, eid, count_moved), indent=1).encode())
         out.append(d)
@@ -89,7 +89,7 @@ def score_recordings(db: Database, folder: Path, suite_path: Path, opts: ScoreOp
         replayed.append(replay(suite.root, m, swap=swap))
         if progress:
             progress(i, len(matched))
-    digest = hashlib.sha256(("\n".join(sorted(f"{r.sha256}:{r.scenario['scenario_id']}" for r in replayed))
+    digest = hashlib.sha256(("\n".join(sorted(f"{r.sha256}:{r.scenario.scenario_id}" for r in replayed))
                              + (":count-moved" if count_moved else "")).encode()).hexdigest()[:16]
     root = (Path(data_dir) / "imports" / "recordings" / f"{suite.meta.name}-{digest}").resolve()
     if root.is_relative_to(folder):

@@ -47,7 +47,7 @@ class MTROracle(Bridge):
         suite = Suite.load(self.suite_path)
         scenario = scenario_from_id(suite, episode.reference.scenario_id, episode.reference.condition)
         self.replica: EpisodeCore = open_episode(str(self.suite_path), scenario, suite_hash=None, audio_hash=None)
-        rounds = {r.round: r for r in suite.dialogue(scenario["pair_id"]).rounds}
+        rounds = {r.round: r for r in scenario.dialogue.rounds}
         self.replies = {(n, "user"): suite.load_clip(r.assistant.clip) for n, r in rounds.items()}
         self.replies.update({(n, "barge_in"): suite.load_clip(r.barge_in.response.clip)
                              for n, r in rounds.items() if r.barge_in})

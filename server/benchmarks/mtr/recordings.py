@@ -44,7 +44,7 @@ import soundfile as sf
 from server.benchmarks.mtr.rules import live_rounds
 from server.benchmarks.mtr.scheduler import CONFIRM_SILENCE_S, ROUND_GAP_S
 from server.benchmarks.mtr.segmentation.inputs import read_recording
-from server.benchmarks.mtr.suite import Dialogue, Suite, feature_of, scenario_of
+from server.benchmarks.mtr.suite import Dialogue, MTRScenario, Suite, feature_of, scenario_of
 from server.core.events import Event
 from server.core.spans import Span
 from server.core.timebase import STREAM_RATE, samples
@@ -106,7 +106,7 @@ class Replayed:
     """One file replayed as a ``gt`` episode."""
 
     matched: Matched
-    scenario: dict[str, Any]
+    scenario: MTRScenario
     events: list[dict[str, Any]]
     track: np.ndarray  # the model track (int16, 24 kHz)
     sha256: str  # of the file's bytes

@@ -3,12 +3,15 @@ the rounds with a task judged on their dimension (§12.5, :mod:`.dimensions`).""
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from server.benchmarks.mpe.judging import Judge
 from server.benchmarks.mtr.dimensions import DimensionScorer
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
 from server.benchmarks.mtr.judges import make_dimension_judge
 from server.benchmarks.mtr.rules import judge_rounds, live_rounds
 from server.benchmarks.mtr.suite import Dialogue
+from server.core.benchmark import EpisodeView
 from server.core.detector import detect_segments
 from server.core.spans import sec
 from server.scoring.asr import ASRBackend
@@ -16,36 +19,52 @@ from server.scoring.loading import LoadedEpisode
 from server.scoring.store import Cache
 
 
-def moved_rounds(doc: dict) -> dict[int, str]:
+class RecordingInfo(BaseModel):
+    """What an episode replayed from a recording made elsewhere says of it (``mtr/imported.py``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    moved: list[str] = Field(default_factory=list, description="the parts the file has elsewhere than the "
+                                                                "live scheduler places them")
+    count_moved: bool = False
+
+
+class MTREpisodeView(EpisodeView):
+    """What MTR scores an episode from: the shared fields, its part of the scenario snapshot (the
+    dialogue and the live round, §12.2), and the recording it was replayed from, if any."""
+
+    round: int | None = None
+    dialogue: Dialogue | None = None
+    recording: RecordingInfo | None = None
+
+
+def moved_rounds(doc: MTREpisodeView) -> dict[int, str]:
     """The live round of a replayed recording (``mpe score DIR --suite``) whose barge-in, background
     voice or backchannels the file has elsewhere than the live scheduler places them, with the
     reason: left out of the feature scores unless the import counts them (``--count-moved``)."""
-    rec = doc.get("recording") or {}
-    moved = rec.get("moved") or []
-    if not moved or rec.get("count_moved") or doc.get("round") is None:
+    rec = doc.recording
+    if rec is None or not rec.moved or rec.count_moved or doc.round is None:
         return {}
-    return {int(doc["round"]): f"moved in the recording: {', '.join(moved)} (not where the live scheduler "
-                                "places it after the model's onset)"}
+    return {doc.round: f"moved in the recording: {', '.join(rec.moved)} (not where the live scheduler "
+                       "places it after the model's onset)"}
 
 
 def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache) -> MTREpisodeScore:
-    doc = ep.doc
+    doc = ep.view(MTREpisodeView)
     segments = ep.segments if ep.segments is not None else [(g.start, g.end) for g in detect_segments(ep.assistant)]
     rounds = live_rounds(ep.events)
     results = judge_rounds(rounds, segments)
-    dialogue = doc.get("dialogue") or {}
+    dialogue = doc.dialogue
     dims = {}
-    if any(r.get("task") for r in dialogue.get("rounds", [])):
+    if dialogue is not None and any(r.task for r in dialogue.rounds):
         scorer = DimensionScorer(ep.assistant, segments, asr, judge, make_dimension_judge(judge), cache)
-        dims = scorer.score_rounds(Dialogue.model_validate(dialogue), str(doc.get("condition")), rounds)
+        dims = scorer.score_rounds(dialogue, doc.condition, rounds)
     excluded = moved_rounds(doc)
-    model = doc.get("model") or {}
     return MTREpisodeScore(
-        episode_id=str(doc["episode_id"]), attempt_id=doc.get("attempt_id"), run_id=doc.get("run_id"),
-        scenario_id=str(doc.get("scenario_id", "")), condition=str(doc.get("condition", "")),
-        model=str(model.get("name", "") if isinstance(model, dict) else model), source=ep.source,
-        dialogue_id=str(dialogue.get("dialogue_id", doc.get("pair_id", ""))), set=str(dialogue.get("set", "")),
-        mode=doc.get("condition"), live_round=doc.get("round"), duration_s=sec(len(ep.assistant)) or 0.0,
+        episode_id=doc.episode_id, attempt_id=doc.attempt_id, run_id=doc.run_id, scenario_id=doc.scenario_id,
+        condition=doc.condition, model=doc.model.name, source=ep.source,
+        dialogue_id=doc.pair_id if dialogue is None else dialogue.dialogue_id, set="" if dialogue is None else dialogue.set,
+        mode=doc.condition or None, live_round=doc.round, duration_s=sec(len(ep.assistant)) or 0.0,
         speech=[(int(s), int(e)) for s, e in segments], room=[x for r in rounds for x in r.spans()],
         segments=ep.segments_source,
         rounds=[RoundScore.of(r, dims.get(r.round), excluded.get(r.round)) for r in results])

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -409,15 +409,28 @@ def feature_of(label: str) -> Feature | None:
     return FEATURE_ALIASES.get(low)
 
 
-def scenario_of(d: Dialogue, mode: str, round_: int | None) -> dict[str, Any]:
-    """The scenario snapshot an episode stores: the dialogue, the history mode and, in ``gt``
-    mode, the live round (rounds before it are ground-truth history)."""
+class MTRScenario(_M):
+    """The scenario snapshot an MTR episode stores: the dialogue, the history mode and, in ``gt``
+    mode, the live round (rounds before it are ground-truth history; None: every round live)."""
+
+    scenario_id: str
+    pair_id: str = Field(description="the dialogue's id")
+    condition: str = Field(description="the history mode (HISTORY_MODES)")
+    round: int | None
+    dialogue: Dialogue
+
+    def played(self) -> list[Round]:
+        """The rounds the episode plays: up to its live round (all of them in ``free`` mode)."""
+        return [r for r in self.dialogue.rounds if self.round is None or r.round <= self.round]
+
+
+def scenario_of(d: Dialogue, mode: str, round_: int | None) -> MTRScenario:
+    """The scenario snapshot of a dialogue's episode in a history mode (``round_``: its live round)."""
     sid = d.dialogue_id if round_ is None else f"{d.dialogue_id}-r{round_:02d}"
-    return {"scenario_id": sid, "pair_id": d.dialogue_id, "condition": mode, "round": round_,
-            "dialogue": d.model_dump(mode="json")}
+    return MTRScenario(scenario_id=sid, pair_id=d.dialogue_id, condition=mode, round=round_, dialogue=d)
 
 
-def scenario_from_id(suite: Suite, scenario_id: str, mode: str) -> dict[str, Any]:
+def scenario_from_id(suite: Suite, scenario_id: str, mode: str) -> MTRScenario:
     """The scenario snapshot of an episode id (:func:`scenario_of`'s inverse)."""
     dialogue_id, round_ = scenario_id, None
     if mode == "gt":

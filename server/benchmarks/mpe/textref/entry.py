@@ -20,12 +20,10 @@ durations: every clip then lasts 0 s).
 
 from __future__ import annotations
 
-from typing import Any
-
 from server.benchmarks.mpe.entry import EpisodeScore, N4Score, SilenceScore, TimelineInfo, TScore
 from server.benchmarks.mpe.judging import PASSING, Judge
 from server.benchmarks.mpe.rules import CLIP_GAP, N4_DEADLINE, N4_GAP, RESPONSE_LABELS, SILENCE_LABELS
-from server.benchmarks.mpe.scoring import answer_input, episode_fields
+from server.benchmarks.mpe.scoring import BundleTurn, MPEEpisodeView, answer_input, episode_fields
 from server.benchmarks.mpe.textref.prompt import TextDecision, TextReference
 from server.core.spans import sec
 from server.core.timebase import STREAM_RATE
@@ -36,28 +34,28 @@ from server.scoring.store import Cache
 RESPOND = "RESPOND"
 
 
-def _layout(turns: list[dict[str, Any]]) -> tuple[list[tuple[int, str, str, int, int]], int]:
+def _layout(turns: list[BundleTurn]) -> tuple[list[tuple[int, str, str, int, int]], int]:
     """(idx, label, speaker, start, end) of every clip as the scheduler would place it without a
     model, and the end of the episode."""
     clips, t = [], 0
     for turn in turns:
-        n = round(float(turn.get("duration_s") or 0.0) * STREAM_RATE)
-        clips.append((int(turn["idx"]), str(turn["label"]), str(turn.get("speaker", "")), t, t + n))
-        t += n + (N4_GAP if turn["label"] == "N4Q" else CLIP_GAP)
+        n = round((turn.duration_s or 0.0) * STREAM_RATE)
+        clips.append((turn.idx, turn.label, turn.speaker, t, t + n))
+        t += n + (N4_GAP if turn.label == "N4Q" else CLIP_GAP)
     return clips, t
 
 
 def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache) -> EpisodeScore:
     """The entry of an episode decided by a text reference (module docstring)."""
-    doc = ep.doc
-    turns = sorted(doc.get("turns") or [], key=lambda t: int(t["idx"]))
+    doc = ep.view(MPEEpisodeView)
+    turns = sorted(doc.turns, key=lambda t: t.idx)
     decided: dict[int, TextDecision] = {d.turn_idx: d for d in ref.decisions}
-    missing = [int(t["idx"]) for t in turns if t["label"] in RESPONSE_LABELS and int(t["idx"]) not in decided]
+    missing = [t.idx for t in turns if t.label in RESPONSE_LABELS and t.idx not in decided]
     if missing:
-        raise BadBundle(f"episode {doc.get('episode_id')}: no text reference decision for turns {missing}")
-    ts = [t for t in turns if t["label"] == "T"]
+        raise BadBundle(f"episode {doc.episode_id}: no text reference decision for turns {missing}")
+    ts = [t for t in turns if t.label == "T"]
     if len(ts) != 1:
-        raise BadBundle(f"episode {doc.get('episode_id')} has {len(ts)} T turns (exactly one expected)")
+        raise BadBundle(f"episode {doc.episode_id} has {len(ts)} T turns (exactly one expected)")
     clips, end = _layout(turns)
     pos = {c[0]: i for i, c in enumerate(clips)}
 
@@ -70,7 +68,7 @@ def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache
 
     # T: presence is the decision; the answer is judged like a transcript (§6: empty = incorrect).
     t_turn = ts[0]
-    t_idx = int(t_turn["idx"])
+    t_idx = t_turn.idx
     d = decided[t_idx]
     present = d.decision == RESPOND
     verdict = verdict_id = correct = None
@@ -79,11 +77,11 @@ def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache
     elif not (d.answer or "").strip():
         reason, correct = "empty_transcript", False
     else:
-        verdict_id, v = cache.judge(judge, "answer", answer_input(doc, str(t_turn.get("text", "")), d.answer))
+        verdict_id, v = cache.judge(judge, "answer", answer_input(doc, t_turn.text, d.answer))
         verdict, reason = v.label, "judged" if v.label else "unparseable"
         correct = v.label == PASSING["answer"]
     e_t = span(t_idx)[1]
-    t_score = TScore(turn_idx=t_idx, addressee=t_turn.get("addressee"), fresh=present, present=present,
+    t_score = TScore(turn_idx=t_idx, addressee=t_turn.addressee, fresh=present, present=present,
                      already_speaking=False, onset_s=sec(e_t) if present else None, e_t_s=sec(e_t),
                      wait_end_s=sec(e_t), response_speech_ms=0, fragments=[],
                      transcript=d.answer if present else None, transcript_id=None, correct=correct,
@@ -92,12 +90,12 @@ def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache
     # N1-N3: SILENT passes; RESPOND and an unparseable decision fail.
     windows = []
     for turn in turns:
-        if turn["label"] not in SILENCE_LABELS:
+        if turn.label not in SILENCE_LABELS:
             continue
-        idx = int(turn["idx"])
+        idx = turn.idx
         d = decided[idx]
         windows.append(SilenceScore(
-            turn_idx=idx, addressee=turn.get("addressee"), label=turn["label"], start_s=sec(span(idx)[0]),
+            turn_idx=idx, addressee=turn.addressee, label=turn.label, start_s=sec(span(idx)[0]),
             end_s=sec(next_start(idx)), speech_ms=0, overlap_human_ms=0, fragments=[],
             passed=d.decision == "SILENT", transcript=d.answer if d.decision == RESPOND else None,
             transcript_id=None, verdict=None, verdict_id=None,
@@ -106,13 +104,13 @@ def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache
     # N4Q: window response on RESPOND; a decision has no duration, so no event is eligible for the yield.
     n4 = []
     for q, r in zip(turns, turns[1:]):
-        if q["label"] != "N4Q":
+        if q.label != "N4Q":
             continue
-        if r["label"] != "N4R":
-            raise BadBundle(f"N4Q turn {q['idx']} is not followed by its N4R")
-        responded = decided[int(q["idx"])].decision == RESPOND
-        t_r, r_end = span(int(r["idx"]))
-        n4.append(N4Score(q_idx=int(q["idx"]), r_idx=int(r["idx"]), addressee=q.get("addressee"),
+        if r.label != "N4R":
+            raise BadBundle(f"N4Q turn {q.idx} is not followed by its N4R")
+        responded = decided[q.idx].decision == RESPOND
+        t_r, r_end = span(r.idx)
+        n4.append(N4Score(q_idx=q.idx, r_idx=r.idx, addressee=q.addressee,
                           window_response=responded, category="fresh_onset" if responded else "no_speech",
                           eligible=False, outcome=None, speaking_at_t_R=False, t_R_s=sec(t_r),
                           deadline_s=sec(t_r + N4_DEADLINE), t_E_s=sec(r_end + CLIP_GAP), censored=False))

@@ -23,9 +23,10 @@ from typing import Any, Callable, Mapping
 
 from sqlalchemy import select
 
+from server.benchmarks.mpe import BENCHMARK as DUPLEX_MPE
 from server.benchmarks.mpe.rules import RESPONSE_LABELS
 from server.benchmarks.mpe.stats import addressee_kind
-from server.benchmarks.mpe.suite import CONDITIONS, validate_suite
+from server.benchmarks.mpe.suite import CONDITIONS, Scenario, validate_suite
 from server.benchmarks.mpe.textref.backends import ReferenceBackend
 from server.benchmarks.mpe.textref.prompt import (
     DECISIONS,
@@ -70,12 +71,13 @@ def reference_model_name(name: str | None, backend: ReferenceBackend) -> str:
     return name
 
 
-def decide_episodes(specs: list[EpisodeSpec], backend: ReferenceBackend, cache: Cache, *, repeat: int = 0,
+def decide_episodes(specs: list[EpisodeSpec[Scenario]], backend: ReferenceBackend, cache: Cache, *, repeat: int = 0,
                     concurrency: int = 1, progress: Progress | None = None) -> list[TextReference]:
     """Every decision of every scenario version, in turn order per version. Each distinct query is
     asked once (``concurrency`` in flight), from the cache when it holds it. A backend error (after
     the SDK's retries) stops it: what was answered is cached, so the same call resumes."""
-    jobs = [(i, turn, q) for i, spec in enumerate(specs) for turn, q in queries(spec.scenario["turns"], repeat)]
+    jobs = [(i, turn, q) for i, spec in enumerate(specs) for turn, q in queries(
+        [t.model_dump(mode="json") for t in spec.scenario.turns], repeat)]
     distinct = {backend.cache_key(q): q for _, _, q in jobs}
     answers: dict[str, tuple[int, Any]] = {}
     if progress:
@@ -187,7 +189,7 @@ def load_decisions(db: Database, run_id: str) -> dict[Key, Decided]:
         ref = text_reference_of({"episode_id": eid, "stats": stats})
         if ref is None:
             raise BadRequest(f"run {run_id} is not a text reference run (mpe reference)")
-        addressees = {int(t["idx"]): t.get("addressee") for t in scenario.get("turns", [])}
+        addressees = {t.idx: t.addressee for t in DUPLEX_MPE.snapshot(scenario, eid).turns}
         for d in ref.decisions:
             out[(scenario_id, condition, d.turn_idx)] = Decided(d.label, addressees.get(d.turn_idx), d.decision)
     if not out:
