@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from server.benchmarks.mpe.rules import N4_DEADLINE, N4_GAP, episode_windows, parse_timeline
+from server.benchmarks.mpe.suite import Scenario, Turn
 from server.benchmarks.mtr.dataset.build import build_text_suite
 from server.benchmarks.mtr.dataset.plan import plan_suite
 from server.benchmarks.mtr.dataset.procedural import ProceduralGenerator
@@ -148,8 +149,11 @@ async def test_the_api_lists_an_mtr_suite(tmp_path, mini_suite):
 
 # --- what the pages draw: labels, outcome cells, room blocks, script rows, status in words -------
 
-MPE_SCENARIO = {"turns": [{"idx": i, "label": e.data["label"], "speaker": e.data["speaker"], "text": f"words {i}"}
-                          for i, e in enumerate(x for x in MPE_EVENTS if x.type == "clip.start")]}
+MPE_SCENARIO = Scenario(
+    scenario_id="s1", pair_id="p1", condition="explicit", n_speakers=3, t_bucket="middle", attributes={},
+    gold_answer="", turns=[Turn(idx=i, label=e.data["label"], speaker=e.data["speaker"], text=f"words {i}",
+                                clip=f"clips/{i}.wav", duration_s=1.0)
+                           for i, e in enumerate(x for x in MPE_EVENTS if x.type == "clip.start")])
 
 
 def test_mpe_shown_timeline_has_its_room_blocks_and_script_rows():
@@ -183,7 +187,7 @@ def test_mpe_outcome_cells_status_and_notes():
     assert cells[1].text == f"{out.silence[0]}/{out.silence[1]}"
     assert MPE.status_text({"state": "playing", "idx": 1, "label": "T"}, MPE_SCENARIO) == \
         "Playing turn 2: B, T (request to Aria)"
-    assert MPE.status_text({"state": "n4_gap", "remaining_s": 1.25}, {}) == \
+    assert MPE.status_text({"state": "n4_gap", "remaining_s": 1.25}, None) == \
         "N4: 3 s pause before the resolution, 1.2 s left"
     pa = {"paired_addressing": {"m": {"n_pairs": 2, "explicit_rate": 0.0, "explicit_only": 0, "implicit_rate": 0.5,
                                       "diff_pp": -50.0, "p_mcnemar": 1.0}}}
@@ -223,6 +227,6 @@ def test_a_benchmark_without_shown_hooks_still_renders():
         setattr(Bare, hook, getattr(type(MPE).__mro__[1], hook))
     bare = Bare()
     assert [c.text for c in bare.outcome_cells(Outcome(source="live", failures=["x"], ok=False))] == ["failed"]
-    assert bare.status_text({"state": "gap"}, {}) == "gap"
+    assert bare.status_text({"state": "gap"}, None) == "gap"
     tl = bare.shown_timeline(MPE_EVENTS, [], head=20 * S, end=20 * S, entry=None, outcome=None, scenario=MPE_SCENARIO)
     assert tl.blocks == [] and tl.rows == [] and tl.windows

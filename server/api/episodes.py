@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 
@@ -131,7 +131,7 @@ def _cells(bench: Benchmark, outcome: Outcome | None) -> list[Cell] | None:
 
 
 def episode_timeline(bench: Benchmark, doc: dict[str, Any], entry: ScoreEntry | None,
-                     outcome: Outcome | None, scenario: Mapping[str, Any] | None = None) -> Timeline:
+                     outcome: Outcome | None, scenario: BaseModel | None = None) -> Timeline:
     """The windows of an episode document as its caller sees it (its events and segments, and the
     scoring entry only where the script is visible), up to its last event; its end is the
     attempt's end sample, else its ``episode.end`` event. With the room lane's blocks, and with
@@ -182,7 +182,7 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
         doc, scored = public_document(bench, doc), None
     doc.update(
         timeline=None if chosen is None else episode_timeline(bench, doc, None if scored is None else scored.entry,
-                                                              outcome, ep.scenario if visible else None),
+                                                              outcome, bench.snapshot(ep.scenario, ep.id) if visible else None),
         live=state.live.is_live(ep.id) and chosen is not None and chosen.status == AttemptStatus.running,
         attempts=[AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,
                              error_message=a.error_message, n_frames=a.n_frames, started_at=a.started_at,

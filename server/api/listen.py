@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
+from pydantic import BaseModel
 from sqlalchemy import select
 from starlette.websockets import WebSocketState
 
@@ -68,7 +69,8 @@ def _check(db: Database, p, episode_id: str) -> tuple[Benchmark, ClipTexts, Publ
         ep, run = visible_episode(s, p, episode_id)
         bench = get_benchmark(run.benchmark)
         if script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta):
-            return bench, bench.clip_texts(bench.snapshot(ep.scenario, ep.id)), None, ep.scenario
+            scenario = bench.snapshot(ep.scenario, ep.id)
+            return bench, bench.clip_texts(scenario), None, scenario
         return bench, NO_CLIP_TEXTS, bench.public_events, None
 
 
@@ -94,7 +96,7 @@ class Stream:
     replica's rows in the database) to done."""
 
     def __init__(self, ws: WebSocket, state: Any, episode_id: str, bench: Benchmark, texts: ClipTexts,
-                 public: PublicEvents | None, scenario: dict[str, Any] | None = None):
+                 public: PublicEvents | None, scenario: BaseModel | None = None):
         self.ws, self.state, self.episode_id, self.texts, self.public = ws, state, episode_id, texts, public
         self.scenario = scenario  # the script, for who may see it (the timeline's script table)
         self.bench = bench

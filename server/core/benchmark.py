@@ -615,21 +615,21 @@ class Benchmark(ABC, Generic[SuiteT, EntryT, ScenarioT]):
         """Sentences the run page shows under a model's metrics (from the benchmark's analyses)."""
         return []
 
-    def status_text(self, status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+    def status_text(self, status: Mapping[str, Any], scenario: ScenarioT | None) -> str:
         """The scheduler's live ``status()`` in words, for listeners who may see the script."""
         return str(status.get("state", ""))
 
-    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+    def room_blocks(self, events: Sequence[Event], scenario: ScenarioT | None) -> list[Block]:
         """The room lane of an episode's timeline from its events so far (``scenario``: its snapshot,
         None where the caller may not see the script)."""
         return []
 
-    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+    def script_rows(self, scenario: ScenarioT, events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
         """The script table of an episode (only for callers who may see the script): its items, when
         each began by ``events``, and their windows' verdicts in ``timeline``."""
         return []
 
-    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+    def script_facts(self, scenario: ScenarioT) -> list[Note]:
         """Facts of the episode's script the page lists beside its model and condition (e.g. the gold answer)."""
         return []
 
@@ -639,7 +639,7 @@ class Benchmark(ABC, Generic[SuiteT, EntryT, ScenarioT]):
 
     def shown_timeline(self, events: Sequence[Event], segments: Sequence[OpenSpan], *, head: int, end: int | None,
                        entry: ScoreEntry | None, outcome: Outcome | None,
-                       scenario: Mapping[str, Any] | None) -> Timeline:
+                       scenario: ScenarioT | None) -> Timeline:
         """What the episode page draws (the API and live listeners call this, not the hooks): the
         :meth:`timeline` with its room lane, and, where ``scenario`` is given (the caller sees the
         script), its script table and notes."""

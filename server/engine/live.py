@@ -24,11 +24,11 @@ import functools
 import json
 import logging
 from collections import deque
-from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
+from pydantic import BaseModel
 
 from clients.codec import FRAME_SAMPLES, KIND_ASSISTANT, KIND_ROOM, STREAM_RATE, encode_frame
 from server.core.benchmark import NO_CLIP_TEXTS, Benchmark, ClipTexts, OpenSpan
@@ -96,7 +96,7 @@ def detector_segments(events: Iterable[tuple[int, str, dict]]) -> list[OpenSpan]
 
 
 def timeline_message(bench: Benchmark, events: list[tuple[int, str, dict]], head: int,
-                     scenario: Mapping[str, Any] | None = None, public: PublicEvents | None = None) -> str:
+                     scenario: BaseModel | None = None, public: PublicEvents | None = None) -> str:
     """A listener's ``timeline`` message: the benchmark's windows of a running attempt, from its
     events and detector events so far (open windows run to ``head``; nothing is scored yet), its room
     lane, and its script table from ``scenario`` (its snapshot; None: no script table). For a
@@ -229,7 +229,7 @@ class EpisodeChannel:
 
     def __init__(self, hub: "LiveHub", *, episode_id: str, attempt_id: str, run_id: str, clock: str,
                  texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None,
-                 scenario: Mapping[str, Any] | None = None):
+                 scenario: BaseModel | None = None):
         self.hub = hub
         self.episode_id, self.attempt_id, self.run_id, self.clock = episode_id, attempt_id, run_id, clock
         self.texts = texts
@@ -302,7 +302,7 @@ class EpisodeChannel:
         state = {"type": "status", "t": self.t, "t_s": round(self.t / STREAM_RATE, 3), **self._status()}
         full = dict(state)
         if self.benchmark is not None:
-            full["text"] = self.benchmark.status_text(state, self.scenario or {})
+            full["text"] = self.benchmark.status_text(state, self.scenario)
         return _dumps(full), _dumps({**public_status(state), "text": WITHHELD_STATUS})
 
     @_safe
@@ -368,7 +368,7 @@ class LiveHub:
 
     def open(self, *, episode_id: str, attempt_id: str, run_id: str, clock: str,
              texts: ClipTexts = NO_CLIP_TEXTS, benchmark: Benchmark | None = None,
-             scenario: Mapping[str, Any] | None = None) -> EpisodeChannel:
+             scenario: BaseModel | None = None) -> EpisodeChannel:
         """A channel for a starting attempt (replaces a stale one of the same episode); ``texts``:
         what its listeners who see the script read of its clips; ``benchmark``: whose windows
         they are sent (None: none); ``scenario``: its snapshot (their script table, the status in words)."""

@@ -319,17 +319,17 @@ class BeepAnswer(Benchmark[BeepSuite, BeepScore, BeepEpisode]):
             return super().outcome_cells(outcome)
         return [Cell(text=f"{outcome.answered}/{outcome.beeps} beeps", bad=outcome.answered < outcome.beeps)]
 
-    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+    def room_blocks(self, events: Sequence[Event], scenario: BeepEpisode | None) -> list[Block]:
         starts = {e.data["i"]: e.t for e in events if e.type == "beep.start"}
         ends = {e.data["i"]: e.t for e in events if e.type == "beep.end"}
         return [Block(key=f"beep-{i}", idx=i, kind="beep", who=f"beep {i + 1}", title=f"beep {i + 1}",
                       aria=f"{{t}}: beep {i + 1}", start=t, end=ends.get(i)) for i, t in starts.items()]
 
-    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+    def script_rows(self, scenario: BeepEpisode, events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
         starts = {e.data["i"]: e.t for e in events if e.type == "beep.start"}
         return [ScriptRow(key=f"beep-{i}", name=f"beep {i + 1}", start=starts.get(i), cells=[Cell(text=f"beep {i + 1}")],
                           verdict=next((w.verdict for w in timeline.windows if w.idx == i), None))
-                for i in range(len(scenario.get("beeps", ())))]
+                for i in range(len(scenario.beeps))]
 
     def suite_summary(self, suite: BeepSuite) -> SuiteSummary:
         return SuiteSummary(conditions={c: len(suite.scenarios) for c in self.conditions}, label_kind="beeps",

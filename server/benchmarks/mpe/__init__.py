@@ -133,16 +133,16 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore, Scenario]):
     def metric_notes(self, analyses: Mapping[str, Any], model: str) -> list[str]:
         return outcome.metric_notes(analyses, model)
 
-    def status_text(self, status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+    def status_text(self, status: Mapping[str, Any], scenario: Scenario | None) -> str:
         return outcome.status_text(status, scenario)
 
-    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+    def room_blocks(self, events: Sequence[Event], scenario: Scenario | None) -> list[Block]:
         return outcome.room_blocks(events, scenario)
 
-    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+    def script_rows(self, scenario: Scenario, events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
         return outcome.script_rows(scenario, events, timeline)
 
-    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+    def script_facts(self, scenario: Scenario) -> list[Note]:
         return outcome.script_facts(scenario)
 
     def script_notes(self, entry: ScoreEntry | None) -> list[Note]:

@@ -30,6 +30,7 @@ from server.benchmarks.mpe.rules import (
     parse_timeline,
 )
 from server.benchmarks.mpe.scheduler import N4_GAP_S
+from server.benchmarks.mpe.suite import Scenario, Turn
 from server.core.benchmark import (
     Block,
     Cell,
@@ -260,18 +261,18 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def _turns(scenario: Mapping[str, Any] | None) -> dict[int, Mapping[str, Any]]:
-    return {int(t["idx"]): t for t in (scenario or {}).get("turns", ())}
+def _turns(scenario: Scenario | None) -> dict[int, Turn]:
+    return {t.idx: t for t in scenario.turns} if scenario is not None else {}
 
 
-def status_text(status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+def status_text(status: Mapping[str, Any], scenario: Scenario | None) -> str:
     """The scheduler's status (:meth:`Scheduler.status`) in words."""
     state = status.get("state")
     if state == "preamble":
         return "Playing the duty preamble"
     if state == "playing":
         turn = _turns(scenario).get(int(status["idx"]))
-        who = f"{turn['speaker']}, " if turn is not None else ""
+        who = f"{turn.speaker}, " if turn is not None else ""
         return f"Playing turn {status['idx'] + 1}: {who}{status['label']} ({LABEL_TITLES.get(status['label'], '')})"
     if state == "gap":
         return "Pause between turns"
@@ -287,7 +288,7 @@ def status_text(status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
     return str(state)
 
 
-def room_blocks(events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+def room_blocks(events: Sequence[Event], scenario: Scenario | None) -> list[Block]:
     """The duty preamble and each turn's clip, coloured by its label (with its speaker and words
     where the script is shown)."""
     turns = _turns(scenario)
@@ -298,9 +299,10 @@ def room_blocks(events: Sequence[Event], scenario: Mapping[str, Any] | None) -> 
                              aria="Duty preamble at {t}", start=e.t, end=None))
         elif e.type == "clip.start" and "idx" in e.data:
             idx = int(e.data["idx"])
-            turn = turns.get(idx, {})
-            label, speaker = e.data.get("label", turn.get("label")), e.data.get("speaker", turn.get("speaker"))
-            text = str(turn.get("text", ""))
+            turn = turns.get(idx)
+            label = e.data.get("label", turn.label if turn is not None else None)
+            speaker = e.data.get("speaker", turn.speaker if turn is not None else None)
+            text = turn.text if turn is not None else ""
             if label is None:  # the script is withheld: only where a clip played
                 out.append(Block(key=f"clip-{idx}", idx=idx, kind="", who=f"turn {idx + 1}", title=f"turn {idx + 1}",
                                  aria=f"{{t}}: turn {idx + 1}", start=e.t, end=None))
@@ -316,7 +318,7 @@ def room_blocks(events: Sequence[Event], scenario: Mapping[str, Any] | None) -> 
     return out
 
 
-def script_rows(scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+def script_rows(scenario: Scenario, events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
     """Every turn of the script: when its clip began, its speaker, label and words, and its window's verdict."""
     starts: dict[int, int] = {}
     playing: set[int] = set()
@@ -330,10 +332,8 @@ def script_rows(scenario: Mapping[str, Any], events: Sequence[Event], timeline: 
     for idx, t in _turns(scenario).items():
         w = next((w for w in timeline.windows if w.idx == idx), None)
         rows.append(ScriptRow(key=f"turn-{idx}", start=starts.get(idx), now=idx in playing, verdict=w.verdict if w else None,
-                              cells=[Cell(text=str(t.get("speaker", ""))),
-                                     Cell(text=str(t["label"]), chip=str(t["label"]),
-                                          title=LABEL_TITLES.get(str(t["label"]))),
-                                     Cell(text=str(t.get("text", "")))]))
+                              cells=[Cell(text=t.speaker), Cell(text=t.label, chip=t.label, title=LABEL_TITLES.get(t.label)),
+                                     Cell(text=t.text)]))
     return rows
 
 
@@ -344,6 +344,6 @@ def script_notes(entry: EpisodeScore | None) -> list[Note]:
     return [Note(title="Aria's answer", text=entry.t.transcript)]
 
 
-def script_facts(scenario: Mapping[str, Any]) -> list[Note]:
+def script_facts(scenario: Scenario) -> list[Note]:
     """The gold answer to T."""
-    return [Note(title="Gold answer", text=str(scenario.get("gold_answer") or "–"))]
+    return [Note(title="Gold answer", text=scenario.gold_answer or "–")]

@@ -155,16 +155,16 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore, MTRScenario]):
     def outcome_cells(self, o: Outcome) -> list[Cell]:
         return outcome.outcome_cells(o) if isinstance(o, MTROutcome) else super().outcome_cells(o)
 
-    def status_text(self, status: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+    def status_text(self, status: Mapping[str, Any], scenario: MTRScenario | None) -> str:
         return outcome.status_text(status)
 
-    def room_blocks(self, events: Sequence[Event], scenario: Mapping[str, Any] | None) -> list[Block]:
+    def room_blocks(self, events: Sequence[Event], scenario: MTRScenario | None) -> list[Block]:
         return outcome.room_blocks(events, self.clip_texts(scenario) if scenario is not None else NO_CLIP_TEXTS)
 
-    def script_rows(self, scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+    def script_rows(self, scenario: MTRScenario, events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
         return outcome.script_rows(scenario, events, timeline)
 
-    def script_facts(self, scenario: Mapping[str, Any]) -> list[Note]:
+    def script_facts(self, scenario: MTRScenario) -> list[Note]:
         return outcome.script_facts(scenario)
 
     scoring_version = f"mtr-scoring-v3;{PROMPT_VERSIONS}"

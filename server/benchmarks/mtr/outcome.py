@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
 from server.benchmarks.mtr.rules import FAILURES, judge_episode
-from server.benchmarks.mtr.suite import Dialogue
+from server.benchmarks.mtr.suite import MTRScenario
 from server.core.benchmark import (
     Block,
     Cell,
@@ -147,10 +147,6 @@ def status_text(status: Mapping[str, Any]) -> str:
     return str(state)
 
 
-def _dialogue(scenario: Mapping[str, Any] | None) -> Dialogue | None:
-    return Dialogue.model_validate(scenario["dialogue"]) if scenario and "dialogue" in scenario else None
-
-
 def room_blocks(events: Sequence[Event], texts: ClipTexts) -> list[Block]:
     """The room's spans (user turns, pauses, barge-ins, background voices, backchannels) as blocks
     labelled by kind; the user's turn ends where a pause begins. ``texts``: the clips' words."""
@@ -182,12 +178,11 @@ def room_blocks(events: Sequence[Event], texts: ClipTexts) -> list[Block]:
     return out
 
 
-def script_rows(scenario: Mapping[str, Any], events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
+def script_rows(scenario: MTRScenario, events: Sequence[Event], timeline: Timeline) -> list[ScriptRow]:
     """Each round played so far: where it began, live or ground-truth history, its feature, the
     user's words (with the continuation after a pause), and its window's verdict."""
-    d = _dialogue(scenario)
     words = {r.round: r.user.text + (f" … {r.pause.continuation.text}" if r.pause else "")
-             for r in (d.rounds if d is not None else [])}
+             for r in scenario.dialogue.rounds}
     rows: list[ScriptRow] = []
     for e in events:
         if e.type == "round.start" and "round" in e.data:
@@ -205,11 +200,8 @@ def script_rows(scenario: Mapping[str, Any], events: Sequence[Event], timeline: 
     return rows
 
 
-def script_facts(scenario: Mapping[str, Any]) -> list[Note]:
+def script_facts(scenario: MTRScenario) -> list[Note]:
     """The dialogue: its topic and set, and which round is live (gt: the rounds before it are ground truth)."""
-    d = _dialogue(scenario)
-    if d is None:
-        return []
-    k = scenario.get("round")
+    d, k = scenario.dialogue, scenario.round
     live = f"live round {k} (rounds before it: ground truth)" if k else "every round live"
     return [Note(title="Dialogue", text=f"{d.topic} · set {d.set} · {live}")]
