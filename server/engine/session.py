@@ -111,6 +111,32 @@ class RoomPacing:
                 "max_room_lateness_ms": round(self.max_lateness_s * 1000, 1)}
 
 
+class Hearing:
+    """Whether the bridge has heard the episode (docs/protocol.md §8): whether it was sent room
+    audio with sound in it after the first stretch of sound and a silent frame behind it — for the
+    built-in benchmarks, past the preamble or the first utterance. From then on an attempt is a
+    start even if the bridge never answered: it counts as one of the episode's attempts, and as a
+    failure if the bridge leaves, so that no bridge hears an episode for free, again and again.
+    Benchmark-neutral (it looks only at the room frames sent) and pure: frames are passed in."""
+
+    def __init__(self) -> None:
+        self.sounded = False  # a room frame with sound went out
+        self.paused = False  # then a silent one
+        self.heard = False  # then one with sound again
+
+    def sent(self, pcm: np.ndarray) -> None:
+        """A room frame went out to the bridge."""
+        if self.heard:
+            return
+        loud = bool(pcm.any())
+        if loud and self.paused:
+            self.heard = True
+        elif loud:
+            self.sounded = True
+        elif self.sounded:
+            self.paused = True
+
+
 class Disconnected(Exception):
     """The bridge closed its WebSocket (a departure, not a failure of the server)."""
 
@@ -183,6 +209,7 @@ class EpisodeSession:
         self.detecting: asyncio.Future | None = None  # the core's detector work in flight
         self.later: ModelSteps[None] | None = None  # lockstep: the last slot's deferred detector work (DESIGN §5)
         self.frames_in = 0  # assistant frames received
+        self.hearing = Hearing()  # past the first stretch of room sound the attempt counts (§8)
         sc = lease.scenario  # realtime: the run's network impairment, drawn the same way in every attempt
         self.impaired = None if lease.impair is None or lease.clock != "realtime" else \
             ImpairedArrivals(lease.impair, f"{sc.get('scenario_id')}:{sc.get('condition')}")
@@ -258,8 +285,10 @@ class EpisodeSession:
                 await self.rec.outage.write(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
                                             n_frames=self.room_sent, error_code=code, error_message=message,
                                             stats=self.rec.stats,
-                                            # only a silent departure (no error of the bridge's own) is "unstarted"
-                                            answered=self.frames_in > 0 or isinstance(err, MPEError))
+                                            # "unstarted": a silent departure (no error of the bridge's
+                                            # own) before it answered or heard past the first sound
+                                            answered=self.frames_in > 0 or self.hearing.heard
+                                            or isinstance(err, MPEError))
             finally:
                 if self.observer is not None:
                     self.observer.end(reason)
@@ -299,6 +328,7 @@ class EpisodeSession:
             self.pacing.sent(deadline, sent)
         self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(sent))
         self.rec.add_audio("room", pcm)
+        self.hearing.sent(pcm)
         self.room_sent += 1
         if self.observer is not None:
             self.observer.room(seq, pcm, events, self.core.scheduler.status)
