@@ -303,16 +303,31 @@ class BridgeClient:
                     b.episode, self._idle_since = None, asyncio.get_running_loop().time()
 
     async def _reported(self, ws, life: BridgeLifecycle, work):
-        """Run bridge code; an MPEError it raises (e.g. its model endpoint failed) is sent to
-        the server as ``error {code, message}`` first, so the attempt ends with that error."""
+        """Run bridge code; an error it raises is sent to the server as ``error {code, message}``
+        first, so that the attempt ends with that error: an MPEError (e.g. its model endpoint failed)
+        with its own code; any other exception (a bug in ``reset``/``step``/``force``) as
+        ``bridge_error`` naming its type and message, and then the bridge goes on to the next
+        episode (the server closes the connection after an ``error``: the loop reconnects)."""
         try:
             return await work
         except MPEError as exc:
-            try:
-                await ws.send(life.send_error(exc))
-            except Exception:
-                pass
+            await self._send_error(ws, life, exc)
             raise
+        except Exception as exc:
+            failed = RemoteError(f"{type(exc).__name__}: {exc}", code="bridge_error")
+            where = _where(exc)
+            log.error("episode %s: the bridge raised %s%s; this attempt fails (bridge_error), the bridge goes on",
+                      self.bridge.episode.episode_id if self.bridge.episode else "-", _one_line(failed),
+                      f" at {where}" if where else "")
+            await self._send_error(ws, life, failed)
+            raise failed from None
+
+    @staticmethod
+    async def _send_error(ws, life: BridgeLifecycle, exc: MPEError) -> None:
+        try:
+            await ws.send(life.send_error(exc))
+        except Exception:
+            pass
 
     async def _reset(self, episode: EpisodeStart) -> None:
         b = self.bridge
@@ -386,6 +401,17 @@ def _seconds(retry_after: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and 0 <= value <= 3600 else None
+
+
+def _where(exc: BaseException) -> str:
+    """Where an exception was raised: ``file.py:LINE in function`` of its innermost frame."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -122,3 +122,48 @@ def test_run_bridge_turns_a_refused_token_into_one_line(settings, db, caplog):
     assert "\n" not in line and "the server refused the token (invalid, revoked or expired token)" in line and line.endswith(
         "(unauthorized)")
     assert not any(wrong[4:] in r.getMessage() for r in caplog.records)
+
+
+class Flaky(Bridge):
+    """Raises in ``step()`` once, on its second episode."""
+
+    name = "flaky-model"
+    clocks = ("lockstep",)
+    blocking = False
+
+    def __init__(self):
+        super().__init__()
+        self.episodes = 0
+
+    def reset(self, episode):
+        self.episodes += 1
+
+    def step(self, seq, room):
+        if self.episodes == 2 and seq == 5:
+            raise ValueError("boom in step")
+        return None
+
+
+async def test_an_exception_in_step_fails_only_that_attempt(settings, db, mini_suite, caplog):
+    from sqlalchemy import select
+
+    from server.db import Attempt, Episode, Run
+    from server.engine.leasing import create_run
+
+    token = create_token(db, "local")
+    run_id = create_run(db, team="local", model="flaky-model", suite_path=str(mini_suite), clock="lockstep", limit=1,
+                        conditions=["explicit", "implicit"])
+    caplog.set_level(logging.INFO, logger="mpe.sdk")
+    async with BackgroundServer(settings) as srv:
+        client = BridgeClient(Flaky(), BridgeOptions(server=srv.url, token=token, backoff_min_s=0.05, max_episodes=2))
+        await asyncio.wait_for(client.run(), 120)
+    assert client.episodes_done == 2
+    with db.session() as s:
+        assert s.get(Run, run_id).status == "finished"
+        eps = s.scalars(select(Episode).where(Episode.run_id == run_id)).all()
+        assert sorted(e.status for e in eps) == ["completed", "completed"]
+        failed = s.scalars(select(Attempt).where(Attempt.status == "failed")).all()
+    assert [(a.error_code, a.error_message) for a in failed] == \
+        [("bridge_error", "bridge reported bridge_error: ValueError: boom in step")]
+    lines = [r.getMessage() for r in caplog.records if r.name == "mpe.sdk" and r.levelno >= logging.ERROR]
+    assert len(lines) == 1 and "ValueError: boom in step" in lines[0] and "in step" in lines[0]
