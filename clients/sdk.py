@@ -348,6 +348,8 @@ class BridgeClient:
         except MPEError as exc:
             await self._send_error(ws, life, exc)
             raise
+        except ConnectionError:  # the bridge's connection broke (as if it had dropped): retried as one
+            raise
         except Exception as exc:
             failed = RemoteError(f"{type(exc).__name__}: {exc}", code="bridge_error")
             where = _where(exc)
