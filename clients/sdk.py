@@ -25,8 +25,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import websockets
+from pydantic import ValidationError
 
-from clients.codec import KIND_CONTEXT, PROTOCOL_VERSION, STREAM_RATE, frame_samples
+from clients.codec import KIND_CONTEXT, PROTOCOL_VERSION, SAMPLE_RATES, STREAM_RATE, frame_samples
 from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, MPEError, ProtocolError, RemoteError, RetryLater
 from clients.lifecycle import BridgeLifecycle, EpisodeEnded, EpisodeStarted, ErrorReceived, StatusChanged
 from clients.messages import EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Status, Text
@@ -40,8 +41,14 @@ WIRE_LOG.addFilter(RedactSecrets())
 
 # Errors after which reconnecting cannot help (docs/protocol.md §10), and the client's own:
 # ``not_found`` (no bridge endpoint at the URL), ``refused`` (the upgrade was refused), ``bad_url``.
+# ``bad_config``: the bridge class declares what protocol 1 cannot carry (e.g. a sample_rate of 22050).
 FATAL_CODES = {"unauthorized", "forbidden", "unsupported_version", "bad_message", "unknown_type", "bad_json",
-               "not_found", "refused", "bad_url"}
+               "not_found", "refused", "bad_url", "bad_config"}
+PAGES_PATH = "ui"  # the server's web pages (/ui/): an address copied from the browser is not the bridges'
+
+
+class CannotConnect(OSError):
+    """No connection could be opened to the server's host and port (refused, unreachable, unknown host)."""
 
 
 class BaseBridge(ABC):
@@ -157,11 +164,33 @@ class BridgeClient:
             raise MPEError(f"invalid server URL {redact(self.options.server)!r}: expected ws://HOST:PORT",
                            code="bad_url")
         path = parts.path.rstrip("/")
+        if PAGES_PATH in path.split("/"):
+            base = urlunsplit((scheme, parts.netloc, "", "", ""))
+            raise MPEError(f"{redact(self.options.server)} is the address of the server's web pages (/{PAGES_PATH}/), "
+                           f"not of its bridges: give the server's address, {base}", code="bad_url")
         if not path.endswith("/v1/bridge"):
             path += "/v1/bridge"
         return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
 
+    def _hello(self) -> Hello:
+        """The bridge's ``hello``; MPEError ``bad_config`` when its class declares what protocol 1
+        cannot carry (one line naming the attribute and the allowed values)."""
+        b = self.bridge
+        if b.sample_rate not in SAMPLE_RATES:
+            raise MPEError(f"{type(b).__name__}.sample_rate = {b.sample_rate!r} is not supported: use one of "
+                           f"{', '.join(map(str, SAMPLE_RATES))} (resample in step)", code="bad_config")
+        try:
+            return Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
+                         sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context,
+                         wants_reference=b.wants_reference)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise MPEError(f"{type(b).__name__}: {where} {first['input']!r}: {first['msg']}",
+                           code="bad_config") from None
+
     async def run(self) -> None:
+        self._hello()  # a bridge class protocol 1 cannot carry fails before connecting
         self._idle_since = asyncio.get_running_loop().time()
         try:
             await self._run()
@@ -188,6 +217,10 @@ class BridgeClient:
                 if exc.code in FATAL_CODES or getattr(exc, "fatal", False) or not self.options.reconnect:
                     raise
                 log.warning("%s (%s); reconnecting", exc, exc.code)
+            except CannotConnect as exc:
+                if not self.options.reconnect:
+                    raise MPEError(f"{exc}: is the server running there?", code="cannot_connect") from None
+                log.warning("%s: is the server running there? Still trying (next in about %.1f s)", exc, delay)
             except (OSError, websockets.ConnectionClosed, asyncio.TimeoutError) as exc:
                 if not self.options.reconnect:
                     raise
@@ -226,6 +259,10 @@ class BridgeClient:
             raise _refused(exc.response.status_code, url, exc.response.headers.get("Retry-After")) from None
         except websockets.InvalidURI as exc:
             raise MPEError(f"invalid server URL {redact(url)!r}: {exc.msg}", code="bad_url") from None
+        except OSError as exc:  # refused, unreachable, an unknown host, a TLS failure
+            parts = urlsplit(url)
+            raise CannotConnect(f"cannot connect to {parts.hostname}:{parts.port or (443 if parts.scheme == 'wss' else 80)}"
+                                f" ({_one_line(exc)})") from None
 
     async def _session(self) -> None:
         """One connection: read from the socket, feed the lifecycle (clients.lifecycle), act on what
@@ -233,9 +270,7 @@ class BridgeClient:
         b = self.bridge
         url, ws = await self._connect()
         async with ws:
-            life = BridgeLifecycle(Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
-                                         sample_rate=b.sample_rate, clocks=list(b.clocks),
-                                         accepts_context=b.accepts_context, wants_reference=b.wants_reference))
+            life = BridgeLifecycle(self._hello())
             try:
                 await ws.send(life.send_hello())
             except websockets.ConnectionClosed:
@@ -303,16 +338,33 @@ class BridgeClient:
                     b.episode, self._idle_since = None, asyncio.get_running_loop().time()
 
     async def _reported(self, ws, life: BridgeLifecycle, work):
-        """Run bridge code; an MPEError it raises (e.g. its model endpoint failed) is sent to
-        the server as ``error {code, message}`` first, so the attempt ends with that error."""
+        """Run bridge code; an error it raises is sent to the server as ``error {code, message}``
+        first, so that the attempt ends with that error: an MPEError (e.g. its model endpoint failed)
+        with its own code; any other exception (a bug in ``reset``/``step``/``force``) as
+        ``bridge_error`` naming its type and message, and then the bridge goes on to the next
+        episode (the server closes the connection after an ``error``: the loop reconnects)."""
         try:
             return await work
         except MPEError as exc:
-            try:
-                await ws.send(life.send_error(exc))
-            except Exception:
-                pass
+            await self._send_error(ws, life, exc)
             raise
+        except ConnectionError:  # the bridge's connection broke (as if it had dropped): retried as one
+            raise
+        except Exception as exc:
+            failed = RemoteError(f"{type(exc).__name__}: {exc}", code="bridge_error")
+            where = _where(exc)
+            log.error("episode %s: the bridge raised %s%s; this attempt fails (bridge_error), the bridge goes on",
+                      self.bridge.episode.episode_id if self.bridge.episode else "-", _one_line(failed),
+                      f" at {where}" if where else "")
+            await self._send_error(ws, life, failed)
+            raise failed from None
+
+    @staticmethod
+    async def _send_error(ws, life: BridgeLifecycle, exc: MPEError) -> None:
+        try:
+            await ws.send(life.send_error(exc))
+        except Exception:
+            pass
 
     async def _reset(self, episode: EpisodeStart) -> None:
         b = self.bridge
@@ -374,8 +426,9 @@ def _refused(status: int, url: str, retry_after: str | None = None) -> Exception
         return MPEError(f"no bridge endpoint at {where} (HTTP 404): give the server's address, "
                         "e.g. ws://HOST:8600 (/v1/bridge is added)", code="not_found")
     if status in (401, 403):
-        return MPEError(f"{where} refused the WebSocket upgrade (HTTP {status}): a proxy in front of the "
-                        "server? The server itself checks the token after the upgrade", code="refused")
+        return MPEError(f"{where} refused the WebSocket upgrade (HTTP {status}): not the server's bridge endpoint "
+                        "(give the server's address, ws://HOST:PORT; the server checks the token after the upgrade), "
+                        "or a proxy in front of it refused the connection", code="refused")
     return OSError(f"{where} answered HTTP {status}")  # 5xx: worth retrying
 
 
@@ -386,6 +439,17 @@ def _seconds(retry_after: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and 0 <= value <= 3600 else None
+
+
+def _where(exc: BaseException) -> str:
+    """Where an exception was raised: ``file.py:LINE in function`` of its innermost frame."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -406,6 +470,7 @@ def run_bridge(bridge: BaseBridge, options: BridgeOptions) -> BridgeClient:
     ends the bridge (a refused token, a wrong URL) is one log line and exit status 2, not a traceback."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger("mpe").level == logging.NOTSET:  # a script's own logging.warning() set the root's level
         logging.getLogger("mpe").setLevel(logging.INFO)
     try:
         return asyncio.run(serve_bridge(bridge, options))

@@ -664,3 +664,47 @@ async def test_frames_from_before_an_episode_began_are_late_answers_to_the_last(
     arrive(conn, 8, 120.0 + LATE_ANSWERS_S + 0.01)  # too late to be one
     with pytest.raises(ProtocolError, match="outside an episode"):
         await conn.next_inbound(0)
+
+
+# --- hearing an episode is a start ------------------------------------------------------
+
+
+def test_hearing_starts_past_the_first_stretch_of_room_sound():
+    from server.engine.session import Hearing
+
+    silent, loud = np.zeros(4, np.int16), np.array([0, 3, 0, 0], np.int16)
+    h = Hearing()
+    for pcm in (silent, silent, loud, loud, loud):  # leading silence, then the first sound (a preamble)
+        h.sent(pcm)
+    assert not h.heard
+    h.sent(silent)  # the pause after it
+    assert not h.heard
+    h.sent(loud)  # sound again: the episode itself
+    assert h.heard
+    h.sent(silent)
+    assert h.heard
+
+
+async def test_a_realtime_bridge_that_hears_and_leaves_without_answering_uses_an_attempt(server, db, mini_suite,
+                                                                                          token):
+    """A bridge that never answers but is sent room audio past the first stretch of sound, then
+    leaves, fails its attempt (``disconnected``): it used one of the episode's attempts."""
+    run_id = queue_run(db, mini_suite, clock="realtime")
+    ws = await open_bridge(server, token, clocks=["realtime"])
+    await start_episode(ws)
+    state = "before"  # mirrors the rule: sound, a silent frame, sound again
+    while state != "heard":
+        raw = await asyncio.wait_for(ws.recv(), T)
+        assert isinstance(raw, bytes)
+        loud = not (HEADER.unpack_from(raw)[2] & FLAG_SILENT) and any(raw[8:])
+        state = {("before", True): "sound", ("sound", False): "pause", ("pause", True): "heard"}.get((state, loud), state)
+    await ws.close()
+    for _ in range(200):
+        with db.session() as s:
+            ep = s.scalars(select(Episode).where(Episode.run_id == run_id)).one()
+            att = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id)).one()
+        if att.status != "running":
+            break
+        await asyncio.sleep(0.05)
+    assert (att.status, att.error_code) == ("failed", "disconnected")
+    assert ep.status == "queued" and ep.attempts == 1

@@ -122,3 +122,122 @@ def test_run_bridge_turns_a_refused_token_into_one_line(settings, db, caplog):
     assert "\n" not in line and "the server refused the token (invalid, revoked or expired token)" in line and line.endswith(
         "(unauthorized)")
     assert not any(wrong[4:] in r.getMessage() for r in caplog.records)
+
+
+class Flaky(Bridge):
+    """Raises in ``step()`` once, on its second episode."""
+
+    name = "flaky-model"
+    clocks = ("lockstep",)
+    blocking = False
+
+    def __init__(self):
+        super().__init__()
+        self.episodes = 0
+
+    def reset(self, episode):
+        self.episodes += 1
+
+    def step(self, seq, room):
+        if self.episodes == 2 and seq == 5:
+            raise ValueError("boom in step")
+        return None
+
+
+async def test_an_exception_in_step_fails_only_that_attempt(settings, db, mini_suite, caplog):
+    from sqlalchemy import select
+
+    from server.db import Attempt, Episode, Run
+    from server.engine.leasing import create_run
+
+    token = create_token(db, "local")
+    run_id = create_run(db, team="local", model="flaky-model", suite_path=str(mini_suite), clock="lockstep", limit=1,
+                        conditions=["explicit", "implicit"])
+    caplog.set_level(logging.INFO, logger="mpe.sdk")
+    async with BackgroundServer(settings) as srv:
+        client = BridgeClient(Flaky(), BridgeOptions(server=srv.url, token=token, backoff_min_s=0.05, max_episodes=2))
+        await asyncio.wait_for(client.run(), 120)
+    assert client.episodes_done == 2
+    with db.session() as s:
+        assert s.get(Run, run_id).status == "finished"
+        eps = s.scalars(select(Episode).where(Episode.run_id == run_id)).all()
+        assert sorted(e.status for e in eps) == ["completed", "completed"]
+        failed = s.scalars(select(Attempt).where(Attempt.status == "failed")).all()
+    assert [(a.error_code, a.error_message) for a in failed] == \
+        [("bridge_error", "bridge reported bridge_error: ValueError: boom in step")]
+    lines = [r.getMessage() for r in caplog.records if r.name == "mpe.sdk" and r.levelno >= logging.ERROR]
+    assert len(lines) == 1 and "ValueError: boom in step" in lines[0] and "in step" in lines[0]
+
+
+# --- a newcomer's mistakes: one line naming the fix ---------------------------------------
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fatal_line(bridge, options: BridgeOptions, caplog) -> str:
+    """run_bridge's one ERROR line for a fatal mistake; its exit status must be 2."""
+    caplog.set_level(logging.INFO, logger="mpe.sdk")
+    with pytest.raises(SystemExit) as exit_:
+        run_bridge(bridge, options)
+    assert exit_.value.code == 2
+    errors = [r for r in caplog.records if r.name == "mpe.sdk" and r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None
+    line = errors[0].getMessage()
+    assert "\n" not in line
+    return line
+
+
+def test_the_pages_address_copied_from_the_browser_names_the_servers_address(caplog):
+    line = fatal_line(Quiet(), BridgeOptions(server="http://127.0.0.1:8600/ui/", token="mpe_x"), caplog)
+    assert "is the address of the server's web pages (/ui/)" in line
+    assert "give the server's address, ws://127.0.0.1:8600" in line and line.endswith("(bad_url)")
+
+
+def test_an_unsupported_sample_rate_is_one_line_and_exit_2(caplog):
+    class Odd(Quiet):
+        sample_rate = 22050
+
+    line = fatal_line(Odd(), BridgeOptions(server="ws://127.0.0.1:8600", token="mpe_x"), caplog)
+    assert line == "Odd.sample_rate = 22050 is not supported: use one of 24000, 16000 (resample in step) (bad_config)"
+
+
+def test_a_wrong_port_says_it_cannot_connect_to_that_address(caplog):
+    port = closed_port()
+    line = fatal_line(Quiet(), BridgeOptions(server=f"ws://127.0.0.1:{port}", token="mpe_x", reconnect=False), caplog)
+    assert line.startswith(f"cannot connect to 127.0.0.1:{port} (") and "is the server running there?" in line
+
+    async def keeps_trying() -> list[str]:
+        caplog.clear()
+        client = BridgeClient(Quiet(), BridgeOptions(server=f"ws://127.0.0.1:{port}", token="mpe_x",
+                                                     backoff_min_s=0.01, exit_when_idle_s=0.3))
+        await asyncio.wait_for(client.run(), 30)
+        return [r.getMessage() for r in caplog.records if r.name == "mpe.sdk" and r.levelno == logging.WARNING]
+
+    warnings = asyncio.run(keeps_trying())
+    assert warnings and all(w.startswith(f"cannot connect to 127.0.0.1:{port} (") and "Still trying" in w
+                            for w in warnings)
+
+
+def test_the_sdk_still_logs_after_a_scripts_own_logging_warning(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "my_bridge.py"
+    script.write_text(f"""
+import logging
+from clients.sdk import BridgeOptions, run_bridge
+from tests.test_sdk_client import Quiet
+logging.warning("my own line")  # configures the root logger at WARNING
+run_bridge(Quiet(), BridgeOptions(server="ws://127.0.0.1:{closed_port()}", token="mpe_x", backoff_min_s=0.01,
+                                  exit_when_idle_s=0.3))
+""")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "my own line" in done.stderr
+    assert "mpe.sdk:no episode for 0.3 s: exiting" in done.stderr.replace("INFO:", "")

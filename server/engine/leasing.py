@@ -446,8 +446,9 @@ def finish_attempt(
 ) -> None:
     """Close an attempt. A failed attempt is kept (never scored) and its episode requeued.
 
-    An attempt that failed before the bridge answered anything (it left between episodes)
-    is recorded as ``unstarted`` and does not use up one of the episode's attempts, up to
+    An attempt that failed before the bridge answered anything or heard the episode past its
+    first stretch of sound (``answered`` False: it left between episodes) is recorded as
+    ``unstarted`` and does not use up one of the episode's attempts, up to
     ``max_attempts`` such attempts (a bridge that always dies at once still ends the episode).
     """
     with db.session() as s:

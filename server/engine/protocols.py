@@ -4,7 +4,12 @@
   ``timeout_keep_alive`` (``MPE_HTTP_IDLE_TIMEOUT_S``) of going idle — after it opens, after each
   response — or it is closed: a connection that never sends a request, a keep-alive connection left
   open, or a head that trickles in do not hold a socket for ever (uvicorn alone arms its keep-alive
-  timer only after a first response).
+  timer only after a first response). A request head is also capped in size: once
+  :data:`MAX_HEAD_BYTES` have arrived without completing it, the connection gets ``431`` and is
+  closed at once. The check is a counter of the bytes received while a head is awaited (linear);
+  without it, a head that never ends costs the parser time growing with the square of its length
+  (it joins each new piece of a URL or header to what came before), a core held for the whole
+  head deadline, which delays every realtime episode of the process.
 * :class:`WebSocketProtocol`: a handler can reset the socket of a client that stopped reading
   (:func:`reset`). Closing such a socket would keep it open until the kernel had delivered what
   it buffers, which a client that never reads never takes; a reset frees it at once. A client that
@@ -26,10 +31,32 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 RESET = "mpe.reset"  # the ASGI scope extension that carries the reset of a WebSocket's socket
 
 
+MAX_HEAD_BYTES = 64 * 1024  # the most bytes a request head may take (request line and header fields)
+_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+              b"content-length: %d\r\nconnection: close\r\n\r\n%s")
+
+
 class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol with a deadline for each request head (see the module)."""
+    """uvicorn's HTTP protocol with a deadline and a size cap for each request head (see the module)."""
 
     head_timer: asyncio.TimerHandle | None = None
+    head_bytes = 0  # bytes received since the head now awaited began (while head_timer is armed)
+
+    def data_received(self, data: bytes) -> None:
+        if self.head_timer is None:  # a body, or a head already complete: not counted
+            return super().data_received(data)
+        self.head_bytes += len(data)
+        super().data_received(data)
+        if self.head_timer is not None and self.head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+            self._too_large()
+
+    def _too_large(self) -> None:
+        self._disarm()
+        body = f"request head over {MAX_HEAD_BYTES} bytes".encode()
+        self.logger.warning("Request head over %d bytes from %s: closed.", MAX_HEAD_BYTES,
+                            "%s:%d" % self.client if self.client else "unknown")
+        self.transport.write(_TOO_LARGE % (len(body), body))
+        self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -51,6 +78,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def _arm(self) -> None:
         self._disarm()
+        self.head_bytes = 0
         if not self.transport.is_closing():
             self.head_timer = self.loop.call_later(self.timeout_keep_alive, self._expired)
 

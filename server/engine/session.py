@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -76,6 +77,66 @@ class SideDataBudget:
         self.stats_bytes = total
 
 
+ROOM_LATE_PERIODS = 1  # realtime: a room frame sent this many frame periods or more after its deadline is late
+
+
+@dataclass(slots=True)
+class RoomPacing:
+    """Realtime: how late the room frames went out against their deadlines (docs/protocol.md §8).
+
+    A room frame sent a whole frame period (``ROOM_LATE_PERIODS``) or more after its deadline
+    was held up by the server (its event loop stalled): the bridge heard it late, so its answers
+    are placed that many slots late for the rest of the episode. Such an attempt is marked
+    (``stats.server.room_late``), never stored as if its timing were clean. Pure: times are passed in.
+    """
+
+    period: float  # seconds per frame
+    late_frames: int = 0  # room frames sent ROOM_LATE_PERIODS or more after their deadline
+    max_lateness_s: float = 0.0  # the largest delay of a room frame behind its deadline
+
+    def sent(self, deadline: float, at: float) -> None:
+        """Room frame due at ``deadline`` went out at ``at`` (the same clock)."""
+        late = max(0.0, at - deadline)
+        self.max_lateness_s = max(self.max_lateness_s, late)
+        if late >= ROOM_LATE_PERIODS * self.period:
+            self.late_frames += 1
+
+    @property
+    def late(self) -> bool:
+        """Whether any room frame went out late beyond the bound."""
+        return self.late_frames > 0
+
+    def to_json(self) -> dict[str, int | float | bool]:
+        return {"room_late": self.late, "room_late_frames": self.late_frames,
+                "max_room_lateness_ms": round(self.max_lateness_s * 1000, 1)}
+
+
+class Hearing:
+    """Whether the bridge has heard the episode (docs/protocol.md §8): whether it was sent room
+    audio with sound in it after the first stretch of sound and a silent frame behind it — for the
+    built-in benchmarks, past the preamble or the first utterance. From then on an attempt is a
+    start even if the bridge never answered: it counts as one of the episode's attempts, and as a
+    failure if the bridge leaves, so that no bridge hears an episode for free, again and again.
+    Benchmark-neutral (it looks only at the room frames sent) and pure: frames are passed in."""
+
+    def __init__(self) -> None:
+        self.sounded = False  # a room frame with sound went out
+        self.paused = False  # then a silent one
+        self.heard = False  # then one with sound again
+
+    def sent(self, pcm: np.ndarray) -> None:
+        """A room frame went out to the bridge."""
+        if self.heard:
+            return
+        loud = bool(pcm.any())
+        if loud and self.paused:
+            self.heard = True
+        elif loud:
+            self.sounded = True
+        elif self.sounded:
+            self.paused = True
+
+
 class Disconnected(Exception):
     """The bridge closed its WebSocket (a departure, not a failure of the server)."""
 
@@ -125,6 +186,7 @@ class EpisodeSession:
     lease, and finishes the attempt (aborted when the lease is lost or the run cancelled)."""
 
     slots: SlotPlacer | None = None  # realtime only: set when the episode starts (§4)
+    pacing: RoomPacing | None = None  # realtime only: how late the room frames went out
 
     def __init__(self, db: Database, conn: Connection, lease: Lease, flushes: FlushGroup, phases: FramePhases,
                  settings: Settings, core: EpisodeCore, observer: EpisodeObserver | None = None):
@@ -147,6 +209,7 @@ class EpisodeSession:
         self.detecting: asyncio.Future | None = None  # the core's detector work in flight
         self.later: ModelSteps[None] | None = None  # lockstep: the last slot's deferred detector work (DESIGN §5)
         self.frames_in = 0  # assistant frames received
+        self.hearing = Hearing()  # past the first stretch of room sound the attempt counts (§8)
         # realtime: the run's network impairment, drawn the same way in every attempt
         self.impaired = None if lease.impair is None or lease.clock != "realtime" else \
             ImpairedArrivals(lease.impair, f"{lease.scenario_id}:{lease.condition}")
@@ -199,6 +262,8 @@ class EpisodeSession:
             await asyncio.wait([self.detecting])
         self.core.finish()
         self.rec.stats["server"] = (self.slots.stats if self.slots is not None else SlotStats()).to_json()
+        if self.pacing is not None:  # realtime: room frames the server itself sent late are never hidden
+            self.rec.stats["server"] |= self.pacing.to_json()
         if self.impaired is not None:  # what the run's network impairment did to this attempt
             self.rec.stats["server"]["impairment"] = self.impaired.stats()
         if self.core.context_frames:  # §5.1: the teacher-forced slots, and how often the bridge spoke in them
@@ -219,8 +284,10 @@ class EpisodeSession:
                 await self.rec.outage.write(finish_attempt, self.db, self.lease, ok=ok, end_sample=end,
                                             n_frames=self.room_sent, error_code=code, error_message=message,
                                             stats=self.rec.stats,
-                                            # only a silent departure (no error of the bridge's own) is "unstarted"
-                                            answered=self.frames_in > 0 or isinstance(err, MPEError))
+                                            # "unstarted": a silent departure (no error of the bridge's
+                                            # own) before it answered or heard past the first sound
+                                            answered=self.frames_in > 0 or self.hearing.heard
+                                            or isinstance(err, MPEError))
             finally:
                 if self.observer is not None:
                     self.observer.end(reason)
@@ -246,7 +313,7 @@ class EpisodeSession:
             self.last_flush = t
             self.flushing = asyncio.create_task(self._flush_and_renew())
 
-    async def _send_room(self) -> bool:
+    async def _send_room(self, deadline: float | None = None) -> bool:
         item = self.core.next_room()
         if item is None:
             return False
@@ -255,8 +322,12 @@ class EpisodeSession:
         if context is not None:  # §5.1: the context frame of slot seq goes right before its room frame
             await self.conn.send_bytes(self.wire.send_context(seq, self.context_to_bridge(context)))
         await self.conn.send_bytes(self.wire.send_room(seq, self.to_bridge(pcm)))
-        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(self.conn.clock()))
+        sent = self.conn.clock()
+        if self.pacing is not None and deadline is not None:
+            self.pacing.sent(deadline, sent)
+        self.rec.add_frame("room", seq, seq, pcm, sent_us=self._us(sent))
         self.rec.add_audio("room", pcm)
+        self.hearing.sent(pcm)
         self.room_sent += 1
         if self.observer is not None:
             self.observer.room(seq, pcm, events, self.core.scheduler.status)
@@ -345,6 +416,7 @@ class EpisodeSession:
         :class:`server.core.slots.SlotPlacer`'s business; this loop only keeps time.
         """
         slots = self.slots = SlotPlacer(self.t0, FRAME / STREAM_RATE, self.settings.realtime_grace_frames)
+        self.pacing = RoomPacing(FRAME / STREAM_RATE)
         clock = self.conn.clock
         n = 0
         total = None
@@ -381,7 +453,7 @@ class EpisodeSession:
                 await self._take_assistant(f.slot, f.seq, f.pcm, f.arrived)
             if total is not None and n >= total:
                 break
-            if not await self._send_room():
+            if not await self._send_room(deadline):
                 total = self.room_sent
                 if n >= total:
                     continue
