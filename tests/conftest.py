@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.settings import Settings
-from tests.audio_fixtures import speech_cache_dir, synthesize
-from tests.builtin_suites import demo_build, mtr_dims_mini, mtr_mini, piper_engine  # noqa: F401 (session fixtures)
+from tests.support.audio import speech_cache_dir, synthesize
+from tests.support.suites import demo_build, mtr_dims_mini, mtr_mini, piper_engine  # noqa: F401 (session fixtures)
 
 PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 

@@ -1,6 +1,6 @@
 """``freeze-omni-sio`` end to end: our server <-> the bridge <-> a local Freeze-Omni peer.
 
-The peer (``tests/peers/freeze_omni_peer.py``, test code) is a real Socket.IO server
+The peer (``tests/support/peers/freeze_omni_peer.py``, test code) is a real Socket.IO server
 (python-socketio on aiohttp) with the demo server's events; the server runs realtime
 episodes of the mini suite on SQLite and on PostgreSQL. Checked: the model hears the room
 (16 kHz int16 packets, every frame), the recorded assistant track holds exactly the
@@ -32,7 +32,7 @@ from server.auth import create_token
 from server.db import Attempt, Episode, EventRow
 from server.engine.export import load_track
 from server.engine.leasing import create_run
-from tests.peers.freeze_omni_peer import FreezeOmniPeer, FreezeOmniScript, Reply
+from tests.support.peers.freeze_omni_peer import FreezeOmniPeer, FreezeOmniScript, Reply
 from tests.test_bridge_minicpm import mini_timeline, nonzero, serve_run
 
 FRAME = 1920

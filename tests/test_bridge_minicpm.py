@@ -1,6 +1,6 @@
 """``minicpm-o-ws`` end to end: our server <-> the bridge <-> a local MiniCPM-o demo peer.
 
-The peer (``tests/peers/minicpm_peer.py``, test code) speaks the demo server's JSON over a
+The peer (``tests/support/peers/minicpm_peer.py``, test code) speaks the demo server's JSON over a
 real WebSocket; the server runs realtime episodes of the mini suite on SQLite and on
 PostgreSQL. Checked: the recorded assistant track holds exactly the audio the peer sent
 (nothing lost, nothing duplicated, in order), never before the chunk that caused it was
@@ -43,7 +43,7 @@ from server.db import Attempt, Episode, EventRow
 from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.peers.minicpm_peer import MiniCPMPeer, MiniCPMScript, Utterance
+from tests.support.peers.minicpm_peer import MiniCPMPeer, MiniCPMScript, Utterance
 
 FRAME = 1920
 # Realtime latency bounds are generous: a loaded CI machine delays frames (figures: docs/bridges.md).

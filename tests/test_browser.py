@@ -22,7 +22,7 @@ from server.benchmarks.mpe.suite import Suite
 from server.db import Episode
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
-from tests.api_fixtures import Scripted, bridge, wait_run, world_on
+from tests.support.world import Scripted, bridge, wait_run, world_on
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",

@@ -2,7 +2,7 @@
 
 The pure core first (additive room mixing, context frames planned and forced on the assistant
 track), then real servers, real WebSockets and SDK bridges on both databases, driven by the
-``context-test`` plug-in of :mod:`tests.context_support`: a bridge that accepts context receives
+``context-test`` plug-in of :mod:`tests.support.context`: a bridge that accepts context receives
 every context frame bit-exactly right before the room frame of its seq (``force`` before
 ``step``), the recorded assistant track holds the context audio in those slots whatever the
 bridge answered, and a bridge that does not accept context is never given such an episode and
@@ -30,8 +30,8 @@ from server.engine.clips import episode_audio, load_suite
 from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.matching import context_note
-from tests.api_fixtures import until, wait_run
-from tests.context_support import FRAME, HistoryScheduler, context_suite, expected_tracks, register
+from tests.support.context import FRAME, HistoryScheduler, context_suite, expected_tracks, register
+from tests.support.world import until, wait_run
 
 # --- the pure core -----------------------------------------------------------------------------
 
@@ -301,7 +301,7 @@ async def test_create_run_answer_notes_episodes_no_bridge_can_take(kind, tmp_pat
     accepts the context frames some of its episodes need; a run without such episodes gets no note."""
     import httpx
 
-    from tests.api_fixtures import world_on
+    from tests.support.world import world_on
 
     register(monkeypatch)
     suite = context_suite(mini_suite, tmp_path / "ctx-suite")

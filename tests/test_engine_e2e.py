@@ -28,7 +28,7 @@ from server.db import Attempt, AudioChunk, Episode, EventRow, FrameRow, SegmentR
 from server.engine.export import episode_document, export_run, load_track
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import Slow, wait_run
+from tests.support.world import Slow, wait_run
 
 FRAME = 1920
 

@@ -32,8 +32,8 @@ from server.engine.leasing import cancel_run, create_run
 from server.engine.limits import ServerLimits, worker_rates
 from server.engine.shared_slots import SharedSlots
 from server.settings import Settings
-from tests.api_fixtures import Quiet, Scripted, bridge, make_settings, until, wait_run, world_on
 from tests.conftest import database_url
+from tests.support.world import Quiet, Scripted, bridge, make_settings, until, wait_run, world_on
 from tests.test_engine_e2e import _free_port, _start_server
 
 KINDS = pytest.mark.parametrize("kind", ["sqlite", "postgres"])

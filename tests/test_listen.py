@@ -20,7 +20,7 @@ from server.app import BackgroundServer
 from server.db import Attempt, Episode, EventRow, FrameRow
 from server.engine.export import load_track
 from server.engine.leasing import cancel_run, create_run
-from tests.api_fixtures import FRAME, Scripted, bridge, stalled, wait_run, world_on
+from tests.support.world import FRAME, Scripted, bridge, stalled, wait_run, world_on
 
 
 class Heard:

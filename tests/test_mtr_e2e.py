@@ -23,7 +23,7 @@ from server.benchmarks.mtr.suite import FEATURES, Dialogue, MTRMeta, Suite, chec
 from server.cli.bridges import AlwaysTalk
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
-from tests.api_fixtures import bridge, wait_run, world_on
+from tests.support.world import bridge, wait_run, world_on
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, needs_browser
 
 REPLY = ("Sure. The museum opens at nine in the morning on weekdays. On weekends it opens an hour later, "

@@ -16,8 +16,8 @@ from clients.sdk import Bridge
 from model_bridges.reference import Silent
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
-from tests.api_fixtures import bridge, wait_run, world_on
 from tests.beepbench import NAME, QUANTITY, WINDOW, build_suite
+from tests.support.world import bridge, wait_run, world_on
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, needs_browser
 
 REGISTRATION = f"{NAME}=tests.beepbench"  # the one registration line

@@ -36,9 +36,9 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, BridgeRow, Database, Episode
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import FRAME, make_settings, wait_run
 from tests.conftest import database_url
 from tests.faults.test_faults_kill import completed
+from tests.support.world import FRAME, make_settings, wait_run
 from tests.test_engine_e2e import _free_port, _start_server, check_attempt_recording
 
 HOLD_SEQ = 25  # gated bridges stop answering at this room frame until the test lets them go

@@ -22,7 +22,7 @@ from server.db import Attempt, Episode
 from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import Slow, wait_run
+from tests.support.world import Slow, wait_run
 from tests.test_engine_e2e import _free_port, _start_server, check_attempt_recording
 
 KILLS = 3

@@ -35,7 +35,7 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, BridgeRow, Database, Episode, FrameRow
 from server.engine.leasing import create_run
 from server.engine.outage import UNAVAILABLE, Outage, StorageFailed
-from tests.api_fixtures import Quiet, bridge, make_settings, until, wait_run
+from tests.support.world import Quiet, bridge, make_settings, until, wait_run
 
 REQUIRED = os.environ.get("MPE_REQUIRE_SYSTEM") == "1"
 
@@ -210,7 +210,7 @@ async def test_sqlite_disk_full_for_too_long_fails_the_attempt_only(tmp_path, mi
 
 @asynccontextmanager
 async def bridge_to(server, b, token):
-    class W:  # what tests.api_fixtures.bridge needs of a world
+    class W:  # what tests.support.world.bridge needs of a world
         ws = f"ws://127.0.0.1:{server.port}"
     async with bridge(W, b, token) as task:
         yield task
