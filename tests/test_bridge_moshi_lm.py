@@ -19,10 +19,9 @@ from model_bridges import create_bridge  # noqa: E402
 from server.engine.clips import episode_audio, load_suite  # noqa: E402
 from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
-from tests.support.context import FRAME, context_suite, expected_tracks, register  # noqa: E402
+from tests.support.context import FRAME, context_suite, episode_of, expected_tracks, register  # noqa: E402
 from tests.support.moshi import write_tiny_moshi  # noqa: E402
 from tests.support.world import serve_run  # noqa: E402
-from tests.test_context_frames import episode_of  # noqa: E402
 
 NAME = "moshi-tiny"
 

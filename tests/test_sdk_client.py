@@ -232,7 +232,7 @@ def test_the_sdk_still_logs_after_a_scripts_own_logging_warning(tmp_path):
     script.write_text(f"""
 import logging
 from clients.sdk import BridgeOptions, run_bridge
-from tests.test_sdk_client import Quiet
+from tests.support.world import Quiet
 logging.warning("my own line")  # configures the root logger at WARNING
 run_bridge(Quiet(), BridgeOptions(server="ws://127.0.0.1:{closed_port()}", token="mpe_x", backoff_min_s=0.01,
                                   exit_when_idle_s=0.3))
