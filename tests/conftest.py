@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 
-from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.settings import Settings
-from tests.audio_fixtures import speech_cache_dir, synthesize
-from tests.builtin_suites import demo_build, mtr_dims_mini, mtr_mini, piper_engine  # noqa: F401 (session fixtures)
-
-PG_URL = os.environ.get("MPE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+from tests.support.audio import speech_cache_dir, synthesize
+from tests.support.databases import database_url
+from tests.support.suites import build_mini_suite, demo_build, mtr_dims_mini, mtr_mini, piper_engine  # noqa: F401 (session fixtures)
 
 # Test files with realtime episodes: they pace episodes on the wall clock (`-m realtime`). Most of
 # them only wait on it and hold whatever the timing is, so `make test` runs them beside the rest,
@@ -46,25 +40,6 @@ def pytest_collection_modifyitems(items) -> None:
         if {item.path.name, f"{item.path.name}::{item.originalname}"} & STRICT_TIMING:
             item.add_marker(pytest.mark.strict_timing)
 
-@contextmanager
-def database_url(kind: str, tmp: Path):
-    """A fresh database: a SQLite file in ``tmp``, or its own schema in the test PostgreSQL."""
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp / 'mpe.db'}"
-        return
-    schema = "t_" + uuid.uuid4().hex[:12]
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as c:
-        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    sep = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as c:
-            c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path):
     """Every database test runs on SQLite and on the real PostgreSQL (own schema per test)."""
@@ -91,50 +66,6 @@ def db(settings):
 def say(pytestconfig, tmp_path_factory):
     cache = speech_cache_dir(pytestconfig, tmp_path_factory)
     return lambda text, **kw: synthesize(text, cache, **kw)
-
-
-# A small suite with short real-speech clips: pair p1 has a plain T, pair p2 an N4 event.
-MINI_SCRIPT = {
-    "p1": [("A", "N2", "Ben, can you pass the salt?"), ("B", "N1", "Aria is on the shelf."),
-           ("C", "T", "{aria}What time is it in Tokyo?"), ("A", "N3", "Hmm, I wonder.")],
-    "p2": [("A", "N2", "Did you feed the cat?"), ("B", "T", "{aria}How far is the station?"),
-           ("C", "N4Q", "Aria, what is the weather?"), ("A", "N4R", "It is sunny, I checked."),
-           ("B", "N3", "Okay then.")],
-}
-MINI_GOLD = {"p1": "Nine in the evening", "p2": "Two kilometres"}
-
-
-def build_mini_suite(root: Path, say, script: dict = MINI_SCRIPT, gold: dict = MINI_GOLD) -> Path:
-    """A suite of ``script`` (pair -> turns of speaker, label, text; ``{aria}`` names Aria in the
-    explicit version only) spoken by piper, in both conditions."""
-    clips = root / "clips"
-    clips.mkdir(parents=True, exist_ok=True)
-
-    def clip(rel: str, text: str) -> tuple[str, float]:
-        pcm = say(text)
-        import soundfile as sf
-
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        sf.write(str(root / rel), pcm, 24000, subtype="PCM_16")
-        return rel, len(pcm) / 24000
-
-    pre, pre_d = clip("clips/preamble.wav", "You are Aria. Answer only when asked.")
-    scenarios = []
-    for pair, turns in script.items():
-        for cond in ("explicit", "implicit"):
-            ts = []
-            for i, (spk, label, text) in enumerate(turns):
-                text = text.replace("{aria}", "Aria, " if cond == "explicit" else "")
-                rel, d = clip(f"clips/{pair}/{cond}/{i:03d}.wav", text)
-                ts.append(Turn(idx=i, speaker=spk, label=label, text=text, clip=rel, duration_s=d))
-            scenarios.append(Scenario(scenario_id=f"s-{pair}", pair_id=pair, condition=cond, n_speakers=3,
-                                      t_bucket="middle", attributes={"setting": "kitchen"},
-                                      gold_answer=gold[pair], answer_keys=None, turns=ts))
-    meta = SuiteMeta(name="mini", version="1", generator="scripted", seed=0,
-                     voices={"A": "piper:joe@1.0", "B": "piper:joe@1.0", "C": "piper:joe@1.0"},
-                     preamble=Preamble(text="You are Aria. Answer only when asked.", clip=pre, duration_s=pre_d))
-    write_suite(root, meta, scenarios)
-    return root
 
 
 @pytest.fixture(scope="session")

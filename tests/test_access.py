@@ -25,7 +25,7 @@ from server.core.status import EpisodeStatus
 from server.db import Episode, Token
 from server.db import Suite as SuiteRow
 from server.engine.leasing import create_run
-from tests.api_fixtures import bridge, wait_run, world_on
+from tests.support.world import bridge, wait_run, world_on
 
 # What a team may see of a Duplex-MPE episode's events while its run is unfinished (docs/api.md
 # "What a team sees"), written out here rather than taken from the code under test.

@@ -21,7 +21,7 @@ from server.db import Suite as SuiteRow
 from server.engine.export import load_track
 from server.engine.leasing import create_run, finish_attempt, lease_episode
 from server.engine.progress import run_progress
-from tests.api_fixtures import Scripted, bridge, wait_run, world_on
+from tests.support.world import Scripted, bridge, wait_run, world_on
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -21,7 +21,7 @@ from server.core.events import Event
 from server.engine.leasing import register_suite
 from server.engine.live import detector_segments, timeline_message
 from server.engine.registry import get_benchmark
-from tests.api_fixtures import world_on
+from tests.support.world import world_on
 
 MPE, MTR = get_benchmark("duplex-mpe"), get_benchmark("mtr-duplexbench")
 S = 24_000

@@ -1,6 +1,6 @@
 """``freeze-omni-sio`` end to end: our server <-> the bridge <-> a local Freeze-Omni peer.
 
-The peer (``tests/peers/freeze_omni_peer.py``, test code) is a real Socket.IO server
+The peer (``tests/support/peers/freeze_omni_peer.py``, test code) is a real Socket.IO server
 (python-socketio on aiohttp) with the demo server's events; the server runs realtime
 episodes of the mini suite on SQLite and on PostgreSQL. Checked: the model hears the room
 (16 kHz int16 packets, every frame), the recorded assistant track holds exactly the
@@ -32,8 +32,8 @@ from server.auth import create_token
 from server.db import Attempt, Episode, EventRow
 from server.engine.export import load_track
 from server.engine.leasing import create_run
-from tests.peers.freeze_omni_peer import FreezeOmniPeer, FreezeOmniScript, Reply
-from tests.test_bridge_minicpm import mini_timeline, nonzero, serve_run
+from tests.support.peers.freeze_omni_peer import FreezeOmniPeer, FreezeOmniScript, Reply
+from tests.support.peers.peer_tools import mini_timeline, nonzero, play_run
 
 FRAME = 1920
 # Realtime latency bounds are generous: a loaded CI machine delays frames (figures: docs/bridges.md).
@@ -112,7 +112,7 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
                      limit=1, conditions=["explicit"])
     async with FreezeOmniPeer(script) as peer, BackgroundServer(settings) as server:
         bridge = create_bridge("freeze-omni-sio", endpoint=peer.url, instructions=PROMPT)
-        p = await serve_run(db, server, bridge, tok, run)
+        p = await play_run(db, server, bridge, tok, run)
         for _ in range(40):  # the bridge ends the session after the episode
             if peer.disconnects:
                 break
@@ -184,7 +184,7 @@ async def test_endpoint_failures_end_attempts_with_errors(db, settings, mini_sui
     async with FreezeOmniPeer(scripts) as peer, BackgroundServer(settings) as server:
         bridge = create_bridge("freeze-omni-sio", endpoint=peer.url, connect_timeout_s="4",
                                response_timeout_s="4")
-        p = await serve_run(db, server, bridge, tok, run)
+        p = await play_run(db, server, bridge, tok, run)
     assert p.status == "finished" and p.failed == 4 and p.completed == 0, p
     assert peer.connections == len(FAULTS)
     with db.session() as s:

@@ -26,8 +26,8 @@ from clients.messages import EpisodeStart  # noqa: E402
 from model_bridges.freeze_omni import FreezeOmni  # noqa: E402
 from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
-from tests.api_fixtures import serve_run  # noqa: E402
-from tests.test_context_frames import episode_of  # noqa: E402
+from tests.support.context import episode_of  # noqa: E402
+from tests.support.world import serve_run  # noqa: E402
 
 FRAME, CHUNK = 1920, 2560
 WORDS = ["Yes", ",", "it", "is", "nine", ".", "That", "is", "all", "."]

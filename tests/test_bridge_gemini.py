@@ -1,4 +1,4 @@
-"""gemini-live bridge against the local Live API peer (tests/peers), over real sockets.
+"""gemini-live bridge against the local Live API peer (tests/support/peers), over real sockets.
 
 End to end: server (realtime clock, both databases) <-> bridge <-> peer, with a first
 attempt refused for quota (retried by the engine), a goAway with session resumption in the
@@ -15,8 +15,8 @@ import pytest
 
 from model_bridges import create_bridge
 from model_bridges.playout import EndpointError
-from tests.peers.gemini_live_peer import GeminiAnswer, GeminiPeer, GeminiScript
-from tests.peers.peer_tools import (
+from tests.support.peers.gemini_live_peer import GeminiAnswer, GeminiPeer, GeminiScript
+from tests.support.peers.peer_tools import (
     FRAME,
     audible_frames,
     build_n4_suite,

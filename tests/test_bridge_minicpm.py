@@ -1,6 +1,6 @@
 """``minicpm-o-ws`` end to end: our server <-> the bridge <-> a local MiniCPM-o demo peer.
 
-The peer (``tests/peers/minicpm_peer.py``, test code) speaks the demo server's JSON over a
+The peer (``tests/support/peers/minicpm_peer.py``, test code) speaks the demo server's JSON over a
 real WebSocket; the server runs realtime episodes of the mini suite on SQLite and on
 PostgreSQL. Checked: the recorded assistant track holds exactly the audio the peer sent
 (nothing lost, nothing duplicated, in order), never before the chunk that caused it was
@@ -22,7 +22,6 @@ import soxr
 from sqlalchemy import select
 
 from clients.messages import EpisodeEnd, EpisodeStart
-from clients.sdk import BridgeClient, BridgeOptions
 from model_bridges import create_bridge
 from model_bridges.minicpm_ws import MiniCPMProtocol, session_url
 from model_bridges.playout import (
@@ -37,60 +36,18 @@ from model_bridges.playout import (
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.benchmarks.mpe.duty import DUTY_TEXT
-from server.benchmarks.mpe.suite import Suite
 from server.core.detector import detect_segments
 from server.db import Attempt, Episode, EventRow
 from server.engine.export import load_track
 from server.engine.leasing import create_run
-from server.engine.progress import run_progress
-from tests.peers.minicpm_peer import MiniCPMPeer, MiniCPMScript, Utterance
+from tests.support.peers.minicpm_peer import MiniCPMPeer, MiniCPMScript, Utterance
+from tests.support.peers.peer_tools import mini_timeline, nonzero, play_run
 
 FRAME = 1920
 # Realtime latency bounds are generous: a loaded CI machine delays frames (figures: docs/bridges.md).
 SLACK = 25 * FRAME
 
 SEC = 24_000
-
-
-def nonzero(x: np.ndarray) -> np.ndarray:
-    return x[x != 0]
-
-
-def mini_timeline(suite_path) -> dict[str, int]:
-    """Stream sample times of the mini suite's p1/explicit episode up to T's end (§3: those do
-    not depend on the model): preamble, 0.5 s, then each clip followed by 0.5 s."""
-    suite = Suite.load(suite_path)
-    sc = suite.scenario("s-p1", "explicit")
-    t = len(suite.load_clip(suite.meta.preamble.clip))
-    out = {"preamble_end": t}
-    t += SEC // 2
-    for turn in sc.turns:
-        start, t = t, t + len(suite.load_clip(turn.clip))
-        if turn.label == "T":
-            out.update(t_start=start, t_end=t)
-            return out
-        t += SEC // 2
-    raise AssertionError("no T turn")
-
-
-async def serve_run(db, server, bridge, token, run_id, timeout=90):
-    client = BridgeClient(bridge, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05,
-                                                backoff_max_s=0.2))
-    task = asyncio.create_task(client.run())
-    t0 = time.monotonic()
-    try:
-        while True:
-            p = await asyncio.to_thread(run_progress, db, run_id)
-            if not p.active:
-                return p
-            if task.done():
-                task.result()
-                raise AssertionError(f"bridge stopped early: {p}")
-            assert time.monotonic() - t0 < timeout, f"run did not finish: {p}"
-            await asyncio.sleep(0.05)
-    finally:
-        client.stop()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 # --- pure parts --------------------------------------------------------------------------
@@ -223,7 +180,7 @@ async def test_realtime_episode_against_the_peer(db, settings, mini_suite, say, 
                      limit=1, conditions=["explicit"], text_prompt=True)
     async with MiniCPMPeer(script) as peer, BackgroundServer(settings) as server:
         bridge = create_bridge("minicpm-o-ws", endpoint=peer.url, api_key_env="MINICPM_TEST_KEY")
-        p = await serve_run(db, server, bridge, tok, run)
+        p = await play_run(db, server, bridge, tok, run)
         for _ in range(40):  # the bridge frees the worker after the episode (``stop``)
             if peer.stopped:
                 break
@@ -308,7 +265,7 @@ async def test_endpoint_failures_end_attempts_with_errors(db, settings, mini_sui
                      limit=2, max_attempts=2)
     async with MiniCPMPeer(scripts) as peer, BackgroundServer(settings) as server:
         bridge = create_bridge("minicpm-o-ws", endpoint=peer.url, connect_timeout_s="1.5", response_timeout_s="1.5")
-        p = await serve_run(db, server, bridge, tok, run)
+        p = await play_run(db, server, bridge, tok, run)
     assert p.status == "finished" and p.failed == 4 and p.completed == 0, p
     assert peer.connections == len(FAULTS)
     with db.session() as s:

@@ -1,4 +1,4 @@
-"""moshi-ws bridge against the local Moshi server peer (tests/peers), over real sockets.
+"""moshi-ws bridge against the local Moshi server peer (tests/support/peers), over real sockets.
 
 End to end: server (realtime clock, both databases) <-> bridge <-> peer (Ogg/Opus both ways),
 with a first attempt whose endpoint drops the connection (retried by the engine), an
@@ -15,8 +15,8 @@ import pytest
 
 from model_bridges import create_bridge
 from model_bridges.playout import EndpointError
-from tests.peers.moshi_peer import MoshiPeer, MoshiScript
-from tests.peers.peer_tools import FRAME, build_n4_suite, drive, event, run_endpoint_episode, t_end_sample
+from tests.support.peers.moshi_peer import MoshiPeer, MoshiScript
+from tests.support.peers.peer_tools import FRAME, build_n4_suite, drive, event, run_endpoint_episode, t_end_sample
 
 ANSWER = "It is about two kilometres from here."
 

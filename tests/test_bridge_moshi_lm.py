@@ -1,5 +1,5 @@
 """The in-process ``moshi`` bridge with a real Mimi and a real Moshi LM of random weights and tiny
-dimensions (tests/moshi_support.py), loaded by the bridge's own loading code from a checkpoint
+dimensions (tests/support/moshi.py), loaded by the bridge's own loading code from a checkpoint
 directory: per-frame stepping, fresh state per episode, teacher forcing, the stable error codes,
 and real episodes through the real server in lockstep (context frames included)."""
 
@@ -19,10 +19,9 @@ from model_bridges import create_bridge  # noqa: E402
 from server.engine.clips import episode_audio, load_suite  # noqa: E402
 from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
-from tests.api_fixtures import serve_run  # noqa: E402
-from tests.context_support import FRAME, context_suite, expected_tracks, register  # noqa: E402
-from tests.moshi_support import write_tiny_moshi  # noqa: E402
-from tests.test_context_frames import episode_of  # noqa: E402
+from tests.support.context import FRAME, context_suite, episode_of, expected_tracks, register  # noqa: E402
+from tests.support.moshi import write_tiny_moshi  # noqa: E402
+from tests.support.world import serve_run  # noqa: E402
 
 NAME = "moshi-tiny"
 

@@ -1,4 +1,4 @@
-"""openai-realtime bridge against the local Realtime API peer (tests/peers), over real sockets.
+"""openai-realtime bridge against the local Realtime API peer (tests/support/peers), over real sockets.
 
 End to end: server (realtime clock, both databases) <-> bridge <-> peer, including a
 rate-limited first attempt that the engine retries, an answer to T, and an answer to N4Q
@@ -15,8 +15,8 @@ import pytest
 
 from model_bridges import create_bridge
 from model_bridges.playout import EndpointError
-from tests.peers.openai_realtime_peer import Answer, RealtimePeer, RealtimeScript
-from tests.peers.peer_tools import (
+from tests.support.peers.openai_realtime_peer import Answer, RealtimePeer, RealtimeScript
+from tests.support.peers.peer_tools import (
     FRAME,
     audible_frames,
     build_n4_suite,

@@ -18,7 +18,7 @@ from server.cascade.deciders import ClaudeDecider, RuleDecider, make_decider
 from server.cascade.prompt import system_prompt, user_prompt
 from server.core.audio import read_wav
 from server.tts import ClipCache
-from tests.fake_anthropic import FakeAnthropic
+from tests.support.anthropic_peer import FakeAnthropic
 
 F = 1920
 RATE = 24_000

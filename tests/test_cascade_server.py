@@ -26,7 +26,7 @@ from server.db import Episode
 from server.engine.leasing import create_run
 from server.scoring.loading import load_db_episode
 from server.scoring.runner import ScoreOptions, score_run
-from tests.api_fixtures import bridge, wait_run, world_on
+from tests.support.world import bridge, wait_run, world_on
 
 RATE, F = 24_000, 1920
 LONG = "Ben, the weather report says rain all afternoon, and then a dry and clear evening by the lake."

@@ -13,15 +13,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
 from server.db import Base
-
-
-def mpe(settings, *args, check=True, env: dict[str, str] | None = None):
-    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), **(env or {}))
-    p = subprocess.run([sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True,
-                       timeout=300)
-    if check:
-        assert p.returncode == 0, p.stderr
-    return p
+from tests.support.cli import mpe
 
 
 def test_db_upgrade_matches_models(settings):
@@ -145,7 +137,7 @@ async def test_export_bundles(settings, db, mini_suite):
     from server.app import BackgroundServer
     from server.auth import create_token
     from server.engine.leasing import create_run
-    from tests.test_engine_e2e import serve
+    from tests.support.servers import serve
 
     tok = create_token(db, "local")
     run = create_run(db, team="local", model="echo", suite_path=str(mini_suite), clock="lockstep", limit=1)
@@ -181,13 +173,13 @@ async def test_export_bundles(settings, db, mini_suite):
 def test_serve_bridge_wait_as_separate_processes(settings, mini_suite, tmp_path):
     """The documented flow: `mpe serve`, `mpe run create`, `mpe bridge`, `mpe run wait`; the bridge
     reads its (bridge-only) token from a file, so no process list shows it."""
-    from tests.test_engine_e2e import _free_port, _start_server
+    from tests.support.servers import free_port, start_server
 
     token = mpe(settings, "token", "create", "--team", "local", "--scope", "bridge").stdout.strip()
     (tmp_path / "token").write_text(token + "\n")
     run = mpe(settings, "run", "create", "--model", "silent", "--suite", str(mini_suite), "--limit", "1").stdout.strip()
-    port = _free_port()
-    server = _start_server(settings, port)
+    port = free_port()
+    server = start_server(settings, port)
     env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir))
     env.pop("MPE_TOKEN", None)
     bridge = subprocess.Popen([sys.executable, "-m", "server.cli", "bridge", "silent", "--server",

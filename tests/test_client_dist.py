@@ -20,9 +20,9 @@ import clients
 from clients.codec import PROTOCOL_VERSION
 from server.core.status import RunStatus
 from server.settings import Settings
-from tests.conftest import database_url
-from tests.test_cli import mpe
-from tests.test_engine_e2e import _free_port, _start_server
+from tests.support.cli import mpe
+from tests.support.databases import database_url
+from tests.support.servers import free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = "duplex-mpe-client"
@@ -176,8 +176,8 @@ def test_bridge_from_the_fresh_environment_plays_a_run(client_venv, mini_suite, 
         run = json.loads(mpe(settings, "run", "create", "--model", "parrot", "--suite", str(mini_suite),
                              "--team", "outside", "--limit", "1", "--json").stdout)
         assert run["total"] == 2
-        port = _free_port()
-        server = _start_server(settings, port)
+        port = free_port()
+        server = start_server(settings, port)
         try:
             bridge = client_venv.run(OUTSIDER_BRIDGE, "--server", f"ws://127.0.0.1:{port}", "--token", token,
                                      "--max-episodes", "2", timeout=300)

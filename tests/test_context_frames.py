@@ -2,7 +2,7 @@
 
 The pure core first (additive room mixing, context frames planned and forced on the assistant
 track), then real servers, real WebSockets and SDK bridges on both databases, driven by the
-``context-test`` plug-in of :mod:`tests.context_support`: a bridge that accepts context receives
+``context-test`` plug-in of :mod:`tests.support.context`: a bridge that accepts context receives
 every context frame bit-exactly right before the room frame of its seq (``force`` before
 ``step``), the recorded assistant track holds the context audio in those slots whatever the
 bridge answered, and a bridge that does not accept context is never given such an episode and
@@ -25,13 +25,13 @@ from server.core.detector import detect_segments
 from server.core.episode import EpisodeCore
 from server.core.schedule import FramePlan, Piece
 from server.core.timebase import Segment
-from server.db import Attempt, Episode, SegmentRow
+from server.db import Episode
 from server.engine.clips import episode_audio, load_suite
 from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.matching import context_note
-from tests.api_fixtures import until, wait_run
-from tests.context_support import FRAME, HistoryScheduler, context_suite, expected_tracks, register
+from tests.support.context import FRAME, HistoryScheduler, context_suite, episode_of, expected_tracks, register
+from tests.support.world import until, wait_run
 
 # --- the pure core -----------------------------------------------------------------------------
 
@@ -124,15 +124,6 @@ def check_calls(calls, n_ctx: int, ctx: np.ndarray | None) -> None:
     if ctx is not None:
         forced = np.concatenate([pcm for kind, _, pcm in calls if kind == "force"])
         assert np.array_equal(forced, ctx)
-
-
-def episode_of(db, run_id: str, condition: str):
-    with db.session() as s:
-        ep = s.scalars(select(Episode).where(Episode.run_id == run_id, Episode.condition == condition)).one()
-        att = s.get(Attempt, ep.completed_attempt_id) if ep.completed_attempt_id else None
-        live = [Segment(g.start, g.end) for g in s.scalars(select(SegmentRow).where(
-            SegmentRow.attempt_id == ep.completed_attempt_id).order_by(SegmentRow.start))] if att else []
-    return ep, att, live
 
 
 async def test_lockstep_context_frames_reach_only_bridges_that_accept_them(settings, db, mini_suite, tmp_path,
@@ -301,7 +292,7 @@ async def test_create_run_answer_notes_episodes_no_bridge_can_take(kind, tmp_pat
     accepts the context frames some of its episodes need; a run without such episodes gets no note."""
     import httpx
 
-    from tests.api_fixtures import world_on
+    from tests.support.world import world_on
 
     register(monkeypatch)
     suite = context_suite(mini_suite, tmp_path / "ctx-suite")
@@ -319,7 +310,7 @@ async def test_create_run_answer_notes_episodes_no_bridge_can_take(kind, tmp_pat
 
 def test_mpe_run_create_notes_gt_runs_on_stderr(settings, mtr_mini):
     """``mpe run create`` prints the run id on stdout, and the note on stderr."""
-    from tests.test_cli import mpe
+    from tests.support.cli import mpe
 
     p = mpe(settings, "run", "create", "--model", "tf-model", "--suite", mtr_mini, "--conditions", "gt,free",
             "--limit", "1")

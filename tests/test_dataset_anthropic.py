@@ -1,6 +1,6 @@
 """The Claude generator against a local fake of the Messages API over real HTTP.
 
-The fake (tests/fake_anthropic.py) speaks ``POST /v1/messages`` to the real ``anthropic``
+The fake (tests/support/anthropic_peer.py) speaks ``POST /v1/messages`` to the real ``anthropic``
 SDK; its "model" answers with scripts built by the procedural generator for the plan that
 the prompt carries, or with scripted malformed and rule-breaking replies.
 """
@@ -21,7 +21,7 @@ from server.benchmarks.mpe.dataset.schema import PairPlan
 from server.benchmarks.mpe.suite import Suite, check_suite
 from server.cli import app
 from server.datasets.errors import DatasetError
-from tests.fake_anthropic import FakeAnthropic, Reply
+from tests.support.anthropic_peer import FakeAnthropic, Reply
 
 KEY = "sk-test"
 runner = CliRunner()

@@ -17,7 +17,7 @@ from server.cli import app
 from server.cli.dataset import foreign_option
 from server.engine.registry import DEFAULT, all_benchmarks, plugins
 from tests.beepbench import NAME as BEEP
-from tests.test_third_benchmark import REGISTRATION as BEEP_REGISTRATION
+from tests.support.plugins import BEEP_REGISTRATION
 
 runner = CliRunner()
 MTR = "mtr-duplexbench"

@@ -13,8 +13,8 @@ from server.benchmarks.mpe.dataset.synth import synthesize_suite
 from server.benchmarks.mpe.suite import Suite, audio_pending, check_suite
 from server.cli import app
 from server.tts import ESPEAK_VOICES, OUTPUT_RATE
-from tests.audio_fixtures import needs_espeak
-from tests.dataset_support import ToneEngine, text_suite
+from tests.support.audio import needs_espeak
+from tests.support.dataset import ToneEngine, text_suite
 
 runner = CliRunner()
 

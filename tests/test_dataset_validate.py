@@ -23,7 +23,7 @@ from server.benchmarks.mpe.suite import (
     write_suite,
 )
 from server.cli import app
-from tests.dataset_support import text_suite, voiced_suite
+from tests.support.dataset import text_suite, voiced_suite
 
 runner = CliRunner()
 

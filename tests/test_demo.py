@@ -6,7 +6,7 @@ from rich.console import Console
 
 from server.cli.demo import mtr_sanity_problems, run_demo, sanity_problems
 from server.settings import Settings
-from tests.builtin_suites import seed_builtin
+from tests.support.suites import seed_builtin
 
 
 async def test_demo_reference_bridges(tmp_path, demo_build, mtr_mini):

@@ -11,7 +11,7 @@ import uvloop
 
 from server.core.detector import SpeechDetector, detect_events, run_model_calls, run_steps
 from server.engine.detection import BATCH_ROWS, LEAD_S, Detection
-from tests.audio_fixtures import place, speech_cache_dir, synthesize, trim
+from tests.support.audio import place, speech_cache_dir, synthesize, trim
 
 RATE = 24_000
 FRAME = 1920

@@ -29,7 +29,7 @@ from server.core.detector import (
     speech_probabilities,
 )
 from server.core.timebase import Segment, SpeechEvent
-from tests.audio_fixtures import energy_extent, noise, place, speech_cache_dir, synthesize, trim
+from tests.support.audio import energy_extent, noise, place, speech_cache_dir, synthesize, trim
 
 RATE = 24_000
 C = CHUNK_STREAM_SAMPLES  # 768

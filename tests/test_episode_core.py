@@ -14,7 +14,7 @@ from server.benchmarks.mpe.scheduler import EpisodePlan, Scheduler, TurnPlan
 from server.core.detector import run_steps
 from server.core.episode import FRAME, EpisodeCore
 from server.core.schedule import PREAMBLE
-from tests.audio_fixtures import place, speech_cache_dir, synthesize, trim
+from tests.support.audio import place, speech_cache_dir, synthesize, trim
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ loaders and validators of both benchmarks (DESIGN §2, §12.1) and the episode-b
 Each property: whatever the input, the parser gives a usable value -- for what the server stores,
 a storable one (no NUL, no lone surrogate, strict JSON, strict UTF-8) -- or the project's
 documented error with its stable code, never another exception. Bounded and reproducible for CI
-(tests/fuzz_support.py: a fixed example count per test, derandomized, no example database). The
+(tests/support/fuzz.py: a fixed example count per test, derandomized, no example database). The
 REST routes are fuzzed over real HTTP in tests/test_fuzz_api.py; docs/guarantees.md lists both.
 """
 
@@ -46,7 +46,7 @@ from server.engine.suitedir import SCENARIOS_FILE, SUITE_FILE, SuiteError, lines
 from server.scoring.errors import BadBundle
 from server.scoring.loading import load_bundle
 from server.scoring.runner import bundle_jobs
-from tests.fuzz_support import (
+from tests.support.fuzz import (
     assert_storable,
     clean_text,
     dumps,

@@ -35,8 +35,8 @@ from server.bridgecheck.suite import CHECK_SUITE_NAME, build_check_suite
 from server.db import Episode, Token
 from server.db import Suite as SuiteRow
 from server.engine.leasing import create_run
-from tests.api_fixtures import ServedWorld, bridge, wait_run
-from tests.fuzz_support import LEAKS, dumps, fuzz, json_values, mutated, odd_text
+from tests.support.fuzz import LEAKS, dumps, fuzz, json_values, mutated, odd_text
+from tests.support.world import ServedWorld, bridge, wait_run
 
 
 class Silent(Bridge):

@@ -8,7 +8,7 @@ name of its own (so that it leases only the runs the example queues, lockstep, o
 and draws each step from what fits the phase it is in and what does not: hellos with odd fields and
 revisions (or mutated, or preceded by anything else), good tokens and bad ones, the right answer to
 the room frame, frames of a wrong seq, size, kind, version or flags, binary garbage, ``text`` /
-``stats`` / ``error`` messages with hostile JSON (tests/fuzz_support.py), messages at the wrong phase
+``stats`` / ``error`` messages with hostile JSON (tests/support/fuzz.py), messages at the wrong phase
 (frames outside an episode, hello twice, anything after ``episode.end``), messages the WebSocket
 layer refuses (over 1 MiB, text that is not UTF-8), playing an episode out, closing or vanishing at
 any point, and connecting again (a failed episode is retried on the next connection). What the
@@ -64,8 +64,8 @@ from server.auth import create_token
 from server.core.status import EpisodeStatus
 from server.db import Attempt, Episode, Run
 from server.engine.leasing import create_run
-from tests.api_fixtures import Quiet, ServedWorld, bridge, serve_one, stalled, wait_run
-from tests.fuzz_support import LEAKS, dumps, fuzz, has_raw, json_values, mangled, mutated, odd_text
+from tests.support.fuzz import LEAKS, dumps, fuzz, has_raw, json_values, mangled, mutated, odd_text
+from tests.support.world import Quiet, ServedWorld, bridge, serve_one, stalled, wait_run
 
 HEADER = struct.Struct("<BBHI")
 T = 20.0  # per-step timeout: every step takes well under a second

@@ -15,7 +15,7 @@ from server.db import Attempt, Episode, FrameRow
 from server.engine.leasing import create_run
 from server.engine.protocols import MAX_HEAD_BYTES
 from server.engine.session import ROOM_LATE_PERIODS, RoomPacing
-from tests.api_fixtures import world_on
+from tests.support.world import world_on
 
 FLOOD_BYTES = 24 * 1024 * 1024  # what each flood connection sends at most (the cap is far below)
 CHUNK = 16 * 1024

@@ -28,7 +28,7 @@ from server.api.audio import parse_range
 from server.api.errors import RangeNotSatisfiable
 from server.db import Attempt, BridgeRow, Episode, EventRow, Run
 from server.engine.leasing import create_run
-from tests.api_fixtures import world_on
+from tests.support.world import world_on
 
 # the async tests share the module's world (its server runs on the module's event loop)
 shared_loop = pytest.mark.asyncio(loop_scope="module")

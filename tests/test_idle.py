@@ -21,8 +21,7 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode
 from server.engine.leasing import create_run, lease_episode
 from server.engine.worksignal import WorkKey, WorkSignal
-from tests.api_fixtures import Quiet, bridge, until, wait_run, world_on
-from tests.test_listen import narrow_server_side, stalled
+from tests.support.world import Quiet, bridge, narrow_server_side, stalled, until, wait_run, world_on
 
 ROOT = Path(__file__).resolve().parents[1]
 N_BRIDGES = 20

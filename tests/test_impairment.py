@@ -13,7 +13,7 @@ from server.core.impairment import RTO_MS, ImpairedArrivals, Impairment
 from server.db import Attempt, Episode, FrameRow, Run
 from server.engine.export import episode_document
 from server.engine.leasing import BadRequest, create_run
-from tests.api_fixtures import Scripted, bridge, wait_run, world_on
+from tests.support.world import Scripted, bridge, wait_run, world_on
 
 
 def test_specs_parse_with_units_and_bad_parts_are_named():

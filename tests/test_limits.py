@@ -32,9 +32,9 @@ from server.engine.leasing import cancel_run, create_run
 from server.engine.limits import ServerLimits, worker_rates
 from server.engine.shared_slots import SharedSlots
 from server.settings import Settings
-from tests.api_fixtures import Quiet, Scripted, bridge, make_settings, until, wait_run, world_on
-from tests.conftest import database_url
-from tests.test_engine_e2e import _free_port, _start_server
+from tests.support.databases import database_url
+from tests.support.servers import free_port, start_server
+from tests.support.world import Quiet, Scripted, bridge, make_settings, until, wait_run, world_on
 
 KINDS = pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 T = 10.0  # a bound on every wait (each should take well under a second)
@@ -506,8 +506,8 @@ async def test_a_teams_bridges_are_limited_across_two_server_processes(tmp_path,
         try:
             servers = []
             for name in ("proc-a", "proc-b"):
-                port = _free_port()
-                procs.append(await asyncio.to_thread(_start_server, settings, port, env={
+                port = free_port()
+                procs.append(await asyncio.to_thread(start_server, settings, port, env={
                     "MPE_SERVER_ID": name, "MPE_MAX_BRIDGES_PER_TEAM": "2", "MPE_MAX_LISTENERS_PER_TEAM": "1",
                     "MPE_SLOT_TTL_S": "3"}))
                 servers.append(type("Server", (), {"ws": f"ws://127.0.0.1:{port}"}))

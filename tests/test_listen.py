@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import statistics
 import time
 
@@ -20,7 +19,7 @@ from server.app import BackgroundServer
 from server.db import Attempt, Episode, EventRow, FrameRow
 from server.engine.export import load_track
 from server.engine.leasing import cancel_run, create_run
-from tests.api_fixtures import FRAME, Scripted, bridge, stalled, wait_run, world_on
+from tests.support.world import FRAME, Scripted, bridge, narrow_server_side, stalled, wait_run, world_on
 
 
 class Heard:
@@ -65,18 +64,6 @@ async def listen(url: str, heard: Heard, *, until: str | None = None) -> Heard:
             pass
         heard.close_code = ws.close_code
     return heard
-
-
-def narrow_server_side(server: BackgroundServer, client: socket.socket, size: int = 8192) -> None:
-    """Give the server's end of a stalled listener a small send buffer, as on a slow network
-    path, so its backlog reaches the application within seconds instead of megabytes."""
-    me = client.getsockname()
-    for proto in list(server.server.server_state.connections):
-        transport = getattr(proto, "transport", None)
-        if transport is not None and transport.get_extra_info("peername") == me:
-            transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
-            return
-    raise AssertionError("server side of the stalled listener not found")
 
 
 def db_events(db, attempt_id: str) -> list[tuple]:

@@ -37,7 +37,7 @@ from server.benchmarks.mtr.suite import FEATURES, REPLY_MARGIN_S, Suite, check_s
 from server.cli import app
 from server.datasets.errors import DatasetError
 from server.tts import OUTPUT_RATE, get_engine
-from tests.fake_anthropic import FakeAnthropic
+from tests.support.anthropic_peer import FakeAnthropic
 
 runner = CliRunner()
 

@@ -37,8 +37,8 @@ from server.benchmarks.mtr.scoring import score_episode
 from server.benchmarks.mtr.suite import Suite, check_suite
 from server.scoring.asr import make_asr
 from server.scoring.store import Cache
-from tests.fake_anthropic import FakeAnthropic
-from tests.mtr_support import run_suite
+from tests.support.anthropic_peer import FakeAnthropic
+from tests.support.mtr import run_suite
 
 KEY = "sk-test-dims"
 

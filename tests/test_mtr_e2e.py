@@ -8,26 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 
 import pytest
-import soundfile as sf
 from rich.console import Console
 
 from model_bridges.reference import Silent
 from server.benchmarks.mtr.metrics import compute_metrics
 from server.benchmarks.mtr.oracle import MTROracle
 from server.benchmarks.mtr.report import print_tables
-from server.benchmarks.mtr.suite import FEATURES, Dialogue, MTRMeta, Suite, check_suite
+from server.benchmarks.mtr.suite import FEATURES, Suite, check_suite
 from server.cli.bridges import AlwaysTalk
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
-from tests.api_fixtures import bridge, wait_run, world_on
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, needs_browser
-
-REPLY = ("Sure. The museum opens at nine in the morning on weekdays. On weekends it opens an hour later, "
-         "and the last entry is at five.")
+from tests.support.browser import needs_browser, signed_in
+from tests.support.mtr import build_mtr_suite
+from tests.support.world import bridge, wait_run, world_on
 
 
 async def _shot(page, name: str) -> None:
@@ -39,41 +35,6 @@ async def _shot(page, name: str) -> None:
         await page.screenshot(path=Path(where) / name, full_page=True)
 
 
-def build_mtr_suite(root: Path, say) -> Path:
-    """One dialogue, one round per feature, real speech."""
-
-    def clip(name: str, text: str, **kw) -> dict:
-        pcm = say(text)
-        rel = f"clips/{name}.wav"
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        sf.write(str(root / rel), pcm, 24000, subtype="PCM_16")
-        return {"text": text, "clip": rel, "duration_s": len(pcm) / 24000, **kw}
-
-    def rnd(n: int, feature: str, question: str, **parts) -> dict:
-        return {"round": n, "feature": feature, "user": clip(f"r{n}_user", question),
-                "assistant": clip(f"r{n}_reply", REPLY), **parts}
-
-    rounds = [
-        rnd(1, "smooth", "When does the city museum open?"),
-        rnd(2, "interruption", "Can you tell me about the train to the coast?",
-            barge_in=clip("r2_barge", "Actually, wait, what about the bus?", after_onset_s=1.0,
-                          response=clip("r2_barge_reply", "The bus leaves every hour from the main square."))),
-        rnd(3, "pause", "I was wondering if you could",
-            pause={"length_s": 2.0, "continuation": clip("r3_more", "recommend a place for lunch.")}),
-        rnd(4, "background", "What should I pack for the hike?",
-            background=clip("r4_tv", "And now the evening news with the latest headlines.", kind="broadcast",
-                            after_onset_s=0.8)),
-        rnd(5, "backchannel", "How do I get a library card?",
-            backchannels=[clip("r5_bc0", "Mm-hmm.", after_onset_s=1.0), clip("r5_bc1", "Right.", after_onset_s=2.8)]),
-    ]
-    meta = MTRMeta(benchmark="mtr-duplexbench", name="mtr-test", version="1", generator="scripted", seed=0,
-                   voices={"user": "piper:joe@1.0", "assistant": "piper:joe@1.0", "broadcast": "piper:joe@1.0"})
-    suite = Suite(root, meta, [Dialogue(dialogue_id="d1", set="mixed", topic="a city day",
-                                        rounds=rounds)])
-    suite.write()
-    return root
-
-
 @pytest.fixture(scope="module")
 def mtr_suite(tmp_path_factory, say) -> Path:
     root = build_mtr_suite(tmp_path_factory.mktemp("mtr") / "mtr-test", say)
@@ -83,7 +44,7 @@ def mtr_suite(tmp_path_factory, say) -> Path:
 
 def check_cli(settings, runs: dict[str, str], tmp_path: Path) -> None:
     """`mpe run create --history`, `mpe report` (terminal, JSON, HTML) on the scored MTR runs."""
-    from tests.test_cli import mpe
+    from tests.support.cli import mpe
 
     out = mpe(settings, "run", "create", "--model", "nobody", "--suite", str(settings.suites_root / "mtr-test"),
               "--history", "gt", "--team", "lab", "--json")
@@ -154,7 +115,6 @@ async def test_pages_show_rounds_verdicts_and_the_history_modes(tmp_path, mtr_su
     """The episode page lists an MTR episode's rounds with their verdicts and marks user turns,
     the pause, the barge-in, the background voice and the backchannels on the timeline; the
     new-run form offers the suite's history modes."""
-    from playwright.async_api import async_playwright
     from sqlalchemy import select
 
     from server.db import Episode
@@ -167,46 +127,35 @@ async def test_pages_show_rounds_verdicts_and_the_history_modes(tmp_path, mtr_su
         await asyncio.to_thread(score_run, w.db, run_id, ScoreOptions(asr="none", workers=1))
         with w.db.session() as s:
             eps = {e.scenario_id: e.id for e in s.scalars(select(Episode).where(Episode.run_id == run_id))}
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = await browser.new_page(viewport={"width": 1440, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            try:
-                await page.goto(f"{w.http}/ui/signin.html")
-                await page.fill("#token", w.tokens["admin"])
-                await page.keyboard.press("Enter")
-                await page.wait_for_url(re.compile(r"/ui/index\.html"))
-                # the free episode: every round live and scored
-                await page.goto(f"{w.http}/ui/episode.html?id={eps['d1']}")
-                await page.wait_for_selector("#turns tr")
-                rows = await page.locator("#turns tr").all_inner_texts()
-                assert len(rows) == 5 and all("live" in r and "pass" in r for r in rows), rows
-                assert "R3 pause" in rows[2] and "lunch" in rows[2]  # the user's words, with the continuation
-                for label, n in (("U", 6), ("PAUSE", 1), ("BARGE", 1), ("BG", 1), ("BC", 2)):
-                    assert await page.locator(f"#timeline .clip.label-{label}").count() == n, label
-                assert await page.locator("#timeline .win-round.v-pass").count() == 5
-                await _shot(page, "mtr-episode.png")
-                # a gt episode: two history rounds, then the live one
-                await page.goto(f"{w.http}/ui/episode.html?id={eps['d1-r03']}")
-                await page.wait_for_selector("#turns tr")
-                rows = await page.locator("#turns tr").all_inner_texts()
-                assert [("history" in r, "pass" in r) for r in rows] == [(True, False), (True, False), (False, True)]
-                assert "live round 3" in await page.inner_text("dl")
-                # the run page: one row per episode, the live rounds passed
-                await page.goto(f"{w.http}/ui/run.html?id={run_id}")
-                await page.wait_for_selector("#episodes tr")
-                await page.locator("#episodes tr", has_text="5/5 rounds").wait_for()
-                listed = await page.locator("#episodes tr").all_inner_texts()
-                assert sum("1/1 rounds" in r for r in listed) == 5 and sum("5/5 rounds" in r for r in listed) == 1
-                await _shot(page, "mtr-run.png")
-                # the new-run form offers the MTR suite's history modes
-                await page.goto(f"{w.http}/ui/index.html")
-                await page.click("#new-run")
-                option = page.locator("#f-suite option", has_text="mtr-duplexbench")
-                await page.select_option("#f-suite", await option.first.get_attribute("value"))
-                boxes = page.locator("#f-conditions input[name=conditions]")
-                assert [await b.get_attribute("value") for b in await boxes.all()] == ["gt", "free"]
-                assert errors == []
-            finally:
-                await browser.close()
+        async with signed_in(w.http, w.tokens["admin"]) as (page, errors):
+            # the free episode: every round live and scored
+            await page.goto(f"{w.http}/ui/episode.html?id={eps['d1']}")
+            await page.wait_for_selector("#turns tr")
+            rows = await page.locator("#turns tr").all_inner_texts()
+            assert len(rows) == 5 and all("live" in r and "pass" in r for r in rows), rows
+            assert "R3 pause" in rows[2] and "lunch" in rows[2]  # the user's words, with the continuation
+            for label, n in (("U", 6), ("PAUSE", 1), ("BARGE", 1), ("BG", 1), ("BC", 2)):
+                assert await page.locator(f"#timeline .clip.label-{label}").count() == n, label
+            assert await page.locator("#timeline .win-round.v-pass").count() == 5
+            await _shot(page, "mtr-episode.png")
+            # a gt episode: two history rounds, then the live one
+            await page.goto(f"{w.http}/ui/episode.html?id={eps['d1-r03']}")
+            await page.wait_for_selector("#turns tr")
+            rows = await page.locator("#turns tr").all_inner_texts()
+            assert [("history" in r, "pass" in r) for r in rows] == [(True, False), (True, False), (False, True)]
+            assert "live round 3" in await page.inner_text("dl")
+            # the run page: one row per episode, the live rounds passed
+            await page.goto(f"{w.http}/ui/run.html?id={run_id}")
+            await page.wait_for_selector("#episodes tr")
+            await page.locator("#episodes tr", has_text="5/5 rounds").wait_for()
+            listed = await page.locator("#episodes tr").all_inner_texts()
+            assert sum("1/1 rounds" in r for r in listed) == 5 and sum("5/5 rounds" in r for r in listed) == 1
+            await _shot(page, "mtr-run.png")
+            # the new-run form offers the MTR suite's history modes
+            await page.goto(f"{w.http}/ui/index.html")
+            await page.click("#new-run")
+            option = page.locator("#f-suite option", has_text="mtr-duplexbench")
+            await page.select_option("#f-suite", await option.first.get_attribute("value"))
+            boxes = page.locator("#f-conditions input[name=conditions]")
+            assert [await b.get_attribute("value") for b in await boxes.all()] == ["gt", "free"]
+            assert errors == []

@@ -24,7 +24,7 @@ from server.benchmarks.mtr.suite import Suite
 from server.scoring.asr import make_asr
 from server.scoring.errors import BadRecording
 from server.scoring.store import Cache
-from tests.mtr_support import record_lockstep
+from tests.support.mtr import record_lockstep
 
 # dialogue 1 of mtr-mini is S+I+P+B (rounds 1-4: smooth, interruption, pause, background),
 # dialogue 2 backchannel; the silent bridge plays the first two rounds only (each waits out the window)

@@ -16,8 +16,8 @@ from server.core.events import Event
 from server.scoring.asr import NoASR
 from server.scoring.loading import live_segments
 from server.scoring.store import Cache
-from tests.audio_fixtures import place
-from tests.scoring_support import event_t, sec, simulate
+from tests.support.audio import place
+from tests.support.scoring import event_t, sec, simulate
 
 TURNS = [("N2", "Did you book the table for Friday?", 2.5), ("T", "Aria, which place is cheaper?", 2.0),
          ("N1", "Aria picked it last time.", 2.0), ("N4Q", "Aria, do they deliver?", 1.5),

@@ -183,7 +183,7 @@ async def test_outsider_bridge_takes_context_frames_only_when_it_says_so(setting
     before the room frame of the same seq, and later slots none."""
     from server.app import BackgroundServer
     from server.auth import create_token
-    from tests.context_support import FRAME, context_suite, expected_tracks, register
+    from tests.support.context import FRAME, context_suite, expected_tracks, register
 
     register(monkeypatch)
     suite = context_suite(mini_suite, tmp_path / "ctx")
@@ -231,7 +231,7 @@ async def test_outsider_bridge_runs_an_mtr_gt_episode(settings, db, say, tmp_pat
     room frame, and the episode completes."""
     from server.app import BackgroundServer
     from server.auth import create_token
-    from tests.test_mtr_e2e import build_mtr_suite
+    from tests.support.mtr import build_mtr_suite
 
     suite = build_mtr_suite(tmp_path / "mtr", say)
     token = create_token(db, "outsiders")

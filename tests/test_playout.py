@@ -30,7 +30,7 @@ from model_bridges.playout import (
     redact_url,
     text_prompt_record,
 )
-from tests.audio_fixtures import needs_espeak
+from tests.support.audio import needs_espeak
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -256,7 +256,7 @@ async def test_fatal_endpoint_error_stops_the_bridge(db, settings, mini_suite, m
     from server.db import Attempt
     from server.engine.leasing import create_run
     from server.engine.progress import run_progress
-    from tests.peers.openai_realtime_peer import RealtimePeer, RealtimeScript
+    from tests.support.peers.openai_realtime_peer import RealtimePeer, RealtimeScript
 
     monkeypatch.setenv("OPENAI_API_KEY", "wrong")
     tok = create_token(db, "local")

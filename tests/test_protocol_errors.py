@@ -32,7 +32,7 @@ from server.core.audio import decode_audio
 from server.db import Attempt, AudioChunk, Episode, FrameRow, Run
 from server.engine.bridge_ws import WSConnection
 from server.engine.leasing import cancel_run, create_run
-from tests.api_fixtures import serve_one
+from tests.support.world import serve_one
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 HEADER = struct.Struct("<BBHI")

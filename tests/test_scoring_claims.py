@@ -38,8 +38,8 @@ from server.scoring.claims import (
 from server.scoring.errors import BackendUnavailable
 from server.scoring.runner import ScoreOptions, score_run
 from server.scoring.store import finish_scoring, open_scoring
-from tests.fake_anthropic import FakeAnthropic
-from tests.scoring_support import entry
+from tests.support.anthropic_peer import FakeAnthropic
+from tests.support.scoring import entry
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-test-claims"

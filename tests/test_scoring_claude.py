@@ -13,9 +13,9 @@ from server.core.audio import write_wav
 from server.scoring.errors import JudgeError
 from server.scoring.judges import parse_label
 from server.scoring.runner import ScoreOptions, score_bundles
-from tests.audio_fixtures import place
-from tests.fake_anthropic import FakeAnthropic, Reply
-from tests.scoring_support import sec, simulate
+from tests.support.anthropic_peer import FakeAnthropic, Reply
+from tests.support.audio import place
+from tests.support.scoring import sec, simulate
 
 KEY = "sk-test-123"
 

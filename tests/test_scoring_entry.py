@@ -16,8 +16,8 @@ from server.scoring.asr import ASRBackend, ASRResult
 from server.scoring.errors import BadEntry
 from server.scoring.results import load_episode_scores
 from server.scoring.store import Cache, load_entries, open_scoring, save_episode
-from tests.audio_fixtures import place
-from tests.scoring_support import entry, sec, simulate
+from tests.support.audio import place
+from tests.support.scoring import entry, sec, simulate
 
 TURNS = [("N2", "Did you book the table for Friday?", 2.5), ("N1", "Aria picked that place last time.", 2.5),
          ("T", "Aria, which place is cheaper per person?", 2.0), ("N3", "Hmm, where are my keys?", 2.0),

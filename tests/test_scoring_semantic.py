@@ -28,8 +28,8 @@ from server.scoring.errors import BackendUnavailable
 from server.scoring.judges import merge_numbers, normalize
 from server.scoring.runner import scoring_config
 from server.scoring.store import Cache
-from tests.audio_fixtures import place
-from tests.scoring_support import R, event_t, sec, simulate
+from tests.support.audio import place
+from tests.support.scoring import R, event_t, sec, simulate
 
 TURNS = [("N2", "Did you book the table for Friday?", 2.5), ("N1", "Aria picked that place last time.", 2.5),
          ("T", "Aria, which place is cheaper per person?", 2.0), ("N3", "Hmm, where are my keys?", 2.0),

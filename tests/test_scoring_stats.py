@@ -11,7 +11,7 @@ import pytest
 from server.benchmarks.mpe import stats
 from server.benchmarks.mpe.metrics import METRICS, best_per_column, compute_metrics
 from server.scoring.statistics import bonferroni, mcnemar_exact
-from tests.scoring_support import entry
+from tests.support.scoring import entry
 
 
 def exact_mcnemar(b: int, c: int) -> float:

@@ -8,7 +8,7 @@ from server.benchmarks.mpe.rules import episode_windows
 from server.benchmarks.mpe.rules import parse_timeline as _parse_timeline
 from server.core.events import Event
 from server.scoring.errors import BadBundle
-from tests.scoring_support import R, events_for, sec
+from tests.support.scoring import R, events_for, sec
 
 
 def parse_timeline(events, *args):

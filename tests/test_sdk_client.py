@@ -231,10 +231,21 @@ def test_the_sdk_still_logs_after_a_scripts_own_logging_warning(tmp_path):
     script = tmp_path / "my_bridge.py"
     script.write_text(f"""
 import logging
-from clients.sdk import BridgeOptions, run_bridge
-from model_bridges.reference import Silent
+from clients.sdk import Bridge, BridgeOptions, run_bridge
+
+class Quiet(Bridge):  # a bridge of the script's own: it imports the SDK only, as a person's would
+    name = "quiet-model"
+    clocks = ("lockstep",)
+    blocking = False
+
+    def reset(self, episode):
+        pass
+
+    def step(self, seq, room):
+        return None
+
 logging.warning("my own line")  # configures the root logger at WARNING
-run_bridge(Silent(), BridgeOptions(server="ws://127.0.0.1:{closed_port()}", token="mpe_x", backoff_min_s=0.01,
+run_bridge(Quiet(), BridgeOptions(server="ws://127.0.0.1:{closed_port()}", token="mpe_x", backoff_min_s=0.01,
                                   exit_when_idle_s=0.3))
 """)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)

@@ -27,7 +27,7 @@ from server.benchmarks.mtr.segmentation.windows import continuations, response_w
 from server.benchmarks.mtr.suite import Suite
 from server.core.timebase import STREAM_RATE
 from server.scoring.errors import BadRecording, ScoringError
-from tests.fake_anthropic import FakeAnthropic, Reply
+from tests.support.anthropic_peer import FakeAnthropic, Reply
 
 S = STREAM_RATE
 

@@ -27,7 +27,7 @@ from server.benchmarks.mpe.suite import (
 )
 from server.engine import suitebuild
 from server.tts import DEFAULT_VOICES, INSTALL_HINT, TTSUnavailable
-from tests.builtin_suites import CountingEngine, link_tree
+from tests.support.suites import CountingEngine, link_tree
 
 RATE = 24_000
 

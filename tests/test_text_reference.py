@@ -35,8 +35,8 @@ from server.engine.leasing import BadRequest
 from server.scoring.errors import JudgeError
 from server.scoring.runner import ScoreOptions, score_bundles, score_run
 from server.scoring.store import Cache
-from tests.fake_anthropic import FakeAnthropic, Reply
-from tests.scoring_support import sec, simulate
+from tests.support.anthropic_peer import FakeAnthropic, Reply
+from tests.support.scoring import sec, simulate
 
 KEY = "sk-test-ref"
 RULE = "text-ref:rule-baseline"
@@ -415,7 +415,7 @@ def test_agreement_of_two_reference_runs(settings, db, tmp_path):
 
 def test_entries_stored_before_text_references_are_speech_entries():
     from server.benchmarks.mpe.entry import EpisodeScore
-    from tests.scoring_support import entry
+    from tests.support.scoring import entry
 
     data = entry().model_dump(mode="json")
     assert data.pop("text_reference") is None

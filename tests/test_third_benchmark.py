@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 import numpy as np
 
@@ -16,11 +15,10 @@ from clients.sdk import Bridge
 from model_bridges.reference import Silent
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
-from tests.api_fixtures import bridge, wait_run, world_on
-from tests.beepbench import NAME, QUANTITY, WINDOW, build_suite
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, needs_browser
-
-REGISTRATION = f"{NAME}=tests.beepbench"  # the one registration line
+from tests.beepbench import QUANTITY, WINDOW, build_suite
+from tests.support.browser import needs_browser, signed_in
+from tests.support.plugins import BEEP_REGISTRATION
+from tests.support.world import bridge, wait_run, world_on
 
 
 class Answerer(Bridge):
@@ -48,13 +46,12 @@ class Answerer(Bridge):
 
 @needs_browser
 async def test_a_benchmark_in_a_test_package_runs_end_to_end(tmp_path, monkeypatch, say):
-    from playwright.async_api import async_playwright
     from sqlalchemy import select
 
     from server.db import Episode
-    from tests.test_cli import mpe
+    from tests.support.cli import mpe
 
-    monkeypatch.setenv("MPE_BENCHMARKS", REGISTRATION)
+    monkeypatch.setenv("MPE_BENCHMARKS", BEEP_REGISTRATION)
     answer = say("Yes, I heard the beep.")
     assert len(answer) < WINDOW
     suite = build_suite(tmp_path / "beeps")
@@ -86,32 +83,21 @@ async def test_a_benchmark_in_a_test_package_runs_end_to_end(tmp_path, monkeypat
             ep = (await c.get(f"/v1/episodes/{episodes['silent'][0]}")).json()
             assert [(x["kind"], x["verdict"]["state"]) for x in ep["timeline"]["windows"]] == [("beep", "fail")] * 2
 
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = await browser.new_page(viewport={"width": 1440, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            try:
-                await page.goto(f"{w.http}/ui/signin.html")
-                await page.fill("#token", w.tokens["alpha"])
-                await page.keyboard.press("Enter")
-                await page.wait_for_url(re.compile(r"/ui/index\.html"))
-                await page.goto(f"{w.http}/ui/episode.html?id={episodes['answerer'][0]}")
-                await page.locator("#timeline .win-beep.v-pass").first.wait_for()
-                assert await page.locator("#timeline .win-beep.v-pass").count() == 2
-                # its room blocks and script rows: what its hooks give
-                assert await page.locator("#timeline .clip.label-beep").count() == 2
-                assert await page.locator("#turns tr").count() == 2
-                assert "beep 2" in (await page.locator("#turns tr").all_inner_texts())[1]
-                assert await page.locator("#turns-head th").all_inner_texts() == ["Start", "Beep", "Window"]
-                await page.goto(f"{w.http}/ui/run.html?id={runs['answerer']}")
-                await page.wait_for_selector("#episodes tr")
-                assert await page.locator("#episodes tr").count() == 2
-                await page.locator("text=Answer rate").first.wait_for()
-                # its outcome column and cells, and its failure title in the filter
-                await page.locator("#episodes tr", has_text="2/2 beeps").first.wait_for()
-                assert "Beeps answered" in await page.inner_text("#episodes-head")
-                assert "a beep went unanswered" in await page.inner_text("#filters [name=outcome]")
-                assert errors == []
-            finally:
-                await browser.close()
+        async with signed_in(w.http, w.tokens["alpha"]) as (page, errors):
+            await page.goto(f"{w.http}/ui/episode.html?id={episodes['answerer'][0]}")
+            await page.locator("#timeline .win-beep.v-pass").first.wait_for()
+            assert await page.locator("#timeline .win-beep.v-pass").count() == 2
+            # its room blocks and script rows: what its hooks give
+            assert await page.locator("#timeline .clip.label-beep").count() == 2
+            assert await page.locator("#turns tr").count() == 2
+            assert "beep 2" in (await page.locator("#turns tr").all_inner_texts())[1]
+            assert await page.locator("#turns-head th").all_inner_texts() == ["Start", "Beep", "Window"]
+            await page.goto(f"{w.http}/ui/run.html?id={runs['answerer']}")
+            await page.wait_for_selector("#episodes tr")
+            assert await page.locator("#episodes tr").count() == 2
+            await page.locator("text=Answer rate").first.wait_for()
+            # its outcome column and cells, and its failure title in the filter
+            await page.locator("#episodes tr", has_text="2/2 beeps").first.wait_for()
+            assert "Beeps answered" in await page.inner_text("#episodes-head")
+            assert "a beep went unanswered" in await page.inner_text("#filters [name=outcome]")
+            assert errors == []

@@ -19,8 +19,8 @@ from server.tts import (
     get_engine,
     parse_piper_voice,
 )
-from tests.audio_fixtures import needs_espeak
-from tests.builtin_suites import CountingEngine
+from tests.support.audio import needs_espeak
+from tests.support.suites import CountingEngine
 
 TEXT = "The noodle bar does a big bowl for eleven dollars. That sounds like a good deal to me."
 

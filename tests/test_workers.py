@@ -36,10 +36,10 @@ from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, BridgeRow, Database, Episode
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import FRAME, make_settings, wait_run
-from tests.conftest import database_url
-from tests.faults.test_faults_kill import completed
-from tests.test_engine_e2e import _free_port, _start_server, check_attempt_recording
+from tests.support.databases import database_url
+from tests.support.faults import completed
+from tests.support.servers import check_attempt_recording, free_port, start_server
+from tests.support.world import FRAME, make_settings, wait_run
 
 HOLD_SEQ = 25  # gated bridges stop answering at this room frame until the test lets them go
 
@@ -88,7 +88,7 @@ def test_the_port_is_held_for_the_workers_and_refused_when_taken():
 
 def test_serve_workers_on_sqlite_is_refused_with_a_clear_message(tmp_path):
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'mpe.db'}", MPE_DATA_DIR=str(tmp_path / "data"))
-    out = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--port", str(_free_port()), "--workers", "2"],
+    out = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--port", str(free_port()), "--workers", "2"],
                          env=env, capture_output=True, text=True, timeout=60)
     said = " ".join(out.stderr.split())
     assert out.returncode == 2, said
@@ -118,9 +118,9 @@ class Workers:
     """``mpe serve --workers 2`` on a free port, its log in a file."""
 
     def __init__(self, settings, tmp: Path, n: int = 2):
-        self.port, self.log = _free_port(), tmp / "serve.log"
+        self.port, self.log = free_port(), tmp / "serve.log"
         with self.log.open("wb") as f:
-            self.proc = _start_server(settings, self.port, "--workers", str(n), stderr=f)
+            self.proc = start_server(settings, self.port, "--workers", str(n), stderr=f)
         t0 = time.monotonic()
         while "serving on" not in self.text():
             assert self.proc.poll() is None, self.text()

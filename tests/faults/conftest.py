@@ -1,3 +1,3 @@
-"""The fault tests' shared fixture: a PostgreSQL cluster of the test's own (tests/faults/test_faults_storage.py)."""
+"""The fault tests' shared fixture: a PostgreSQL cluster of the test's own (tests/support/faults.py)."""
 
-from tests.faults.test_faults_storage import own_postgres  # noqa: F401 (a fixture)
+from tests.support.faults import own_postgres  # noqa: F401 (a fixture)

@@ -7,7 +7,6 @@ attempt lost to a kill is abandoned with ``lease_expired``."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import random
 import signal
@@ -17,29 +16,16 @@ from sqlalchemy import select
 
 from clients.sdk import BridgeClient, BridgeOptions
 from server.auth import create_token
-from server.core.status import AttemptStatus, EpisodeStatus
+from server.core.status import AttemptStatus
 from server.db import Attempt, Episode
-from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
-from tests.api_fixtures import Slow, wait_run
-from tests.test_engine_e2e import _free_port, _start_server, check_attempt_recording
+from tests.support.faults import completed
+from tests.support.servers import check_attempt_recording, free_port, start_server
+from tests.support.world import Slow, wait_run
 
 KILLS = 3
 SEED = 20261201
-
-
-def completed(db) -> dict[str, str]:
-    """Each completed episode: a digest of its completed attempt (both tracks and its row)."""
-    out = {}
-    with db.session() as s:
-        for ep in s.scalars(select(Episode).where(Episode.status == EpisodeStatus.completed)):
-            att = s.get(Attempt, ep.completed_attempt_id)
-            h = hashlib.sha256(f"{att.id} {att.n_frames} {att.end_sample}".encode())
-            for track in ("room", "assistant"):
-                h.update(load_track(db, att.id, track).tobytes())
-            out[ep.id] = h.hexdigest()
-    return out
 
 
 @pytest.mark.parametrize("seed", [SEED])
@@ -50,8 +36,8 @@ async def test_server_killed_at_random_moments_loses_nothing(db, settings, mini_
     # a kill costs the attempt it meets: with more attempts than kills, every episode can complete
     run = create_run(db, team="local", model="slow", suite_path=str(mini_suite), clock="lockstep",
                      max_attempts=KILLS + 1)
-    port = _free_port()
-    proc = _start_server(settings, port)
+    port = free_port()
+    proc = start_server(settings, port)
     client = BridgeClient(Slow(0.003), BridgeOptions(server=f"ws://127.0.0.1:{port}", token=tok, backoff_min_s=0.1,
                                                 backoff_max_s=0.3))
     task = asyncio.create_task(client.run())
@@ -66,7 +52,7 @@ async def test_server_killed_at_random_moments_loses_nothing(db, settings, mini_
             now = await asyncio.to_thread(completed, db)
             assert {k: now[k] for k in seen} == seen, f"a completed episode changed (kill moments {moments})"
             seen = now
-            proc = _start_server(settings, port)
+            proc = start_server(settings, port)
         p = await wait_run(db, run, [task], timeout=120)
     finally:
         client.stop()

@@ -1,5 +1,5 @@
 """Network impairment between a bridge and the server (docs/guarantees.md "Faults"): a loopback
-proxy (tests/faults/netproxy.py) adds latency, jitter and bursts, and drops the first connection
+proxy (tests/support/netproxy.py) adds latency, jitter and bursts, and drops the first connection
 mid-episode. In lockstep the recordings are those of an unimpaired run, sample for sample; the
 dropped connection costs one attempt, which is retried on the next connection."""
 
@@ -13,8 +13,8 @@ from server.core.status import AttemptStatus
 from server.db import Attempt, Episode, EventRow, FrameRow
 from server.engine.export import load_track
 from server.engine.leasing import create_run
-from tests.api_fixtures import Scripted, World, bridge, wait_run, world_on
-from tests.faults.netproxy import Impairment, Proxy
+from tests.support.netproxy import Impairment, Proxy
+from tests.support.world import Scripted, World, bridge, wait_run, world_on
 
 
 def recordings(w: World, run_id: str) -> dict[str, tuple]:

@@ -13,7 +13,7 @@ from server.core.status import AttemptStatus
 from server.db import Attempt
 from server.engine.leasing import create_run
 from server.engine.session import Disconnected, attempt_error
-from tests.api_fixtures import Scripted, bridge, wait_run, world_on
+from tests.support.world import Scripted, bridge, wait_run, world_on
 
 
 def test_an_attempts_error_names_whose_fault_it_was():

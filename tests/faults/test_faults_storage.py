@@ -12,15 +12,11 @@ and the episode is retried; the server stays up throughout.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import shutil
-import socket
 import subprocess
 import tempfile
 import threading
-import time
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -29,21 +25,19 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from clients.messages import EpisodeEnd
-from server.app import BackgroundServer
-from server.auth import create_token
 from server.core.status import AttemptStatus, EpisodeStatus
-from server.db import Attempt, AudioChunk, BridgeRow, Database, Episode, FrameRow
+from server.db import Attempt, BridgeRow, Episode
 from server.engine.leasing import create_run
-from server.engine.outage import UNAVAILABLE, Outage, StorageFailed
-from tests.api_fixtures import Quiet, bridge, make_settings, until, wait_run
-
-REQUIRED = os.environ.get("MPE_REQUIRE_SYSTEM") == "1"
-
-
-def _unavailable(why: str):
-    if REQUIRED:
-        pytest.fail(f"{why} (MPE_REQUIRE_SYSTEM=1)")
-    pytest.skip(why)
+from server.engine.outage import Outage, StorageFailed
+from tests.support.faults import (
+    OnLog,
+    bridge_to,
+    check_recording,
+    server_on,
+    unavailable,
+    wait_run_through_outage,
+)
+from tests.support.world import Quiet, until, wait_run
 
 
 @contextmanager
@@ -54,7 +48,7 @@ def tiny_disk(size_mb: int = 32):
                        capture_output=True, text=True)
     if r.returncode != 0:
         path.rmdir()
-        _unavailable(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        unavailable(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     try:
         yield path
     finally:
@@ -80,29 +74,6 @@ class Disk:
         self.filler.unlink(missing_ok=True)
 
 
-class OnLog(logging.Handler):
-    """Calls ``action`` (once) on the first record of ``logger`` whose message contains ``text``."""
-
-    def __init__(self, logger: str, text: str, action):
-        super().__init__()
-        self.logger, self.text, self.action, self.seen = logging.getLogger(logger), text, action, 0
-        self.done = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.text in record.getMessage():
-            self.seen += 1
-            if not self.done.is_set():
-                self.done.set()
-                self.action()
-
-    def __enter__(self):
-        self.logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.removeHandler(self)
-
-
 class Trouble(Quiet):
     """A quiet bridge that makes trouble (``at(seq)``) once, at room frame ``seq`` of its first episode,
     and notes how its episodes ended."""
@@ -119,40 +90,6 @@ class Trouble(Quiet):
 
     def end_episode(self, end: EpisodeEnd) -> None:
         self.ends.append(end.reason)
-
-
-@asynccontextmanager
-async def server_on(url: str, tmp: Path, suite: Path, **kw):
-    settings = make_settings(url, tmp, **kw)
-    db = await asyncio.to_thread(Database, settings.db_url)
-    token = create_token(db, "ops", admin=True)
-    try:
-        async with BackgroundServer(settings) as server:
-            yield db, server, token
-    finally:
-        db.dispose()
-
-
-def check_recording(db: Database, episode_id: str) -> Attempt:
-    """The completed attempt's recording is whole: one frame row per room frame and slot, audio
-    chunks contiguous from sample 0 to the episode's end on both tracks, no duplicates."""
-    with db.session() as s:
-        ep = s.get(Episode, episode_id)
-        att = s.get(Attempt, ep.completed_attempt_id)
-        seqs = s.scalars(select(FrameRow.seq).where(FrameRow.attempt_id == att.id,
-                                                    FrameRow.direction == "room").order_by(FrameRow.seq)).all()
-        assert seqs == list(range(att.n_frames))
-        for track in ("room", "assistant"):
-            chunks = s.execute(select(AudioChunk.idx, AudioChunk.start_sample, AudioChunk.n_samples)
-                               .where(AudioChunk.attempt_id == att.id, AudioChunk.track == track)
-                               .order_by(AudioChunk.idx)).all()
-            assert [c.idx for c in chunks] == list(range(len(chunks)))
-            at = 0
-            for c in chunks:
-                assert c.start_sample == at
-                at += c.n_samples
-            assert at == att.n_frames * 1920 >= att.end_sample
-        return att
 
 
 async def test_sqlite_disk_full_is_ridden_out(tmp_path, mini_suite):
@@ -208,70 +145,7 @@ async def test_sqlite_disk_full_for_too_long_fails_the_attempt_only(tmp_path, mi
             check_recording(db, ep.id)
 
 
-@asynccontextmanager
-async def bridge_to(server, b, token):
-    class W:  # what tests.api_fixtures.bridge needs of a world
-        ws = f"ws://127.0.0.1:{server.port}"
-    async with bridge(W, b, token) as task:
-        yield task
-
-
 # --- PostgreSQL going down and coming back -------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """A PostgreSQL cluster of the test's own, run as the ``postgres`` user."""
-
-    def __init__(self, root: Path, port: int):
-        self.root, self.port, self.data = root, port, root / "data"
-
-    def _pg(self, *args: str) -> None:
-        bindir = Path(subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()) \
-            if shutil.which("pg_config") else next(Path("/usr/lib/postgresql").glob("*/bin"))
-        cmd = [str(bindir / args[0]), *args[1:]]
-        if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
-
-    def init(self) -> None:
-        self._pg("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-
-    def start(self) -> None:
-        self._pg("pg_ctl", "-D", str(self.data), "-w", "-l", str(self.root / "log"), "-o",
-                 f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
-
-    def stop(self) -> None:
-        self._pg("pg_ctl", "-D", str(self.data), "-w", "-m", "fast", "stop")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-
-@pytest.fixture
-def own_postgres():
-    if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")) and not shutil.which("pg_config"):
-        _unavailable("no PostgreSQL server binaries (initdb) here")
-    root = Path(tempfile.mkdtemp(prefix="mpe-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres")
-    c = Cluster(root, _free_port())
-    c.init()
-    c.start()
-    try:
-        yield c
-    finally:
-        try:
-            c.stop()
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(root, ignore_errors=True)
-
 
 async def test_postgres_down_mid_episode_is_ridden_out(tmp_path, mini_suite, own_postgres):
     """PostgreSQL stops during an episode and starts again once a write was refused: the episode
@@ -291,17 +165,6 @@ async def test_postgres_down_mid_episode_is_ridden_out(tmp_path, mini_suite, own
             ids = s.scalars(select(Episode.id).where(Episode.run_id == run)).all()
         for ep_id in ids:
             check_recording(db, ep_id)
-
-
-async def wait_run_through_outage(db, run, tasks, timeout: float = 120):
-    """wait_run, but reading progress may itself meet the database away."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        try:
-            return await wait_run(db, run, tasks, timeout=timeout)
-        except UNAVAILABLE:
-            await asyncio.sleep(0.1)
-    raise AssertionError("the database never came back")
 
 
 def test_outage_patience_on_an_injected_clock():

@@ -1,5 +1,5 @@
 """PostgreSQL restarted during a realtime episode (docs/guarantees.md "Faults"): the cluster of the
-test's own (tests/faults/test_faults_storage.py) is stopped for about two seconds while a bridge
+test's own (``own_postgres``, tests/support/faults.py) is stopped for about two seconds while a bridge
 that talks (it answers every room frame with the room's audio at half volume, so the detector and
 both tracks are busy) serves a realtime episode of a short suite, and started again.
 
@@ -23,9 +23,9 @@ from clients.messages import EpisodeStart
 from server.core.status import AttemptStatus
 from server.db import Attempt, Episode, FrameRow
 from server.engine.leasing import create_run
-from tests.api_fixtures import Quiet, until
-from tests.conftest import build_mini_suite
-from tests.faults.test_faults_storage import OnLog, bridge_to, check_recording, server_on, wait_run_through_outage
+from tests.support.faults import OnLog, bridge_to, check_recording, server_on, wait_run_through_outage
+from tests.support.suites import build_mini_suite
+from tests.support.world import Quiet, until
 
 OUTAGE_AT = 30  # the room frame at which PostgreSQL stops (2.4 s into the episode)
 DOWN_S = 1.0  # how long it stays stopped before it is started again (pg_ctl's own time comes on top)

@@ -2,7 +2,7 @@
 
 Usage from a test module::
 
-    from tests.audio_fixtures import speech_cache_dir, synthesize
+    from tests.support.audio import speech_cache_dir, synthesize
 
     @pytest.fixture(scope="session")
     def say(pytestconfig, tmp_path_factory):

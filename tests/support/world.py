@@ -26,7 +26,7 @@ from server.auth import create_token
 from server.db import Database
 from server.engine.progress import RunProgress, run_progress
 from server.settings import Settings
-from tests.conftest import database_url
+from tests.support.databases import database_url
 
 FRAME = 1920
 
@@ -249,3 +249,15 @@ class ServedWorld:
     def __exit__(self, *exc) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)
         self.thread.join(60)
+
+
+def narrow_server_side(server: BackgroundServer, client: socket.socket, size: int = 8192) -> None:
+    """Give the server's end of a stalled listener a small send buffer, as on a slow network
+    path, so its backlog reaches the application within seconds instead of megabytes."""
+    me = client.getsockname()
+    for proto in list(server.server.server_state.connections):
+        transport = getattr(proto, "transport", None)
+        if transport is not None and transport.get_extra_info("peername") == me:
+            transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+            return
+    raise AssertionError("server side of the stalled listener not found")

@@ -1,4 +1,6 @@
-"""The built-in suites voiced once per test session (pytest fixtures, re-exported by conftest):
+"""The suites the tests play. The mini suite (:func:`build_mini_suite`: a few short real-speech
+clips; conftest's ``mini_suite`` fixture builds it once per session). The built-in suites voiced once
+per test session (pytest fixtures, re-exported by conftest):
 ``demo_build`` (Duplex-MPE ``mini``, built with a counting piper engine so its tests see every
 synthesis call) and ``mtr_mini`` (MTR-DuplexBench ``mtr-mini``). Tests that need a built-in suite
 in a data dir of their own copy it from these (:func:`seed_builtin`), so its voicing is paid once."""
@@ -17,6 +19,7 @@ import pytest
 from filelock import FileLock
 
 from server.benchmarks.mpe.demo_suite import build_demo_suite
+from server.benchmarks.mpe.suite import Preamble, Scenario, SuiteMeta, Turn, write_suite
 from server.tts import INSTALL_HINT
 
 
@@ -118,3 +121,47 @@ def mtr_dims_mini(pytestconfig, tmp_path_factory) -> str:
     cache = getattr(pytestconfig, "cache", None)
     data_dir = Path(cache.mkdir("mtr-dims-mini-builtin")) if cache is not None else tmp_path_factory.mktemp("dims")
     return str(build_builtin("mtr-dims-mini", data_dir))
+
+
+# A small suite with short real-speech clips: pair p1 has a plain T, pair p2 an N4 event.
+MINI_SCRIPT = {
+    "p1": [("A", "N2", "Ben, can you pass the salt?"), ("B", "N1", "Aria is on the shelf."),
+           ("C", "T", "{aria}What time is it in Tokyo?"), ("A", "N3", "Hmm, I wonder.")],
+    "p2": [("A", "N2", "Did you feed the cat?"), ("B", "T", "{aria}How far is the station?"),
+           ("C", "N4Q", "Aria, what is the weather?"), ("A", "N4R", "It is sunny, I checked."),
+           ("B", "N3", "Okay then.")],
+}
+MINI_GOLD = {"p1": "Nine in the evening", "p2": "Two kilometres"}
+
+
+def build_mini_suite(root: Path, say, script: dict = MINI_SCRIPT, gold: dict = MINI_GOLD) -> Path:
+    """A suite of ``script`` (pair -> turns of speaker, label, text; ``{aria}`` names Aria in the
+    explicit version only) spoken by piper, in both conditions."""
+    clips = root / "clips"
+    clips.mkdir(parents=True, exist_ok=True)
+
+    def clip(rel: str, text: str) -> tuple[str, float]:
+        pcm = say(text)
+        import soundfile as sf
+
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(root / rel), pcm, 24000, subtype="PCM_16")
+        return rel, len(pcm) / 24000
+
+    pre, pre_d = clip("clips/preamble.wav", "You are Aria. Answer only when asked.")
+    scenarios = []
+    for pair, turns in script.items():
+        for cond in ("explicit", "implicit"):
+            ts = []
+            for i, (spk, label, text) in enumerate(turns):
+                text = text.replace("{aria}", "Aria, " if cond == "explicit" else "")
+                rel, d = clip(f"clips/{pair}/{cond}/{i:03d}.wav", text)
+                ts.append(Turn(idx=i, speaker=spk, label=label, text=text, clip=rel, duration_s=d))
+            scenarios.append(Scenario(scenario_id=f"s-{pair}", pair_id=pair, condition=cond, n_speakers=3,
+                                      t_bucket="middle", attributes={"setting": "kitchen"},
+                                      gold_answer=gold[pair], answer_keys=None, turns=ts))
+    meta = SuiteMeta(name="mini", version="1", generator="scripted", seed=0,
+                     voices={"A": "piper:joe@1.0", "B": "piper:joe@1.0", "C": "piper:joe@1.0"},
+                     preamble=Preamble(text="You are Aria. Answer only when asked.", clip=pre, duration_s=pre_d))
+    write_suite(root, meta, scenarios)
+    return root

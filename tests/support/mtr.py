@@ -1,15 +1,19 @@
 """MTR episodes run in lockstep on the engine's pure core, no server: the episode core (scheduler,
 causal detector, room mixer, teacher forcing) that the live session drives, fed by a real bridge's
-``force``/``step``, recorded as scoring loads an episode."""
+``force``/``step``, recorded as scoring loads an episode; and a small MTR suite of real speech, one
+dialogue with a round of each feature (:func:`build_mtr_suite`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import soundfile as sf
 
 from clients.messages import EpisodeStart, Reference
 from clients.sdk import Bridge
 from server.benchmarks.mtr import BENCHMARK
-from server.benchmarks.mtr.suite import MTRScenario, Suite
+from server.benchmarks.mtr.suite import Dialogue, MTRMeta, MTRScenario, Suite
 from server.engine.clips import open_episode
 from server.scoring.loading import LoadedEpisode
 
@@ -50,3 +54,42 @@ def run_suite(suite_path: str, bridge: Bridge, modes: tuple[str, ...] = ("gt", "
     suite = Suite.load(suite_path)
     return [run_lockstep(suite_path, bridge, spec.scenario, model=model)
             for spec in BENCHMARK.episodes(suite, list(modes), None)]
+
+
+REPLY = ("Sure. The museum opens at nine in the morning on weekdays. On weekends it opens an hour later, "
+         "and the last entry is at five.")
+
+
+def build_mtr_suite(root: Path, say) -> Path:
+    """One dialogue, one round per feature, real speech."""
+
+    def clip(name: str, text: str, **kw) -> dict:
+        pcm = say(text)
+        rel = f"clips/{name}.wav"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(root / rel), pcm, 24000, subtype="PCM_16")
+        return {"text": text, "clip": rel, "duration_s": len(pcm) / 24000, **kw}
+
+    def rnd(n: int, feature: str, question: str, **parts) -> dict:
+        return {"round": n, "feature": feature, "user": clip(f"r{n}_user", question),
+                "assistant": clip(f"r{n}_reply", REPLY), **parts}
+
+    rounds = [
+        rnd(1, "smooth", "When does the city museum open?"),
+        rnd(2, "interruption", "Can you tell me about the train to the coast?",
+            barge_in=clip("r2_barge", "Actually, wait, what about the bus?", after_onset_s=1.0,
+                          response=clip("r2_barge_reply", "The bus leaves every hour from the main square."))),
+        rnd(3, "pause", "I was wondering if you could",
+            pause={"length_s": 2.0, "continuation": clip("r3_more", "recommend a place for lunch.")}),
+        rnd(4, "background", "What should I pack for the hike?",
+            background=clip("r4_tv", "And now the evening news with the latest headlines.", kind="broadcast",
+                            after_onset_s=0.8)),
+        rnd(5, "backchannel", "How do I get a library card?",
+            backchannels=[clip("r5_bc0", "Mm-hmm.", after_onset_s=1.0), clip("r5_bc1", "Right.", after_onset_s=2.8)]),
+    ]
+    meta = MTRMeta(benchmark="mtr-duplexbench", name="mtr-test", version="1", generator="scripted", seed=0,
+                   voices={"user": "piper:joe@1.0", "assistant": "piper:joe@1.0", "broadcast": "piper:joe@1.0"})
+    suite = Suite(root, meta, [Dialogue(dialogue_id="d1", set="mixed", topic="a city day",
+                                        rounds=rounds)])
+    suite.write()
+    return root

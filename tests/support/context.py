@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
 from server.benchmarks.mpe import DuplexMPE
 from server.benchmarks.mpe.suite import Scenario
 from server.core.events import Event
 from server.core.schedule import FramePlan, Piece
-from server.core.timebase import SpeechEvent
+from server.core.timebase import Segment, SpeechEvent
+from server.db import Attempt, Episode, SegmentRow
 
 NAME = "context-test"
 FRAME = 1920
@@ -139,3 +141,14 @@ def expected_tracks(clips: Mapping[str | int, np.ndarray], history: bool) -> tup
         return np.clip(acc, -32768, 32767).astype(np.int16)
 
     return track(room_p), track(ctx_p)[: n_ctx * FRAME], n_ctx
+
+
+def episode_of(db, run_id: str, condition: str):
+    """The run's episode of ``condition``: its row, its completed attempt (or None) and that
+    attempt's live speech segments."""
+    with db.session() as s:
+        ep = s.scalars(select(Episode).where(Episode.run_id == run_id, Episode.condition == condition)).one()
+        att = s.get(Attempt, ep.completed_attempt_id) if ep.completed_attempt_id else None
+        live = [Segment(g.start, g.end) for g in s.scalars(select(SegmentRow).where(
+            SegmentRow.attempt_id == ep.completed_attempt_id).order_by(SegmentRow.start))] if att else []
+    return ep, att, live

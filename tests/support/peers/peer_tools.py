@@ -3,27 +3,26 @@
 Nothing here is used by the product. :class:`EnergyVAD` plays the part of a service's
 server-side voice activity detection inside the peers; :func:`drive` plays the part of the
 benchmark server for bridge-level tests (one room frame per 80 ms slot, as the realtime
-clock does, without the database).
+clock does, without the database); :func:`play_run` serves a bridge a run on a real server until
+it ends, and :func:`mini_timeline` says where the mini suite's turns fall on the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import socket
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from clients.messages import EpisodeStart
+from clients.sdk import BridgeClient, BridgeOptions
+from server.benchmarks.mpe.suite import Suite
+from server.engine.progress import run_progress
 
 FRAME = 1920
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SEC = 24_000
 
 
 class EnergyVAD:
@@ -254,3 +253,47 @@ def audible_frames(pcm: np.ndarray) -> list[int]:
 
 def event(events: list, type_: str, **data) -> dict:
     return next(e for e in events if e["type"] == type_ and all(e["data"].get(k) == v for k, v in data.items()))
+
+
+def nonzero(x: np.ndarray) -> np.ndarray:
+    """The samples of ``x`` that are not zero (what a bridge played, without the silence around it)."""
+    return x[x != 0]
+
+
+def mini_timeline(suite_path) -> dict[str, int]:
+    """Stream sample times of the mini suite's p1/explicit episode up to T's end (§3: those do
+    not depend on the model): preamble, 0.5 s, then each clip followed by 0.5 s."""
+    suite = Suite.load(suite_path)
+    sc = suite.scenario("s-p1", "explicit")
+    t = len(suite.load_clip(suite.meta.preamble.clip))
+    out = {"preamble_end": t}
+    t += SEC // 2
+    for turn in sc.turns:
+        start, t = t, t + len(suite.load_clip(turn.clip))
+        if turn.label == "T":
+            out.update(t_start=start, t_end=t)
+            return out
+        t += SEC // 2
+    raise AssertionError("no T turn")
+
+
+async def play_run(db, server, bridge, token, run_id, timeout=90):
+    """``bridge`` plays run ``run_id`` on ``server`` (with ``token``) until the run ends; its progress.
+    Fails if the bridge stops first or the run takes longer than ``timeout``."""
+    client = BridgeClient(bridge, BridgeOptions(server=server.url, token=token, backoff_min_s=0.05,
+                                                backoff_max_s=0.2))
+    task = asyncio.create_task(client.run())
+    t0 = time.monotonic()
+    try:
+        while True:
+            p = await asyncio.to_thread(run_progress, db, run_id)
+            if not p.active:
+                return p
+            if task.done():
+                task.result()
+                raise AssertionError(f"bridge stopped early: {p}")
+            assert time.monotonic() - t0 < timeout, f"run did not finish: {p}"
+            await asyncio.sleep(0.05)
+    finally:
+        client.stop()
+        await asyncio.gather(task, return_exceptions=True)
