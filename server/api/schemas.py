@@ -207,9 +207,10 @@ class EpisodeItem(BaseModel):
 
     id: str
     run_id: str
-    ordinal: int
-    scenario_id: str
-    pair_id: str
+    ordinal: int | None = Field(description="its place in the run; null while which scenario it plays is withheld "
+                                            "(api.md \"What a team sees\")")
+    scenario_id: str | None = Field(description="null while which scenario it plays is withheld")
+    pair_id: str | None = Field(description="null while which scenario it plays is withheld")
     condition: str
     status: EpisodeStatus
     attempts: int
