@@ -78,6 +78,10 @@ async def test_every_route_needs_a_valid_token(world):
                     assert "Traceback" not in e["message"]
                 checked += 1
         assert checked >= 16  # runs, episodes, audio, suites, tokens, metrics, me
+        # a token without the read scope is refused (403) by every route it authenticates: the schema says so
+        unlisted = [(m, path) for path, ops in schema["paths"].items() for m, op in ops.items()
+                    if "403" not in op["responses"]]
+        assert not unlisted and "403" in schema["paths"]["/v1/checks"]["post"]["responses"], unlisted
     # a revoked token stops working at once
     async with client(world, "admin") as adm:
         tok = (await adm.post("/v1/tokens", json={"team": "alpha", "label": "temp"})).json()

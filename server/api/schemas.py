@@ -59,7 +59,9 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 422, 429)}
+# 403: a token without the route's scope (a bridge-only token on a read route) or a non-admin
+# asking for what only an admin may do
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 422, 429)}
 
 
 class PageOf(BaseModel, Generic[T]):
