@@ -85,6 +85,10 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+MAX_TOKEN_LIFETIME_DAYS = 3650  # a token's lifetime (``expires_in_s``) is at most ten years
+MAX_TOKEN_LIFETIME_S = MAX_TOKEN_LIFETIME_DAYS * 86400.0
+
+
 def create_token(db: Database, team: str, *, admin: bool = False, scopes: Iterable[str] | str | None = None,
                  label: str = "", expires_in_s: float | None = None) -> str:
     """A new token's secret (stored only as its hash). ``admin`` is the scope ``admin``; without
@@ -92,8 +96,8 @@ def create_token(db: Database, team: str, *, admin: bool = False, scopes: Iterab
     if not TEAM_RE.match(team):
         raise ValueError("team names are 1-64 characters of a-z, 0-9, '_' and '-'")
     chosen = frozenset({Scope.admin}) if admin else DEFAULT_SCOPES if scopes is None else parse_scopes(scopes)
-    if expires_in_s is not None and expires_in_s <= 0:
-        raise ValueError("a token's lifetime must be positive")
+    if expires_in_s is not None and not 0 < expires_in_s <= MAX_TOKEN_LIFETIME_S:  # NaN fails too
+        raise ValueError(f"token lifetime must be > 0 and <= {MAX_TOKEN_LIFETIME_DAYS}d")
     expires = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
     token = "mpe_" + secrets.token_urlsafe(32)
     with db.session() as s:

@@ -280,3 +280,62 @@ async def test_only_an_admin_bridge_that_asks_is_told_what_it_plays(kind, tmp_pa
                     assert s.scalars(select(Episode.status).where(Episode.run_id == run)).one() == "completed"
             else:
                 assert b.seen.scenario_id == expect and b.seen.condition == "explicit"
+
+
+async def post(w, token: str, path: str, body: dict | None = None) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=w.http, headers=headers(token), timeout=30) as c:
+        return await c.post(path, json=body)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_running_episode_is_not_paired_with_its_scenario(kind, tmp_path, mini_suite):
+    """The episode ids a bridge is given cannot be joined to scenario ids by a team token while the
+    run plays (neither in the run's episode list nor in an episode's document); admins can."""
+    async with world_on(kind, tmp_path, mini_suite) as w:
+        run = create_run(w.db, team="alpha", model="slow", suite_path=str(w.suite), clock="lockstep", limit=1)
+        with w.db.session() as s:
+            eps = s.scalars(select(Episode).where(Episode.run_id == run)).all()
+        assert len(eps) >= 2
+        listed = (await get(w, w.tokens["alpha"], f"/v1/runs/{run}/episodes")).json()["items"]
+        assert {i["id"] for i in listed} == {e.id for e in eps}
+        assert all(i["scenario_id"] is None and i["pair_id"] is None and i["ordinal"] is None for i in listed)
+        for ep in eps:
+            doc = (await get(w, w.tokens["alpha"], f"/v1/episodes/{ep.id}")).json()
+            assert not {"scenario_id", "pair_id", "ordinal"} & set(doc), doc
+            assert ep.scenario_id not in json.dumps(doc)
+        admin = (await get(w, w.tokens["admin"], f"/v1/runs/{run}/episodes")).json()["items"]
+        assert {i["id"]: i["scenario_id"] for i in admin} == {e.id: e.scenario_id for e in eps}
+        assert (await get(w, w.tokens["admin"], f"/v1/episodes/{eps[0].id}")).json()["scenario_id"] == eps[0].scenario_id
+
+        assert (await post(w, w.tokens["alpha"], f"/v1/runs/{run}/cancel")).status_code == 200
+        listed = (await get(w, w.tokens["alpha"], f"/v1/runs/{run}/episodes")).json()["items"]
+        assert {i["id"]: i["scenario_id"] for i in listed} == {e.id: e.scenario_id for e in eps}  # ended: shown
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_cancelled_throwaway_run_does_not_show_the_script_another_run_plays(kind, tmp_path, mini_suite):
+    """A team token cannot read the gold answers of a running run by creating and cancelling
+    another run of the same suite: the script stays withheld while any run of the team on that
+    suite content has not ended, and shows again once every one has."""
+    async with world_on(kind, tmp_path, mini_suite) as w:
+        alpha = w.tokens["alpha"]
+        real = create_run(w.db, team="alpha", model="slow", suite_path=str(w.suite), clock="lockstep", limit=1,
+                          conditions=["explicit"])
+        r = await post(w, alpha, "/v1/runs", {"model": "throwaway", "suite": w.suite.name, "clock": "lockstep",
+                                               "limit": 1, "conditions": ["explicit"]})
+        assert r.status_code == 201, r.text
+        throwaway = r.json()["id"]
+        assert (await post(w, alpha, f"/v1/runs/{throwaway}/cancel")).json()["status"] == "cancelled"
+        with w.db.session() as s:
+            ep = s.scalars(select(Episode).where(Episode.run_id == throwaway)).one()
+            suite_id = s.scalar(select(SuiteRow.id))
+        n_turns = len(ep.scenario["turns"])
+        assert_withheld((await get(w, alpha, f"/v1/episodes/{ep.id}")).json(), n_turns)
+        sc = (await get(w, alpha, f"/v1/suites/{suite_id}/scenarios")).json()
+        assert sc["items"] and all(i["labels"] is None for i in sc["items"])
+        full = (await get(w, w.tokens["admin"], f"/v1/episodes/{ep.id}")).json()
+        assert full["gold_answer"] == ep.scenario["gold_answer"]  # admins see everything
+
+        assert (await post(w, alpha, f"/v1/runs/{real}/cancel")).status_code == 200  # every run has ended
+        d = (await get(w, alpha, f"/v1/episodes/{ep.id}")).json()
+        assert "script" not in d and d["gold_answer"] == ep.scenario["gold_answer"] and len(d["turns"]) == n_turns

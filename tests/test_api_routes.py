@@ -78,6 +78,10 @@ async def test_every_route_needs_a_valid_token(world):
                     assert "Traceback" not in e["message"]
                 checked += 1
         assert checked >= 16  # runs, episodes, audio, suites, tokens, metrics, me
+        # a token without the read scope is refused (403) by every route it authenticates: the schema says so
+        unlisted = [(m, path) for path, ops in schema["paths"].items() for m, op in ops.items()
+                    if "403" not in op["responses"]]
+        assert not unlisted and "403" in schema["paths"]["/v1/checks"]["post"]["responses"], unlisted
     # a revoked token stops working at once
     async with client(world, "admin") as adm:
         tok = (await adm.post("/v1/tokens", json={"team": "alpha", "label": "temp"})).json()
@@ -255,7 +259,11 @@ async def test_run_defaults_come_from_the_settings(world):
 
 async def test_episode_list_filters_and_outcomes(world):
     url = f"/v1/runs/{world.runs['done']}/episodes"
-    async with client(world, "alpha") as a:
+    async with client(world, "alpha") as team:  # alpha's queued run plays the suite: no pairing, list in id order
+        seen = (await team.get(url)).json()["items"]
+        assert [e["id"] for e in seen] == sorted(e["id"] for e in seen)
+        assert all(e["scenario_id"] is None and e["pair_id"] is None and e["ordinal"] is None for e in seen)
+    async with client(world, "admin") as a:
         page = (await a.get(url)).json()
         assert page["total"] == 2 and [e["condition"] for e in page["items"]] == ["explicit", "implicit"]
         by = {e["condition"]: e for e in page["items"]}
@@ -287,7 +295,10 @@ async def test_episode_list_filters_and_outcomes(world):
 async def test_episode_detail(world):
     ep = world.eps["implicit"]
     async with client(world, "alpha") as a, client(world, "beta") as b, client(world, "admin") as adm:
-        d = (await a.get(f"/v1/episodes/{ep.id}")).json()
+        # alpha's queued run plays the same suite: its team sees no script nor pairing (api.md)
+        team_view = (await a.get(f"/v1/episodes/{ep.id}")).json()
+        assert team_view["script"] == "withheld" and team_view["turns"] == [] and "scenario_id" not in team_view
+        d = (await adm.get(f"/v1/episodes/{ep.id}")).json()
         with world.db.session() as s:
             events = s.scalars(select(EventRow).where(EventRow.attempt_id == ep.completed_attempt_id)
                                .order_by(EventRow.id)).all()
@@ -295,6 +306,7 @@ async def test_episode_detail(world):
                              .order_by(SegmentRow.start)).all()
             att = s.get(Attempt, ep.completed_attempt_id)
         assert d["episode_id"] == ep.id and d["status"] == "completed" and d["condition"] == "implicit"
+        assert team_view["segments"] == d["segments"] and team_view["attempts"] == d["attempts"]
         assert [(e["t"], e["type"], e["data"]) for e in d["events"]] == [(e.t, e.type, e.data) for e in events]
         assert [(g["start"], g["end"]) for g in d["segments"]] == [(g.start, g.end) for g in segs] and segs
         assert [t["text"] for t in d["turns"]] == [t["text"] for t in ep.scenario["turns"]]
@@ -320,7 +332,7 @@ async def test_episode_timeline_is_the_rules_windows(world):
     from server.core.events import Event
 
     ep = world.eps["implicit"]
-    async with client(world, "alpha") as a:
+    async with client(world, "admin") as a:  # alpha's queued run of the suite withholds its team's view
         d = (await a.get(f"/v1/episodes/{ep.id}")).json()
     events = [Event.from_json(e) for e in d["events"]]
     w = episode_windows(parse_timeline(events, d["end_sample"]), [(g["start"], g["end"]) for g in d["segments"]])
@@ -338,7 +350,7 @@ async def test_episode_pages_data_comes_from_the_benchmark(world):
     """The episode's timeline carries its room blocks and script rows (one per turn, in the
     benchmark's script columns); the run's episode list carries each outcome's cells."""
     ep = world.eps["implicit"]
-    async with client(world, "alpha") as a:
+    async with client(world, "admin") as a:  # alpha's queued run of the suite withholds its team's view
         d = (await a.get(f"/v1/episodes/{ep.id}")).json()
         page = (await a.get(f"/v1/runs/{world.runs['done']}/episodes")).json()
     turns = ep.scenario["turns"]
@@ -555,7 +567,9 @@ async def test_scored_run_shows_metrics_and_verdicts(world):
         assert m["results"]["analyses"]["bootstrap"]["scripted"]["explicit"]["silence_preservation"]["value"] == 1.0
         assert (await a.get(f"/v1/runs/{world.runs['done']}")).json()["scored"] is True
         err(await b.get(f"/v1/runs/{world.runs['done']}/metrics"), 404, "not_found")
-        d = (await a.get(f"/v1/episodes/{im.id}")).json()
+        assert (await a.get(f"/v1/episodes/{im.id}")).json()["scores"] is None  # alpha's queued run plays the suite
+        async with client(world, "admin") as adm:
+            d = (await adm.get(f"/v1/episodes/{im.id}")).json()
         entry = next(e for e in res.episodes if e.episode_id == im.id)
         assert d["scores"] == {**entry.model_dump(mode="json"), "scoring_id": res.scoring_id}
         assert d["outcome"]["source"] == "score" and "intrusion" in d["outcome"]["failures"]

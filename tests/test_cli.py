@@ -36,6 +36,10 @@ def test_token_run_status_and_errors(settings, mini_suite):
     for args, needle in ((("--scope", "root"), "unknown scope"), (("--expires-in", "soon"), "not a duration")):
         bad = mpe(settings, "token", "create", "--team", "lab", *args, check=False)
         assert bad.returncode != 0 and needle in bad.stderr and "Traceback" not in bad.stderr
+    for lifetime in ("1e20", "inf", "1000000000000s", "nan"):  # out of range: one line, exit 2, the range named
+        bad = mpe(settings, "token", "create", "--team", "lab", "--expires-in", lifetime, check=False)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+        assert "must be > 0 and <= 3650d" in bad.stderr or "must be positive" in bad.stderr, bad.stderr
     mpe(settings, "token", "create", "--team", "lab", "--scope", "bridge", "--expires-in", "12h", "--label", "gpu")
     listed = [json.loads(line) for line in mpe(settings, "token", "list", "--team", "lab", "--json").stdout.splitlines()]
     assert [(t["scopes"], t["expires_at"] is not None) for t in listed] == [("bridge,read", False), ("bridge", True)]

@@ -29,8 +29,7 @@ from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode, EventRow, SegmentRow
-from server.db import Suite as SuiteRow
-from server.engine.disclosure import public_document, script_visible
+from server.engine.disclosure import public_document, run_disclosure
 from server.engine.export import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
 from server.engine.registry import PLUGINS, get_benchmark
 from server.scoring.results import load_episode_scores
@@ -96,9 +95,13 @@ def list_episodes(
         where.append(Episode.condition == condition)
     if status:
         where.append(Episode.status == status)
-    q = select(Episode).options(defer(Episode.scenario)).where(*where).order_by(Episode.ordinal)
     with state.db.session() as s:
-        bench = get_benchmark(visible_run(s, p, run_id).benchmark)
+        run = visible_run(s, p, run_id)
+        bench = get_benchmark(run.benchmark)
+        pairing = run_disclosure(s, p, run).pairing
+        # without the pairing the list's order would tell each episode's place in the suite
+        q = select(Episode).options(defer(Episode.scenario)).where(*where) \
+            .order_by(Episode.ordinal if pairing else Episode.id)
         if condition is not None and condition not in bench.conditions:
             raise BadRequest(f"condition must be one of {', '.join(bench.conditions)}")
         if outcome is not None and outcome not in bench.outcome_filters:
@@ -118,8 +121,9 @@ def list_episodes(
     items = []
     for e in eps:
         end = ends.get(e.completed_attempt_id or e.current_attempt_id or "")
-        items.append(EpisodeItem(id=e.id, run_id=e.run_id, ordinal=e.ordinal, scenario_id=e.scenario_id,
-                                 pair_id=e.pair_id, condition=e.condition, status=e.status, attempts=e.attempts,
+        items.append(EpisodeItem(id=e.id, run_id=e.run_id, ordinal=e.ordinal if pairing else None,
+                                 scenario_id=e.scenario_id if pairing else None,
+                                 pair_id=e.pair_id if pairing else None, condition=e.condition, status=e.status, attempts=e.attempts,
                                  live=state.live.is_live(e.id), duration_s=None if end is None else round(end / STREAM_RATE, 3),
                                  outcome=found.get(e.id), cells=_cells(bench, found.get(e.id)),
                                  updated_at=e.updated_at))
@@ -164,7 +168,8 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
     with state.db.session() as s:
         ep, run = visible_episode(s, p, episode_id)
         atts = s.scalars(select(Attempt).where(Attempt.episode_id == ep.id).order_by(Attempt.number)).all()
-        visible = script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta)
+        shown = run_disclosure(s, p, run)
+    visible = shown.script
     chosen = choose_attempt(ep, atts, attempt)
     doc = episode_document(state.db, ep.id, chosen.id if chosen else None)
     doc["segments"] = doc.pop("live_segments")
@@ -179,7 +184,7 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
                                      [(g["start"], g["end"]) for g in doc["segments"]], chosen.n_frames * FRAME)
     end = doc.get("end_sample")
     if not visible:  # the script, and the scores built on it, wait for the run's end (or for ever)
-        doc, scored = public_document(bench, doc), None
+        doc, scored = public_document(bench, doc, pairing=shown.pairing), None
     doc.update(
         timeline=None if chosen is None else episode_timeline(bench, doc, None if scored is None else scored.entry,
                                                               outcome, bench.snapshot(ep.scenario, ep.id) if visible else None),

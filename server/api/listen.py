@@ -34,8 +34,7 @@ from server.core.audio import decode_audio
 from server.core.benchmark import NO_CLIP_TEXTS, Benchmark, ClipTexts
 from server.core.status import DONE_EPISODE, AttemptStatus, EpisodeStatus
 from server.db import Attempt, AudioChunk, Database, Episode, EventRow, now
-from server.db import Suite as SuiteRow
-from server.engine.disclosure import PublicEvents, script_visible
+from server.engine.disclosure import PublicEvents, run_disclosure
 from server.engine.limits import client_address
 from server.engine.live import FRAME, Listener, ListenerOverflow, event_message, levels, timeline_message
 from server.engine.protocols import reset
@@ -68,7 +67,7 @@ def _check(db: Database, p, episode_id: str) -> tuple[Benchmark, ClipTexts, Publ
     with db.session() as s:
         ep, run = visible_episode(s, p, episode_id)
         bench = get_benchmark(run.benchmark)
-        if script_visible(p, run.status, s.get(SuiteRow, run.suite_id).meta):
+        if run_disclosure(s, p, run).script:
             scenario = bench.snapshot(ep.scenario, ep.id)
             return bench, bench.clip_texts(scenario), None, scenario
         return bench, NO_CLIP_TEXTS, bench.public_events, None

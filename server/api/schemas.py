@@ -59,7 +59,9 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 422, 429)}
+# 403: a token without the route's scope (a bridge-only token on a read route) or a non-admin
+# asking for what only an admin may do
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 422, 429)}
 
 
 class PageOf(BaseModel, Generic[T]):
@@ -207,9 +209,10 @@ class EpisodeItem(BaseModel):
 
     id: str
     run_id: str
-    ordinal: int
-    scenario_id: str
-    pair_id: str
+    ordinal: int | None = Field(description="its place in the run; null while which scenario it plays is withheld "
+                                            "(api.md \"What a team sees\")")
+    scenario_id: str | None = Field(description="null while which scenario it plays is withheld")
+    pair_id: str | None = Field(description="null while which scenario it plays is withheld")
     condition: str
     status: EpisodeStatus
     attempts: int

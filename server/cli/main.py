@@ -103,7 +103,7 @@ def _duration_s(text: str) -> float:
         value = float(number) * DURATION_UNITS.get(unit, 1)
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a duration (e.g. 3600, 15m, 12h, 30d)") from None
-    if value <= 0:
+    if not value > 0:  # NaN included; the upper bound is create_token's
         raise typer.BadParameter("a duration must be positive")
     return value
 
