@@ -34,7 +34,7 @@ function facts() {
   const o = doc.outcome;
   return el("dl", {},
     item("Model", `${doc.model.name}${doc.model.revision ? " @ " + doc.model.revision : ""}`),
-    item("Condition", doc.condition), item("Pair", doc.pair_id), item("Clock", doc.clock),
+    item("Condition", doc.condition), item("Pair", doc.pair_id ?? "withheld while the run is active"), item("Clock", doc.clock),
     item("Status", el("span", { class: `status status-${doc.status}` }, doc.status)),
     item("Length", doc.duration_s === null ? "–" : fmtTime(doc.duration_s)),
     item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
@@ -254,8 +254,9 @@ async function reload(attempt) {
     showError("error", err);
     return;
   }
-  document.title = `${doc.scenario_id} ${doc.condition} · Duplex-MPE`;
-  $("title").textContent = `${doc.scenario_id} · ${doc.condition}`;
+  const name = doc.scenario_id ?? `episode ${doc.id ?? doc.episode_id}`; // the scenario is withheld during a run
+  document.title = `${name} ${doc.condition} · Duplex-MPE`;
+  $("title").textContent = `${name} · ${doc.condition}`;
   $("crumb").textContent = doc.episode_id;
   $("run-link").textContent = doc.run_id;
   $("run-link").href = `run.html?id=${encodeURIComponent(doc.run_id)}`;

@@ -127,8 +127,9 @@ function outcomeCells(ep) {
 
 function episodeRow(ep) {
   return el("tr", {},
-    el("td", {}, ep.ordinal + 1),
-    el("th", { scope: "row" }, el("a", { href: `episode.html?id=${encodeURIComponent(ep.id)}` }, ep.scenario_id),
+    el("td", {}, ep.ordinal === null ? "–" : ep.ordinal + 1),
+    // while the team's run of this suite is active the scenario is withheld: the episode goes by its id
+    el("th", { scope: "row" }, el("a", { href: `episode.html?id=${encodeURIComponent(ep.id)}` }, ep.scenario_id ?? ep.id),
       ep.live ? el("span", { class: "badge live" }, "live") : null),
     el("td", {}, ep.condition),
     el("td", {}, el("span", { class: `status status-${ep.status}` }, ep.status)),
