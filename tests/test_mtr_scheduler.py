@@ -276,10 +276,13 @@ def test_a_reply_already_running_at_the_turn_end_places_the_clips_from_its_onset
     assert starts == [onset + int(o * S) for o in ([1.0, 3.0] if feature == "backchannel" else [1.0])]
 
 
-def test_clips_due_before_the_turn_end_start_at_it():
-    """An onset so early that onset + ``after_onset_s`` falls inside the user's turn: the part starts at the
-    turn's end (nothing is placed in the past)."""
-    d = dialogue("background")
+@pytest.mark.parametrize("feature,kind,offsets", [("background", "background", [0.0]),
+                                                   ("backchannel", "backchannel", [0.0, 2.0])])
+def test_clips_due_before_the_turn_end_move_together_to_start_at_it(feature, kind, offsets):
+    """An onset so early that onset + ``after_onset_s`` falls inside the user's turn: the parts move later
+    together, the first starting at the turn's end, their spacing kept (nothing placed in the past, no
+    two backchannels at once)."""
+    d = dialogue(feature)
 
     def early(model: Model, e) -> None:  # starts 0.2 s into the user turn
         if e.type == "user.start":
@@ -288,4 +291,4 @@ def test_clips_due_before_the_turn_end_start_at_it():
     sched = RoundScheduler(d, "free", None, lengths(d))
     ev = Model(sched, early).run()
     user_end = int(0.5 * S) + 2 * S
-    assert [e.t for e in ev if e.type == "background.start"] == [user_end]
+    assert [e.t for e in ev if e.type == f"{kind}.start"] == [user_end + int(o * S) for o in offsets]

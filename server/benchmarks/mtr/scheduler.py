@@ -322,13 +322,17 @@ class RoundScheduler:
         if w.after != "user":
             return
         r = live.round
-        # §12.3: placed from the reply's onset (speech already running at the user's end: its start);
-        # a part that would fall before now starts now (never inside the user's turn)
+        # §12.3: placed from the reply's onset (speech already running at the user's end: its start); where
+        # the first part would fall before now, every part moves later together (their spacing kept), the
+        # first starting now: never inside the user's turn
+        offsets = [samples(o, self.rate) for o in ([r.barge_in.after_onset_s] if r.barge_in else [])
+                   + [o for _, o in _placed(r)]]
+        base = max(onset, t - min(offsets)) if offsets else onset
         if r.barge_in:
-            live.barge_at = max(onset + samples(r.barge_in.after_onset_s, self.rate), t)
+            live.barge_at = max(base + samples(r.barge_in.after_onset_s, self.rate), t)
         i_bc = 0
         for part, offset_s in _placed(r):
-            p = Play(key(r.round, part), max(onset + samples(offset_s, self.rate), t), self.lengths[key(r.round, part)])
+            p = Play(key(r.round, part), max(base + samples(offset_s, self.rate), t), self.lengths[key(r.round, part)])
             self.plays.append(p)
             live.placed_end = max(live.placed_end, p.end)
             if part == "background":
