@@ -146,6 +146,7 @@ async def test_lockstep_context_frames_reach_only_bridges_that_accept_them(setti
             await until(lambda: c_plain.episodes_done == 1 and c_plain.status is not None
                         and c_plain.status.reason == "needs_context", "the plain bridge's needs_context status", timeout=60)
             assert "accepts_context" in c_plain.status.hint and "implicit" in c_plain.status.hint
+            assert c_plain.status.queued_episodes == 1 and "the 1 queued episode " in c_plain.status.hint
             ep, _, _ = episode_of(db, run, "implicit")
             assert ep.status == "queued" and ep.attempts == 0
             forced = Logged(accepts=True)

@@ -84,3 +84,36 @@ def test_history_rounds_are_not_scored():
               ev(9, "user.end", round=2), ev(15, "round.end", round=2)]
     results = judge_episode(events, segs((2.6, 5.5), (9.3, 12)))
     assert [(r.round, r.ok) for r in results] == [(2, True)]
+
+
+def _pause_round() -> list[Event]:
+    events = base("pause", ev(2, "pause.start", round=1), ev(4, "pause.end", round=1),
+                  ev(4, "user.start", round=1, part=2))
+    return sorted((e if e.type != "user.end" else ev(5, "user.end", round=1) for e in events), key=lambda e: e.t)
+
+
+@pytest.mark.parametrize("in_pause,failure", [
+    ((2.3, 2.7), None),  # 0.4 s: a backchannel-length sound, tolerated (published: not "speaking")
+    ((2.3, 3.2), None),  # 0.9 s
+    ((2.3, 3.3), "spoke_in_pause"),  # 1.0 s: the published ">= 1.0 s of words"
+    ((2.3, 3.5), "spoke_in_pause"),
+])
+def test_pause_counts_speech_from_one_second(in_pause, failure):
+    assert verdict(_pause_round(), in_pause, (5.4, 9)).failure == failure
+    assert verdict(_pause_round(), (2.2, 2.8), (3.0, 3.5), (5.4, 9)).failure == "spoke_in_pause"  # 1.1 s in total
+    assert verdict(_pause_round(), (5.4, 5.9), (7, 9)).ok  # 0.5 s in the grace after the pause
+
+
+def test_the_docs_state_the_pause_rule_the_code_applies():
+    """DESIGN §12.4 and docs/mtr.md say the pause tolerance the rule applies (and no stricter "no onset")."""
+    from pathlib import Path
+
+    from server.benchmarks.mtr.rules import PAUSE_GRACE, PAUSE_SPEECH
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    design = (docs / "DESIGN.md").read_text()
+    bullet = design[design.index("* **pause**:", design.index("### 12.4")):]
+    bullet = bullet[: bullet.index("\n* ")]
+    assert f"less than {PAUSE_SPEECH / S:.1f} s of speech in total" in bullet
+    assert f"{PAUSE_GRACE / S:.1f} s after the pause" in bullet and "onset" not in bullet
+    assert f"less than {PAUSE_SPEECH / S:.1f} s of speech in total there" in (docs / "mtr.md").read_text()

@@ -254,3 +254,41 @@ def test_gt_round_one_has_no_history_and_runs_as_free_round_one():
 
     assert upto_round_end(ev_gt) == upto_round_end(ev_free)
     assert ev_gt[-1].type == "episode.end" and ev_gt[-1].t == next(e.t for e in ev_gt if e.type == "round.end") + S
+
+
+@pytest.mark.parametrize("feature,kind", [("interruption", "barge_in"), ("background", "background"),
+                                          ("backchannel", "backchannel")])
+def test_a_reply_already_running_at_the_turn_end_places_the_clips_from_its_onset(feature, kind):
+    """§12.3: speech already active at the user's end counts, onset = its start, and the feature's parts
+    are placed at that onset + ``after_onset_s`` (not from the turn's end)."""
+    d = dialogue(feature)
+
+    def early(model: Model, e) -> None:  # starts 1.5 s into the 2 s user turn, talks for 8 s
+        if e.type == "user.start":
+            model.spans.append([e.t + int(1.5 * S), e.t + int(9.5 * S)])
+
+    sched = RoundScheduler(d, "free", None, lengths(d))
+    ev = Model(sched, early).run()
+    onset = int(0.5 * S) + int(1.5 * S)
+    first = next(e for e in ev if e.type == "response.onset")
+    assert first.data["at"] == onset and first.data["already_speaking"] is True
+    starts = [e.t for e in ev if e.type == f"{kind}.start"]
+    assert starts == [onset + int(o * S) for o in ([1.0, 3.0] if feature == "backchannel" else [1.0])]
+
+
+@pytest.mark.parametrize("feature,kind,offsets", [("background", "background", [0.0]),
+                                                   ("backchannel", "backchannel", [0.0, 2.0])])
+def test_clips_due_before_the_turn_end_move_together_to_start_at_it(feature, kind, offsets):
+    """An onset so early that onset + ``after_onset_s`` falls inside the user's turn: the parts move later
+    together, the first starting at the turn's end, their spacing kept (nothing placed in the past, no
+    two backchannels at once)."""
+    d = dialogue(feature)
+
+    def early(model: Model, e) -> None:  # starts 0.2 s into the user turn
+        if e.type == "user.start":
+            model.spans.append([e.t + int(0.2 * S), e.t + int(9.5 * S)])
+
+    sched = RoundScheduler(d, "free", None, lengths(d))
+    ev = Model(sched, early).run()
+    user_end = int(0.5 * S) + 2 * S
+    assert [e.t for e in ev if e.type == f"{kind}.start"] == [user_end + int(o * S) for o in offsets]

@@ -194,7 +194,7 @@ async def test_outsider_bridge_takes_context_frames_only_when_it_says_so(setting
         plain = OutsiderBridge(url, token, "outsider-tf")
         await plain.connect()
         st = await plain.next_status()
-        assert (st["matching_runs"], st["queued_episodes"], st["reason"]) == (1, 0, "needs_context")
+        assert (st["matching_runs"], st["queued_episodes"], st["reason"]) == (1, 1, "needs_context")  # §4.5
         assert '"accepts_context": true' in st["hint"] and "implicit" in st["hint"]
 
         forced = OutsiderBridge(url, token, "outsider-tf", accepts_context=True)

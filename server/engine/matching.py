@@ -80,7 +80,8 @@ def bridge_work(db: Database, *, team: str, admin: bool, model: str, clocks: lis
         close = _close_names(model, names)
         if close:
             hint += f" (runs exist for {', '.join(repr(n) for n in close)}: a different model name)"
-    return Status(matching_runs=matching, queued_episodes=queued, reason=reason.value, hint=hint)
+    n_waiting = queued + sum(n for _, n in held)  # §4.5: every episode waiting, those it may not take too
+    return Status(matching_runs=matching, queued_episodes=n_waiting, reason=reason.value, hint=hint)
 
 
 def _count_by_status(runs) -> list[tuple[str, int]]:

@@ -1,5 +1,7 @@
 """Run-level MTR quantities (DESIGN §12.4): success and latency per feature, per round 1…R,
-Round 1 vs the mean over rounds, and per feature set; ``metrics[model][mode][quantity] =
+Round 1 vs the mean over rounds, and per feature set (``set:NAME`` with its rounds, mean over
+rounds and latency: the paper's headline and ablation tables read these, :func:`headline`,
+:func:`ablation`); ``metrics[model][mode][quantity] =
 {"num", "den", "value"}`` like every benchmark's metrics. An excluded round (a recording whose
 parts were moved, :func:`counted`) is left out of these and counted in ``FEATURE.excluded``.
 
@@ -16,6 +18,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, Field
+
+from server.benchmarks.mtr.dataset.sets import COMBINATIONS
 from server.benchmarks.mtr.dimensions import DimensionScore
 from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
 from server.benchmarks.mtr.suite import DELIVERIES, FEATURES
@@ -72,8 +77,67 @@ def quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str,
         by_set[e.set].append(r)
     for s, rs in sorted(by_set.items()):
         out[f"set:{s}"] = _q(sum(r.ok for r in rs), len(rs))
+        set_rounds: dict[int, list[RoundScore]] = defaultdict(list)
+        for r in rs:
+            set_rounds[r.round].append(r)
+        for k in sorted(set_rounds):
+            out[f"set:{s}.r{k:02d}"] = _q(sum(r.ok for r in set_rounds[k]), len(set_rounds[k]))
+        rates = [sum(r.ok for r in v) / len(v) for v in set_rounds.values()]
+        out[f"set:{s}.mean_rounds"] = _q(float(sum(rates)), len(rates))
+        lat = [r.latency_s for r in rs if r.latency_s is not None]
+        out[f"set:{s}.latency_s"] = _q(float(sum(lat)), len(lat))
     out.update(dimension_quantities(items))
     return out
+
+
+#: the headline's source of each feature: its single-feature set (the paper's feature table; its Moshi
+#: smooth average is the ablation's "S only" figure). Never the rounds of the combinations pooled in.
+HEADLINE_SETS: dict[str, str] = {f: f for f in FEATURES}
+#: the ablation's configurations, in order: (label, set); S is the ``smooth`` set
+ABLATION: tuple[tuple[str, str], ...] = (("S", "smooth"), *((c, c) for c in COMBINATIONS))
+NOT_IN_SUITE = "not in this suite"
+
+
+class SetFigure(BaseModel):
+    """One figure of the headline (a feature) or of the ablation (a configuration), taken from one
+    feature set's rounds only; ``in_suite`` False: the scored episodes have no dialogue of that set."""
+
+    label: str = Field(description="the feature (headline) or the configuration (ablation: S, S+I, ...)")
+    set: str = Field(description="the feature set the figure comes from")
+    in_suite: bool
+    rounds: int = Field(description="the set's counted rounds")
+    round1: float | None = Field(description="success rate in round 1")
+    mean_rounds: float | None = Field(description="the mean of the per-round success rates, rounds 1-R")
+    latency_s: float | None = Field(description="mean latency, the user's end -> the reply's onset")
+
+
+def set_figure(q: dict[str, Any], label: str, set_name: str) -> SetFigure:
+    """The figure of ``set_name`` from one model x mode's quantities (its ``set:`` keys)."""
+    base = f"set:{set_name}"
+
+    def val(key: str) -> float | None:
+        cell = q.get(key)
+        return None if cell is None else cell["value"]
+
+    return SetFigure(label=label, set=set_name, in_suite=base in q, rounds=q[base]["den"] if base in q else 0,
+                     round1=val(f"{base}.r01"), mean_rounds=val(f"{base}.mean_rounds"),
+                     latency_s=val(f"{base}.latency_s"))
+
+
+def headline(q: dict[str, Any]) -> list[SetFigure]:
+    """The paper's feature table for one model x mode: per feature, from its single-feature set only."""
+    return [set_figure(q, f, HEADLINE_SETS[f]) for f in FEATURES]
+
+
+def ablation(q: dict[str, Any]) -> list[SetFigure]:
+    """The paper's feature-combination table for one model x mode: S, S+I, S+I+P, S+I+P+B."""
+    return [set_figure(q, label, s) for label, s in ABLATION]
+
+
+def published_tables(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``{"headline"|"ablation": {model: {mode: [SetFigure as a dict]}}}`` (what ``--json`` carries)."""
+    return {name: {m: {mode: [c.model_dump() for c in fn(q)] for mode, q in modes.items()}
+                   for m, modes in metrics.items()} for name, fn in (("headline", headline), ("ablation", ablation))}
 
 
 #: the reported dimension quantities: name -> (the rounds' dimension, harmful filter, value of one round)

@@ -1,7 +1,7 @@
-"""MTR reports in the terminal (DESIGN §12.4): the published main-table layout (feature × model,
-"Round 1 → mean 1–R", latency), success per round, and ``gt − free`` per round; for suites with
-tasks, the dimension table (§12.5: quality score, instruction-following rate, correct rate, safe
-rate, Round 1 → mean 1–R, safety per delivery) and the dimensions per round."""
+"""MTR reports in the terminal (DESIGN §12.4): the paper's feature table (feature × model, "Round 1 →
+mean 1–R", latency, each feature from its single-feature set), its feature-combination table (S,
+S+I, S+I+P, S+I+P+B), success per round, and ``gt − free`` per round; for suites with tasks, the
+dimension table (§12.5) and the dimensions per round."""
 
 from __future__ import annotations
 
@@ -13,7 +13,17 @@ from rich.console import Console
 from rich.table import Table
 
 from server.benchmarks.mtr.entry import MTREpisodeScore
-from server.benchmarks.mtr.metrics import DIMENSION_QUANTITIES, compute_metrics
+from server.benchmarks.mtr.metrics import (
+    ABLATION,
+    DIMENSION_QUANTITIES,
+    HEADLINE_SETS,
+    NOT_IN_SUITE,
+    SetFigure,
+    ablation,
+    compute_metrics,
+    headline,
+    published_tables,
+)
 from server.benchmarks.mtr.stats import analyses
 from server.benchmarks.mtr.suite import FEATURES
 from server.db import Database
@@ -31,25 +41,43 @@ def _val(q: dict[str, Any], name: str) -> float | None:
     return None if cell is None else cell["value"]
 
 
+def _figure(c: SetFigure, *, latency: bool = True, sep: str = "  ") -> str:
+    """One headline or ablation cell: Round 1 → mean of rounds 1–R (and the latency), or why there is none."""
+    if not c.in_suite:
+        return NOT_IN_SUITE
+    lat = "" if not latency or c.latency_s is None else f"{sep}{c.latency_s:.2f} s"
+    return f"{_pct(c.round1)} → {_pct(c.mean_rounds)}{lat}"
+
+
+def _row_label(model: str, mode: str, q: dict[str, Any]) -> str:
+    left_out = [f"{f} {q[f + '.excluded']['num']}" for f in FEATURES if f + ".excluded" in q]
+    return f"{model} · {mode}" + (f" (excluded, moved in the recording: {', '.join(left_out)})" if left_out else "")
+
+
 def main_table(metrics: dict[str, Any], title: str = "") -> Table:
-    """Success (%) in Round 1 → the mean over rounds 1–R, and the mean latency, per feature."""
-    t = Table(title=title or "MTR-DuplexBench: success % (Round 1 → mean of rounds 1–R) and latency (s)")
+    """The paper's feature table: per feature, success (%) in Round 1 → the mean over rounds 1–R and the
+    mean latency, from the feature's single-feature set only (named in the header); "not in this suite"
+    where the scored episodes have no dialogue of that set."""
+    t = Table(title=title or "MTR-DuplexBench: success % (Round 1 → mean of rounds 1–R) and latency, "
+              "from each feature's single-feature set")
     t.add_column("model · history")
     for f in FEATURES:
-        t.add_column(f, justify="right")
+        t.add_column(f"{f} (set {HEADLINE_SETS[f]})", justify="right")
     for model, modes in metrics.items():
         for mode, q in modes.items():
-            cells = []
-            for f in FEATURES:
-                if f not in q:
-                    cells.append("–")
-                    continue
-                lat = _val(q, f"{f}.latency_s")
-                cells.append(f"{_pct(_val(q, f + '.r01'))} → {_pct(_val(q, f + '.mean_rounds'))}"
-                             + ("" if lat is None else f"  {lat:.2f}s"))
-            left_out = [f"{f} {q[f + '.excluded']['num']}" for f in FEATURES if f + ".excluded" in q]
-            t.add_row(f"{model} · {mode}" + (f" (excluded, moved in the recording: {', '.join(left_out)})"
-                                             if left_out else ""), *cells)
+            t.add_row(_row_label(model, mode, q), *(_figure(c) for c in headline(q)))
+    return t
+
+
+def ablation_table(metrics: dict[str, Any]) -> Table:
+    """The paper's feature-combination table: the mean success over rounds 1–R per configuration."""
+    t = Table(title="Feature combinations: success % (Round 1 → mean of rounds 1–R), each from its set")
+    t.add_column("model · history")
+    for label, set_name in ABLATION:
+        t.add_column(label if label == set_name else f"{label} (set {set_name})", justify="right")
+    for model, modes in metrics.items():
+        for mode, q in modes.items():
+            t.add_row(_row_label(model, mode, q), *(_figure(c, latency=False) for c in ablation(q)))
     return t
 
 
@@ -70,7 +98,7 @@ def _per_round_table(title: str, first: str, ks: list[int]) -> Table:
 def rounds_table(metrics: dict[str, Any]) -> Table:
     """Success (%) per round, per model, history mode and feature: the degradation over rounds."""
     ks = _rounds(metrics)
-    t = _per_round_table("Success % per round", "model · history · feature", ks)
+    t = _per_round_table("Success % per round (each feature's rounds of every set)", "model · history · feature", ks)
     for model, modes in metrics.items():
         for mode, q in modes.items():
             for f in FEATURES:
@@ -145,6 +173,7 @@ def dimension_rounds_table(metrics: dict[str, Any]) -> Table:
 def print_tables(metrics: dict[str, Any], console: Console, title: str = "") -> None:
     """The main table, and the dimension table where rounds have tasks (what `mpe score` and the demo print)."""
     console.print(main_table(metrics, title))
+    console.print(ablation_table(metrics))
     if _has_dimensions(metrics):
         console.print(dimensions_table(metrics))
 
@@ -167,6 +196,7 @@ def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, 
     metrics = compute_metrics(entries)
     an = analyses(entries)
     console.print(main_table(metrics))
+    console.print(ablation_table(metrics))
     console.print(rounds_table(metrics))
     if _has_dimensions(metrics):
         console.print(dimensions_table(metrics))
@@ -174,7 +204,7 @@ def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, 
     gap = gap_table(an)
     if gap is not None:
         console.print(gap)
-    return {"metrics": metrics, "analyses": an}
+    return {"metrics": metrics, **published_tables(metrics), "analyses": an}
 
 
 # --- HTML --------------------------------------------------------------------------------------
@@ -269,18 +299,16 @@ def render_html(entries: list[MTREpisodeScore], *, max_timelines: int | None = 6
     with CIs, gt − free per round, and episode timelines (rounds, barge-ins, pauses marked)."""
     metrics = compute_metrics(entries)
     an = analyses(entries)
-    head = ["model · history", *FEATURES]
-    rows = []
-    for model, modes in metrics.items():
-        for mode, q in modes.items():
-            cells = []
-            for f in FEATURES:
-                lat = _val(q, f"{f}.latency_s")
-                cells.append("–" if f not in q else f"{_pct(_val(q, f + '.r01'))} → {_pct(_val(q, f + '.mean_rounds'))}"
-                             + ("" if lat is None else f" · {lat:.2f} s"))
-            rows.append([f"{model} · {mode}", *cells])
-    table = "<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(
-        "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows) + "</tbody></table>"
+    def _table(head: list[str], rows: list[list[str]]) -> str:
+        return ("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>"
+                + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows) + "</tbody></table>")
+
+    table = _table(["model · history", *(f"{f} (set {HEADLINE_SETS[f]})" for f in FEATURES)],
+                   [[_row_label(m, mode, q), *(_figure(c, sep=" · ") for c in headline(q))]
+                    for m, modes in metrics.items() for mode, q in modes.items()])
+    combos = _table(["model · history", *(lb if lb == sn else f"{lb} (set {sn})" for lb, sn in ABLATION)],
+                    [[_row_label(m, mode, q), *(_figure(c, latency=False) for c in ablation(q))]
+                     for m, modes in metrics.items() for mode, q in modes.items()])
     curves = "".join(_curve(f, metrics, an["round_cis"]) for f in FEATURES)
     gap_rows = [(m, f, k, c) for m, fs in an["gt_vs_free"].items() for f, ks in fs.items() for k, c in ks.items()]
     gap = "" if not gap_rows else (
@@ -308,8 +336,11 @@ def render_html(entries: list[MTREpisodeScore], *, max_timelines: int | None = 6
 td,th{{border:1px solid #d5d9e0;padding:3px 8px;text-align:right}} td:first-child,th:first-child{{text-align:left}}
 figure{{display:inline-block;margin:8px 16px 8px 0}} .legend,.muted{{font-size:12px;color:#5a6b7d}} .tl{{margin:6px 0}}
 </style></head><body><h1>{_e(title)}</h1>
-<p>Success % in Round 1 → the mean over rounds 1–R, and the mean latency, per feature (DESIGN §12.4).</p>
-{table}<h2>Success per round</h2>{curves}{gap}{dims}
+<p>Success % in Round 1 → the mean over rounds 1–R, and the mean latency, per feature, from the feature's
+single-feature set only (DESIGN §12.4).</p>
+{table}<h2>Feature combinations</h2><p>Success % in Round 1 → the mean over rounds 1–R of each published
+configuration, from its set.</p>{combos}<h2>Success per round</h2><p class="muted">Each feature's rounds of
+every set.</p>{curves}{gap}{dims}
 <h2>Episode timelines</h2><p class="muted">Top: live rounds (green pass, red fail). Middle: user turns (blue),
 pauses (grey), barge-ins (red), background voices (purple), backchannels (teal). Bottom: the model's speech.
 {len(shown)} of {len(entries)} episodes.</p>{timelines}</body></html>"""

@@ -18,6 +18,9 @@ from server.scoring.errors import BadBundle
 TALK_OVER = samples(1.0)  # speech over a human turn counts from 1.0 s in total (shorter: a backchannel)
 STOP_WITHIN = samples(1.0)  # interruption: the audible stop within 1.0 s of the barge-in's start
 PAUSE_GRACE = samples(1.0)  # pause handling: the published +1.0 s after the pause
+# pause handling: speech in [pause start, pause end + grace] fails from this much in total; shorter is
+# tolerated as a backchannel, as the published rule counts "speaking" from >= 1.0 s of words (notes §2)
+PAUSE_SPEECH = TALK_OVER
 YIELD_GAP = samples(2.0)  # a silence longer than this is the end of a reply (the published 2.0 s)
 BACKGROUND_SKIP = samples(0.3)  # background: the published rule starts 0.3 s into the voice
 BACKCHANNEL_AFTER = samples(1.0)  # backchannel: the window runs 1.0 s past each backchannel
@@ -176,7 +179,7 @@ def judge_round(r: LiveRound, segments: Sequence[Span]) -> RoundResult:
 
     if talked_over(segments, r.user):
         return result("talked_over")
-    if r.pause is not None and total(clipped(segments, r.pause[0], r.pause[1] + PAUSE_GRACE)) >= TALK_OVER:
+    if r.pause is not None and total(clipped(segments, r.pause[0], r.pause[1] + PAUSE_GRACE)) >= PAUSE_SPEECH:
         return result("spoke_in_pause")
     if not first.present:
         return result("no_response")

@@ -322,7 +322,12 @@ class RoundScheduler:
         if w.after != "user":
             return
         r = live.round
-        base = max(onset, w.start)  # the clips follow the reply, never precede the user's end
+        # §12.3: placed from the reply's onset (speech already running at the user's end: its start); where
+        # the first part would fall before now, every part moves later together (their spacing kept), the
+        # first starting now: never inside the user's turn
+        offsets = [samples(o, self.rate) for o in ([r.barge_in.after_onset_s] if r.barge_in else [])
+                   + [o for _, o in _placed(r)]]
+        base = max(onset, t - min(offsets)) if offsets else onset
         if r.barge_in:
             live.barge_at = max(base + samples(r.barge_in.after_onset_s, self.rate), t)
         i_bc = 0
