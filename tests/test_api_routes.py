@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from server.api.signed import current_secret, rotate_secret, sign
 from server.db import Attempt, Episode, EventRow, SegmentRow, Token
 from server.db import Suite as SuiteRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.leasing import create_run, finish_attempt, lease_episode
 from server.engine.progress import run_progress
 from tests.support.world import Scripted, bridge, wait_run, world_on

@@ -30,7 +30,7 @@ from model_bridges.playout import (
 from server.app import BackgroundServer
 from server.auth import create_token
 from server.db import Attempt, Episode, EventRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.leasing import create_run
 from tests.support.peers.freeze_omni_peer import FreezeOmniPeer, FreezeOmniScript, Reply
 from tests.support.peers.peer_tools import mini_timeline, nonzero, play_run

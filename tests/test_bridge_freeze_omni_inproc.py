@@ -24,7 +24,7 @@ pytest.importorskip("soxr")
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import EpisodeStart  # noqa: E402
 from model_bridges.freeze_omni import FreezeOmni  # noqa: E402
-from server.engine.export import load_track  # noqa: E402
+from server.engine.bundles import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
 from tests.support.context import episode_of  # noqa: E402
 from tests.support.world import serve_run  # noqa: E402

@@ -38,7 +38,7 @@ from server.auth import create_token
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.core.detector import detect_segments
 from server.db import Attempt, Episode, EventRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.leasing import create_run
 from tests.support.peers.minicpm_peer import MiniCPMPeer, MiniCPMScript, Utterance
 from tests.support.peers.peer_tools import mini_timeline, nonzero, play_run

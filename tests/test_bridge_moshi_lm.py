@@ -16,8 +16,8 @@ pytest.importorskip("moshi", reason="the [moshi] extra (make setup installs it)"
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import EpisodeStart  # noqa: E402
 from model_bridges import create_bridge  # noqa: E402
+from server.engine.bundles import load_track  # noqa: E402
 from server.engine.clips import episode_audio, load_suite  # noqa: E402
-from server.engine.export import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
 from tests.support.context import FRAME, context_suite, episode_of, expected_tracks, register  # noqa: E402
 from tests.support.moshi import write_tiny_moshi  # noqa: E402

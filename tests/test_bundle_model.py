@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from server.engine.export import BUNDLE_VERSION, EPISODE_FILE, EpisodeBundle
+from server.engine.bundles import BUNDLE_VERSION, EPISODE_FILE, EpisodeBundle
 from server.scoring.errors import BadBundle
 from server.scoring.loading import read_bundle
 

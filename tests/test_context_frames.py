@@ -26,8 +26,8 @@ from server.core.episode import EpisodeCore
 from server.core.schedule import FramePlan, Piece
 from server.core.timebase import Segment
 from server.db import Episode
+from server.engine.bundles import load_track
 from server.engine.clips import episode_audio, load_suite
-from server.engine.export import load_track
 from server.engine.leasing import create_run
 from server.engine.matching import context_note
 from tests.support.context import FRAME, HistoryScheduler, context_suite, episode_of, expected_tracks, register

@@ -20,7 +20,7 @@ from server.app import BackgroundServer
 from server.auth import create_token
 from server.cli.bridges import create_bridge
 from server.db import Attempt, AudioChunk, Episode, FrameRow
-from server.engine.export import episode_document, export_run
+from server.engine.bundles import episode_document, export_run
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
 from tests.support.servers import check_attempt_recording, free_port, serve, start_server

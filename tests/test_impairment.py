@@ -11,7 +11,7 @@ from sqlalchemy import select
 from server.api.schemas import RunCreate
 from server.core.impairment import RTO_MS, ImpairedArrivals, Impairment
 from server.db import Attempt, Episode, FrameRow, Run
-from server.engine.export import episode_document
+from server.engine.bundles import episode_document
 from server.engine.leasing import BadRequest, create_run
 from tests.support.world import Scripted, bridge, wait_run, world_on
 

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from server.app import BackgroundServer
 from server.db import Attempt, Episode, EventRow, FrameRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.leasing import cancel_run, create_run
 from tests.support.world import FRAME, Scripted, bridge, narrow_server_side, stalled, wait_run, world_on
 

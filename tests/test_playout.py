@@ -315,7 +315,7 @@ async def test_docs_sdk_example_is_detected_as_speech(db, settings, mini_suite, 
     from server.auth import create_token
     from server.core.detector import detect_segments
     from server.db import Attempt, Episode, EventRow, SegmentRow
-    from server.engine.export import load_track
+    from server.engine.bundles import load_track
     from server.engine.leasing import create_run
     from server.engine.progress import run_progress
 

@@ -24,7 +24,7 @@ from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.report import collect_report, render_html
 from server.cli.bridges import create_bridge
 from server.db import EpisodeScoreRow, MetricValueRow, ScoringRow
-from server.engine.export import export_run
+from server.engine.bundles import export_run
 from server.engine.leasing import create_run
 from server.engine.progress import run_progress
 from server.scoring.audit import import_sheet, sample

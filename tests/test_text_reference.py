@@ -199,8 +199,8 @@ def test_a_reference_run_is_a_run_scored_and_reported_with_the_speech_models(set
     from server.api.runs import progress_out, run_out
     from server.db import Attempt, Episode, Run
     from server.db import Suite as SuiteRow
+    from server.engine.bundles import episode_document
     from server.engine.disclosure import public_document
-    from server.engine.export import episode_document
     from server.engine.progress import run_progress
     from server.engine.registry import get_benchmark
 

@@ -25,7 +25,7 @@ from server.api.signed import query_string, signed_query, verify
 from server.auth import Scope, authenticate
 from server.core.status import AttemptStatus
 from server.db import Attempt, Database, Episode
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.live import levels
 
 router = APIRouter(prefix="/v1", tags=["audio"], responses=ERRORS)

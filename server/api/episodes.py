@@ -29,8 +29,8 @@ from server.core.episode import FRAME
 from server.core.events import Event
 from server.core.status import AttemptStatus, EpisodeStatus
 from server.db import Attempt, Episode, EventRow, SegmentRow
+from server.engine.bundles import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
 from server.engine.disclosure import public_document, run_disclosure
-from server.engine.export import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
 from server.engine.registry import PLUGINS, get_benchmark
 from server.scoring.results import load_episode_scores
 

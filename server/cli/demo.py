@@ -19,7 +19,7 @@ from server.benchmarks.mpe.outcome import MPEOutcome, outcome_of_windows
 from server.benchmarks.mpe.rules import episode_windows, parse_timeline
 from server.core.events import Event
 from server.db import Database, Episode
-from server.engine.export import episode_document
+from server.engine.bundles import episode_document
 from server.engine.leasing import create_run
 from server.engine.progress import run_labels, runs_progress
 from server.settings import Settings

@@ -362,7 +362,7 @@ def bridge_list() -> None:
 @app.command("export")
 def export(run_id: str, out: Path = typer.Option(..., help="output directory")) -> None:
     """Write episode bundles (episode.json, room.wav, assistant.wav, frames.csv) of a run's completed episodes."""
-    from server.engine.export import export_run
+    from server.engine.bundles import export_run
 
     db = _db(load_settings())
     with _progress() as bar:

@@ -33,7 +33,7 @@ WITHHELD = "withheld"  # the scheduler state a listener is told while the script
 
 # Which scenario an episode plays: withheld with the pairing (Disclosure.pairing).
 PAIRING_KEYS = frozenset({"scenario_id", "pair_id", "ordinal"})
-# The parts of an episode document (server.engine.export.episode_document; the REST API calls its
+# The parts of an episode document (server.engine.bundles.episode_document; the REST API calls its
 # live_segments "segments") that are not script.
 _DOCUMENT_KEYS = frozenset({
     "bundle_version", "episode_id", "attempt_id", "attempt", "status", "run_id", "team", "benchmark",

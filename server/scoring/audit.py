@@ -62,7 +62,7 @@ def _track(db: Database, entry: ScoreEntry, cache: dict[str, np.ndarray]) -> np.
     key = entry.attempt_id or entry.episode_id
     if key not in cache:
         if entry.source == "db":
-            from server.engine.export import load_track
+            from server.engine.bundles import load_track
 
             cache[key] = load_track(db, entry.attempt_id, "assistant")
         else:

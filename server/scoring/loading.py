@@ -20,7 +20,7 @@ from server.core.benchmark import ViewT
 from server.core.detector import DETECTOR_VERSION
 from server.core.events import Event
 from server.core.timebase import STREAM_RATE
-from server.engine.export import EPISODE_FILE, EpisodeBundle, episode_document, load_track
+from server.engine.bundles import EPISODE_FILE, EpisodeBundle, episode_document, load_track
 from server.scoring.errors import BadBundle
 
 SEGMENTS_FILE = "segments.json"

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from server.core.status import AttemptStatus
 from server.db import Attempt, Episode, EventRow, FrameRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.leasing import create_run
 from tests.support.netproxy import Impairment, Proxy
 from tests.support.world import Scripted, World, bridge, wait_run, world_on

@@ -24,7 +24,7 @@ from server.app import BackgroundServer
 from server.auth import create_token
 from server.core.status import EpisodeStatus
 from server.db import Attempt, AudioChunk, Database, Episode, FrameRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from server.engine.outage import UNAVAILABLE
 from tests.support.servers import free_port
 from tests.support.world import bridge, make_settings, wait_run

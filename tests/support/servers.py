@@ -17,7 +17,7 @@ from clients.sdk import BridgeClient, BridgeOptions
 from server.core.detector import detect_segments
 from server.core.timebase import Segment
 from server.db import Attempt, EventRow, FrameRow, SegmentRow
-from server.engine.export import load_track
+from server.engine.bundles import load_track
 from tests.support.world import FRAME, wait_run
 
 

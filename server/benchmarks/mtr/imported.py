@@ -20,7 +20,7 @@ from server.benchmarks.mtr.recordings import IMPORTED, Replayed, match_files, re
 from server.benchmarks.mtr.suite import AUDIO_PENDING, BENCHMARK_NAME, Suite
 from server.core.timebase import STREAM_RATE
 from server.db import Database
-from server.engine.export import BUNDLE_VERSION
+from server.engine.bundles import BUNDLE_VERSION
 from server.files import atomic_write_bytes
 from server.scoring.errors import BadRecording
 from server.scoring.runner import ScoreOptions, ScoringResult, score_bundles

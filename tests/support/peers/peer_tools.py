@@ -194,7 +194,7 @@ async def run_endpoint_episode(db, settings, suite, bridge, *, max_attempts: int
     from server.auth import create_token
     from server.core.timebase import Segment
     from server.db import Attempt, Episode, FrameRow, SegmentRow
-    from server.engine.export import episode_document, load_track
+    from server.engine.bundles import episode_document, load_track
     from server.engine.leasing import create_run
     from server.engine.progress import run_progress
 
