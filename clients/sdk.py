@@ -470,8 +470,10 @@ def run_bridge(bridge: BaseBridge, options: BridgeOptions) -> BridgeClient:
     ends the bridge (a refused token, a wrong URL) is one log line and exit status 2, not a traceback."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if logging.getLogger("mpe").level == logging.NOTSET:  # a script's own logging.warning() set the root's level
-        logging.getLogger("mpe").setLevel(logging.INFO)
+    ours = logging.getLogger("mpe")
+    level = ours.level
+    if level == logging.NOTSET:  # a script's own logging.warning() set the root's level: ours still shows INFO
+        ours.setLevel(logging.INFO)
     try:
         return asyncio.run(serve_bridge(bridge, options))
     except MPEError as exc:
@@ -479,3 +481,5 @@ def run_bridge(bridge: BaseBridge, options: BridgeOptions) -> BridgeClient:
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    finally:
+        ours.setLevel(level)  # the process's logging as it was (a caller that runs several bridges)
