@@ -436,3 +436,45 @@ def test_paired_addressing_pairs_by_pair_id_whatever_the_turn_positions():
     r = stats.paired_addressing(eps)["m"]
     assert (r["n_pairs"], r["explicit_only"], r["implicit_only"]) == (4, 3, 1)
     assert r["p_mcnemar"] == pytest.approx(exact_mcnemar(3, 1), rel=1e-6)
+
+
+def test_text_references_are_reported_apart_from_the_speech_models():
+    """A text reference reported with five speech models joins neither the Bonferroni family
+    (m = 20 per condition: ten model pairs x two metrics) nor the Spearman pool (ten entries);
+    it has its own Tables 17 and 18, and its fresh onset is not measured."""
+    import io
+
+    from rich.console import Console
+
+    from server.benchmarks.mpe.entry import TextReferenceInfo
+    from server.benchmarks.mpe.report import print_report, report_from_entries
+
+    info = TextReferenceInfo(backend="rule", model="name-detection", prompt_version="v1")
+    eps = []
+    for k, model in enumerate(["m1", "m2", "m3", "m4", "m5", "text-ref:rule"]):
+        for i in range(6):
+            for cond in ("explicit", "implicit"):
+                e = entry(model, cond, scenario=f"s{i}", fresh=i < k, present=i <= k, correct=i % 2 == 0,
+                          windows=[(i != k, 0), (True, 0)], n4=[(i < 3, "fresh_onset", False, None)])
+                if model.startswith("text-ref"):
+                    e = e.model_copy(update={"text_reference": info, "n4": [
+                        n.model_copy(update={"addressee": "Aria"}) for n in e.n4]})
+                eps.append(e)
+    data = report_from_entries(eps, [])
+    assert set(data.metrics) == {"m1", "m2", "m3", "m4", "m5"}
+    fams = data.analyses["pairwise"]["families"]
+    assert {c: f["m"] for c, f in fams.items()} == {"explicit": 20, "implicit": 20}
+    assert all("text-ref" not in (t["model_a"] + t["model_b"]) for t in data.analyses["pairwise"]["tests"])
+    assert data.analyses["ranking_correlation"]["pooled"]["n"] == 10
+    ref = data.reference["metrics"]["text-ref:rule"]["explicit"]
+    assert ref["fresh_onset_rate"]["value"] is None and ref["response_presence"]["value"] == 1.0
+    assert data.reference["n4q_addressee"]["text-ref:rule"]["explicit"] == {"num": 3, "den": 6, "value": 0.5}
+    buf = io.StringIO()
+    print_report(data, Console(file=buf, width=250))
+    text = buf.getvalue()
+    assert "m = 20" in text and "m = 30" not in text
+    t17 = text[text.index("Table 17:"):]
+    assert "text-ref:rule" in t17 and "not measured" in t17 and "50.00%" in t17
+    assert "Table 18: silence preservation by N label · text references" in text
+    head = text[:text.index("Table 17:")]
+    assert "text-ref:rule" not in head  # in none of the speech models' tables

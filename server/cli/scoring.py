@@ -205,7 +205,8 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
         return
     data = collect_report(db, refs)
     if as_json:
-        print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses}))
+        print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses,
+                          "reference": data.reference}))
     else:
         print_report(data, out)
     if any(asr_disabled(s.get("config") or {}) and not s.get("text_reference") for s in data.sources):

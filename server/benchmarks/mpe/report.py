@@ -23,6 +23,7 @@ from clients.codec import STREAM_RATE
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics
 from server.benchmarks.mpe.stats import analyses as compute_analyses
+from server.benchmarks.mpe.stats import reference_results, speech_entries
 from server.benchmarks.mpe.tables import Cell, ReportTable, report_tables, results_table
 from server.db import Database, Run
 from server.engine.progress import run_labels
@@ -39,9 +40,9 @@ PASS, FAIL, SPEECH = "#2ca02c", "#d62728", "#17becf"
 #: a source's text prompt as the report shows it (§4: audio only unless the run asked for the duty as text)
 TEXT_PROMPT = {True: "duty text", False: "none (audio only)", None: "unknown"}
 #: what every report says of text references (mpe reference) next to speech models
-TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Their fresh-onset rate equals their response "
-                       "presence by construction, no N4 event of theirs is eligible for the yield (a decision has no "
-                       "duration), and they are not in the duration sweep (Table 16).")
+TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Reported apart (Tables 17 and 18), never in "
+                       "the speech models' tables, test families or ranking pools; their fresh onset is not measured, "
+                       "no N4 event of theirs is eligible for the yield (a decision has no duration).")
 
 
 @dataclass
@@ -50,6 +51,7 @@ class ReportData:
     entries: list[EpisodeScore]
     metrics: dict[str, Any]
     analyses: dict[str, Any]
+    reference: dict[str, Any] = field(default_factory=dict)  # text references, apart (stats.reference_results)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
     @property
@@ -62,8 +64,11 @@ class ReportData:
 
 
 def report_from_entries(entries: list[EpisodeScore], sources: list[dict[str, Any]]) -> ReportData:
-    metrics = compute_metrics(entries)
-    return ReportData(sources=sources, entries=entries, metrics=metrics, analyses=compute_analyses(entries, metrics))
+    # Text references are reported apart: the speech models' metrics, families and pools are theirs alone.
+    speech = speech_entries(entries)
+    metrics = compute_metrics(speech)
+    return ReportData(sources=sources, entries=entries, metrics=metrics, analyses=compute_analyses(speech, metrics),
+                      reference=reference_results(entries))
 
 
 def _bundle_label(model: str, entries: list[EpisodeScore], scoring_id: str) -> str:
@@ -146,7 +151,7 @@ def print_tables(metrics: dict[str, Any], console: Console, title: str = "") -> 
 
 def print_report(data: ReportData, console: Console) -> None:
     """Every table of the report (what `mpe report` prints), then the sources by label."""
-    for t in report_tables(data.metrics, data.analyses):
+    for t in report_tables(data.metrics, data.analyses, data.reference):
         _print(t, console)
     lines = source_lines(data.sources)
     if lines:
@@ -404,7 +409,7 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
     # The paper's tables (the same as in the terminal), the bootstrap bars after Table 3 and
     # the sweep chart before Table 16.
     bs = a.get("bootstrap_settings", {})
-    for t in report_tables(data.metrics, a):
+    for t in report_tables(data.metrics, a, data.reference):
         if t.key == "table16":
             parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{_sweep_svg(data, cond)}</div>"
                                                           for cond in data.conditions) + "</div>")

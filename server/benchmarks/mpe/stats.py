@@ -409,3 +409,44 @@ def analyses(entries: list[EpisodeScore], metrics: dict) -> dict[str, Any]:
         "ranking_correlation": ranking_correlation(metrics),
         "breakdowns": breakdowns(entries),
     }
+
+
+#: why a text reference has no fresh-onset rate (the paper: not measured)
+FRESH_NOT_MEASURED = "not measured: a decision on the script has no onset time"
+
+
+def n4q_addressee(eps: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 17's N4 Q addressee diagnostic: of the N4 questions addressed to Aria, the share a
+    model responded to (window response); not measured where the manifest gives no N4Q addressee."""
+    events = [n for e in eps for n in e.n4]
+    to_aria = [n for n in events if n.addressee == "Aria"]
+    if not any(n.addressee is not None for n in events):
+        return {"num": None, "den": None, "value": None,
+                "note": "not measured: the manifest gives no N4Q addressee" if events else "not measured: no N4 events"}
+    num = sum(n.window_response for n in to_aria)
+    return {"num": num, "den": len(to_aria), "value": _r(num / len(to_aria)) if to_aria else None}
+
+
+def reference_results(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Text references (``mpe reference``), reported apart from the speech models and never in
+    their families or pools (Tables 17, 18): their quantities (fresh onset not measured), the
+    N4 Q addressee diagnostic, silence by N label, paired addressing and response decisions."""
+    refs = [e for e in entries if e.text_reference is not None]
+    if not refs:
+        return {}
+    metrics = compute_metrics(refs)
+    for conds in metrics.values():
+        for qs in conds.values():
+            qs["fresh_onset_rate"] = {"num": None, "den": None, "value": None, "note": FRESH_NOT_MEASURED}
+    return {"metrics": metrics,
+            "n4q_addressee": {model: {cond: n4q_addressee(eps) for cond, eps in conds.items()}
+                              for model, conds in group(refs).items()},
+            "n_label": by_n_label(refs),
+            "paired_addressing": paired_addressing(refs),
+            "response_decisions": response_decisions(refs)}
+
+
+def speech_entries(entries: list[EpisodeScore]) -> list[EpisodeScore]:
+    """The entries of speech models: every family, pool and sweep of the analyses is theirs alone."""
+    return [e for e in entries if e.text_reference is None]
+

@@ -267,10 +267,41 @@ def breakdown_tables(a: dict[str, Any]) -> list[ReportTable]:
     return out
 
 
-def report_tables(metrics: dict[str, Any], analyses: dict[str, Any]) -> list[ReportTable]:
-    """Every table of the report, in the paper's order, then the extras."""
+def _measured(v: dict[str, Any]) -> Cell:
+    """A share, or "not measured" with its reason."""
+    if v.get("den") is None:
+        return Cell("not measured", v.get("note", "").removeprefix("not measured: "))
+    return _q(v)
+
+
+def reference_tables(ref: dict[str, Any]) -> list[ReportTable]:
+    """Tables 17 and 18 of the text references (``mpe reference``), apart from the speech models."""
+    if not ref:
+        return []
+    metrics, diag = ref.get("metrics", {}), ref.get("n4q_addressee", {})
+    rows = [[_c(model), _c(cond)] + [_q(qs[k]) for k in ("response_presence", "answer_accuracy",
+                                                          "silence_preservation", "window_response")]
+            + [_measured(qs["fresh_onset_rate"]), _measured(diag.get(model, {}).get(cond, {}))]
+            for model, cond, qs in _rows(metrics)]
+    t17 = ReportTable("table17", "Table 17: text references (decided on the script)",
+                      "Reported apart: never in the speech models' tables, test families or ranking pools. Fresh "
+                      "onset is not measured (a decision has no onset time). N4 Q addressee diagnostic: of the N4 "
+                      "questions addressed to Aria, the share the reference responded to.",
+                      ["model", "condition", "response presence", "answer accuracy", "silence preservation",
+                       "window response", "fresh onset", "N4 Q addressed to Aria: responded"], rows)
+    part = ref.get("n_label", {})
+    rows = [[_c(model), _c(cond)] + [_q(per[lab]) for lab in part.get("groups", [])]
+            for model, cond, per in _rows(part.get("values", {}))]
+    t18 = ReportTable("table18-reference", "Table 18: silence preservation by N label · text references", "",
+                      ["model", "condition"] + part.get("groups", []), rows)
+    return [t17, t18]
+
+
+def report_tables(metrics: dict[str, Any], analyses: dict[str, Any],
+                  reference: dict[str, Any] | None = None) -> list[ReportTable]:
+    """Every table of the report, in the paper's order, then the extras; text references apart."""
     a = analyses
     t12, t14, t15 = n4_tables(a, metrics)
     return [results_table(metrics), paired_table(a), t_partition_table(a), silence_stage_table(a), t12,
             tertile_table(a), t14, t15, sweep_table(a, metrics), *response_tables(a), pairwise_table(a),
-            ranking_table(a), *breakdown_tables(a)]
+            ranking_table(a), *breakdown_tables(a), *reference_tables(reference or {})]
