@@ -182,7 +182,7 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
            html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report here"),
            timelines: str = typer.Option("60", help="episode timelines in the HTML report: a number or 'all'"),
            as_json: bool = typer.Option(False, "--json", help="print metrics and analyses as JSON")) -> None:
-    """The paper's tables (3, 9, 10, 12-16, 19, 21 and more) in the terminal, and optionally the HTML report."""
+    """The paper's tables (3, 9, 10, 12-18, 21, numbered as the paper, then extras) in the terminal, and optionally the HTML report."""
     from server.benchmarks.mpe.report import collect_report, print_report, render_html
     from server.scoring.asr import NO_ASR_NOTE, asr_disabled
 

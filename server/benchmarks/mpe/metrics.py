@@ -58,7 +58,9 @@ def fresh_onset_rate(eps: list[EpisodeScore]) -> tuple[int, int]:
     return sum(e.t.fresh for e in speech), len(speech)
 
 
-@metric("response_presence", "Response presence", unit="T requests", description="present / all T")
+# Descriptive, as in the paper: presence counts speech already running at the end of T, which is
+# no capability of its own; the four scored capabilities are fresh onset, accuracy, silence and yield.
+@metric("response_presence", "Response presence", unit="T requests", scored=False, description="present / all T")
 def response_presence(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: present / all T."""
     return sum(e.t.present for e in eps), len(eps)

@@ -1,7 +1,8 @@
 """Reports: the paper's tables in the terminal (rich) and a self-contained HTML report.
 
-Both draw the same tables (:mod:`server.benchmarks.mpe.tables`: Table 3, 9, 10, 12-16, 19,
-21, paired addressing, ranking correlation and the breakdowns). The HTML file has no
+Both draw the same tables (:mod:`server.benchmarks.mpe.tables`: the paper's Tables 3, 9, 10,
+12-18 and 21, numbered as in the paper, then the extras: response decisions, ranking correlation
+and the breakdowns; text references apart, in Tables 17 and 18). The HTML file has no
 external resources: styles inline, charts as inline SVG. It adds sources and settings, bars
 with bootstrap CIs, the sweep chart and per-episode timelines (human clips coloured by
 label, model speech, windows and verdicts).
@@ -407,10 +408,10 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
         parts.append(f"<p><b>Text references:</b> {_e(TEXT_REFERENCE_NOTE)}</p>")
 
     # The paper's tables (the same as in the terminal), the bootstrap bars after Table 3 and
-    # the sweep chart before Table 16.
+    # the sweep chart before Table 12.
     bs = a.get("bootstrap_settings", {})
     for t in report_tables(data.metrics, a, data.reference):
-        if t.key == "table16":
+        if t.key == "table12":
             parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{_sweep_svg(data, cond)}</div>"
                                                           for cond in data.conditions) + "</div>")
         parts.append(_html_table(t))

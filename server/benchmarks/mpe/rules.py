@@ -30,7 +30,7 @@ SilenceLabel = Literal["N1", "N2", "N3"]
 N4Category = Literal["already_speaking", "started_during_q", "fresh_onset", "no_speech"]
 N4Outcome = Literal["pass", "still_voicing", "resumed"]
 SILENCE_LABELS: tuple[SilenceLabel, ...] = get_args(SilenceLabel)
-#: the utterance types a model may respond to: what Table 19 counts and the text reference decides
+#: the utterance types a model may respond to: what the response decisions count and the text reference decides
 RESPONSE_LABELS: tuple[str, ...] = ("T", *SILENCE_LABELS, "N4Q")
 N4_CATEGORIES: tuple[N4Category, ...] = get_args(N4Category)
 N4_OUTCOMES: tuple[N4Outcome, ...] = get_args(N4Outcome)
