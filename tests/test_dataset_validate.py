@@ -482,3 +482,27 @@ def test_rules_command_lists_every_rule():
     assert r.exit_code == 0
     for rule in RULES:
         assert rule in r.output
+
+
+def test_pairs_with_unequal_n4_counts_and_n4_before_t_are_accepted(base, tmp_path):
+    """§2, the paper's final versions: a pair's versions may hold different numbers of N4 events
+    and N4 events before T; equal structure and N4 after T stay construction rules (strict)."""
+    root = _copy(base, tmp_path)
+    scenarios = [sc.model_copy(deep=True) for sc in base.scenarios]
+    ex = _n4(scenarios)
+    im = _im(scenarios, ex.pair_id)
+    q = ex.labels.index("N4Q")
+    pair = [ex.turns[q].model_copy(deep=True), ex.turns[q + 1].model_copy(deep=True)]  # voiced clips
+    t = im.t_index
+    im.turns[t - 1:t - 1] = pair  # one more N4 event in the implicit version, before its T
+    for i, turn in enumerate(im.turns):
+        turn.idx = i
+    write_suite(root, base.meta, scenarios)
+    suite = Suite.load(root)
+    ex, im = suite.pairs()[ex.pair_id]["explicit"], suite.pairs()[ex.pair_id]["implicit"]
+    assert im.labels.count("N4Q") == ex.labels.count("N4Q") + 1 and im.labels.index("N4Q") < im.t_index
+    assert check_suite(suite) == []
+    strict = check_suite(suite, strict=True)
+    assert {"pair-n4", "n4-after-t"} <= {p.rule for p in strict} and all(p.construction for p in strict)
+    assert _validate(str(suite.root)).exit_code == 0
+    assert _validate(str(suite.root), "--strict").exit_code == 1

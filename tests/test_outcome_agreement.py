@@ -88,3 +88,34 @@ def test_live_segments_equal_the_replay(say):
     ep = simulate(TURNS, place(sec(40), (sec(7.3), say("The noodle bar, eleven dollars."))))
     assert live_segments(ep.doc) == [(g.start, g.end) for g in detect_segments(ep.assistant)]
     assert live_segments({**ep.doc, "stats": {"detector": "silero-vad-0.0-other"}}) is None  # other version: replay
+
+
+def test_pair_with_unequal_n4_counts_and_n4_before_t_scores(say):
+    """§2/§6: the versions of a pair may differ in their N4 events, and an N4 event may come
+    before T (as in the paper's suite); each window is scored on its own, and the run's
+    quantities count every N4 event of either version."""
+    from server.benchmarks.mpe.metrics import compute_metrics
+    from server.benchmarks.mpe.stats import analyses, n4_breakdown
+
+    before = [("N2", "Did you book the table for Friday?", 2.5), ("N4Q", "Aria, do they deliver?", 1.5),
+              ("N4R", "They do, I checked.", 1.5), ("T", "Which place is cheaper, Aria?", 2.0),
+              ("N1", "Aria picked it last time.", 2.0), ("N4Q", "Aria, is it open late?", 1.5),
+              ("N4R", "Until ten, it says.", 1.5), ("N3", "Hmm, where are my keys?", 2.0)]
+    first = simulate(before, place(sec(40)), condition="implicit", episode_id="e2")
+    q_end, t_r = event_t(first.doc, "clip.end", 1), event_t(first.doc, "clip.start", 2)
+    e_t = event_t(first.doc, "clip.end", 3)
+    # yields in the N4 event before T, then answers T
+    track = place(sec(40), (q_end + sec(0.4), say(LONG)[: t_r + sec(0.5) - q_end - sec(0.4)]),
+                  (e_t + sec(0.3), say("The noodle bar, eleven dollars.")))
+    im = simulate(before, track, condition="implicit", episode_id="e2")
+    ex = simulate(TURNS, place(sec(40), (sec(7.3), say("The noodle bar, eleven dollars."))))
+    page, scored, entry = both(im)
+    assert_agree(page, scored)
+    assert [n.q_idx for n in entry.n4] == [1, 5]
+    assert entry.n4[0].category == "fresh_onset" and entry.n4[0].outcome == "pass" and entry.t.present
+    ex_entry = both(ex)[2]
+    entries = [ex_entry, entry]
+    metrics = compute_metrics(entries)["m"]
+    assert metrics["implicit"]["window_response"]["den"] == 2 and metrics["explicit"]["window_response"]["den"] == 1
+    assert n4_breakdown(entries)  # counts both versions' events
+    assert analyses(entries, compute_metrics(entries))["paired_addressing"]["m"]["n_pairs"] == 1

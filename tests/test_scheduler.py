@@ -352,10 +352,14 @@ def test_t_speaking_at_e_t_then_silence() -> None:
 
 
 def test_t_speaking_at_e_t_offset_before_e_t_seen_late() -> None:
-    # Believed speaking at e_T; the offset (at 150000 < e_T) is seen at 169200.
+    # Believed speaking at e_T; the offset (at 150000 < e_T) is seen at 169200: speech was not
+    # active at e_T (§3/§6, server.benchmarks.mpe.speaking), so the 5 s onset wait runs on.
     d = Driver(PLAN_T, [on(140000), off(150000)]).run()
+    assert d.one("t_wait.start").data == {"idx": 1, "already_speaking": True}
+    rev = d.one("t_wait.revised")
+    assert (rev.t, rev.data) == (170880, {"offset_at": 150000, "already_speaking": False})
     end = d.one("t_wait.end")
-    assert (end.t, end.data["reason"], end.data["already_speaking"]) == (198000, "silence", True)
+    assert (end.t, end.data) == (DEADLINE, {"reason": "no_response", "onset_at": None, "already_speaking": False})
 
 
 def test_t_fresh_onset_continuous_speech_caps_60s_from_onset() -> None:
@@ -429,9 +433,42 @@ def test_t_offset_observed_after_its_silence_end_passed() -> None:
 
 
 def test_t_already_speaking_offset_long_past() -> None:
+    # The offset at 150000 (< e_T) is only seen at 210000: still inside the onset wait.
     d = Driver(PLAN_T, [on(140000), off(150000, 210000)]).run()
+    assert d.one("t_wait.revised").t == 211200
     end = d.one("t_wait.end")
-    assert (end.t, end.data["reason"], end.data["already_speaking"]) == (211200, "silence", True)
+    assert (end.t, end.data["reason"], end.data["already_speaking"]) == (DEADLINE, "no_response", False)
+
+
+# -- the 0.8 s edge: speech ending just before e_T (§3/§6, one rule with scoring) -------------
+
+
+@pytest.mark.parametrize("before_s", [0.5, 1.0])
+def test_t_speech_ending_before_e_t_is_not_speaking_at_e_t(before_s: float) -> None:
+    # Speech [130000, e_T - before): the detector confirms the offset 0.8 s later, i.e. after
+    # e_T for 0.5 s and before it for 1.0 s. Either way the model was silent at e_T and gets
+    # the full 5 s onset wait: no response at e_T + 5 s (scoring agrees, test_scoring_windows).
+    end_at = E_T - round(before_s * 24000)
+    d = Driver(PLAN_T, [on(130000), off(end_at)]).run()
+    end = d.one("t_wait.end")
+    assert (end.t, end.data) == (DEADLINE, {"reason": "no_response", "onset_at": None, "already_speaking": False})
+    assert d.starts()[2] == DEADLINE
+
+
+def test_t_speech_ending_before_e_t_then_fresh_onset_is_fresh() -> None:
+    # Offset 0.5 s before e_T (seen 0.3 s after it), then a fresh onset at e_T + 1 s.
+    d = Driver(PLAN_T, [on(130000), off(142000), on(178000), off(200000)]).run()
+    assert d.one("t_wait.onset").data == {"at": 178000, "already_speaking": False}
+    end = d.one("t_wait.end")
+    assert (end.t, end.data) == (248000, {"reason": "silence", "onset_at": 178000, "already_speaking": False})
+
+
+def test_t_pause_shorter_than_merge_across_e_t_is_speaking_at_e_t() -> None:
+    # A 0.4 s pause around e_T is merged by the detector (no offset): speech active at e_T.
+    d = Driver(PLAN_T, [on(130000), off(200000)]).run()
+    assert d.of("t_wait.revised") == []
+    end = d.one("t_wait.end")
+    assert (end.t, end.data) == (248000, {"reason": "silence", "onset_at": None, "already_speaking": True})
 
 
 # -- observations lagging ---------------------------------------------------------------

@@ -250,9 +250,11 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
     assert [t["p_bonferroni"] for t in pw["tests"]] == [pytest.approx(min(1.0, 6 * t["p"])) for t in pw["tests"]]
     r = await asyncio.to_thread(CliRunner().invoke, app, ["report", *runs.values(), "--html", str(tmp_path / "r.html")])
     assert r.exit_code == 0, r.output
-    # The terminal gets the paper's tables too, Table 21 included.
-    for n in (3, 9, 10, 12, 13, 14, 15, 16, 19, 21):
+    # The terminal gets the paper's tables too, Table 21 included (numbered as the paper; the
+    # response decisions are an extra).
+    for n in (3, 9, 10, 12, 13, 14, 15, 16, 18, 21):
         assert f"Table {n}:" in r.stdout
+    assert "Extra (beyond the paper): response decision by utterance type" in r.stdout
     assert "Table 21" in (tmp_path / "r.html").read_text()
     assert (tmp_path / "r.html").read_text().count("<details") == 12
     r = await asyncio.to_thread(CliRunner().invoke, app, ["report", "never-scored"])

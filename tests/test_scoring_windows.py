@@ -61,6 +61,16 @@ class TestT:
         w = windows(T_CLIPS, [(sec(5), sec(6))], t_wait=T_WAIT)
         assert not w.t.present and not w.t.fresh
 
+    @pytest.mark.parametrize("before_s", [0.5, 1.0])
+    def test_speech_ending_before_e_t_is_no_response_at_the_merge_edge(self, before_s):
+        # The scheduler's side of the same rule: test_scheduler's 0.8 s edge tests.
+        w = windows(T_CLIPS, [(sec(4), sec(6.5 - before_s))], t_wait=(sec(6.5), sec(11.5), "no_response"))
+        assert not w.t.present and not w.t.fresh and not w.t.already_speaking
+
+    def test_speech_running_through_e_t_is_present(self):
+        w = windows(T_CLIPS, [(sec(4), sec(6.5) + 1)], t_wait=T_WAIT)
+        assert w.t.present and w.t.already_speaking
+
     def test_request_time_is_input_timing(self):
         w = windows(T_CLIPS, [], t_wait=T_WAIT)
         assert w.request_time == sec(4.5) - sec(2)

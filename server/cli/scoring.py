@@ -182,7 +182,7 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
            html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report here"),
            timelines: str = typer.Option("60", help="episode timelines in the HTML report: a number or 'all'"),
            as_json: bool = typer.Option(False, "--json", help="print metrics and analyses as JSON")) -> None:
-    """The paper's tables (3, 9, 10, 12-16, 19, 21 and more) in the terminal, and optionally the HTML report."""
+    """The paper's tables (3, 9, 10, 12-18, 21, numbered as the paper, then extras) in the terminal, and optionally the HTML report."""
     from server.benchmarks.mpe.report import collect_report, print_report, render_html
     from server.scoring.asr import NO_ASR_NOTE, asr_disabled
 
@@ -205,7 +205,8 @@ def report(refs: list[str] = typer.Argument(..., metavar="RUN_ID...", help="scor
         return
     data = collect_report(db, refs)
     if as_json:
-        print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses}))
+        print(json.dumps({"sources": data.sources, "metrics": data.metrics, "analyses": data.analyses,
+                          "reference": data.reference}))
     else:
         print_report(data, out)
     if any(asr_disabled(s.get("config") or {}) and not s.get("text_reference") for s in data.sources):

@@ -186,7 +186,7 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore, Scenario]):
         print_report(data, console)
         if html is not None:
             html.write_text(render_html(data, max_timelines=max_timelines), encoding="utf-8")
-        return {"metrics": data.metrics, "analyses": data.analyses}
+        return {"metrics": data.metrics, "analyses": data.analyses, "reference": data.reference}
 
     def oracle(self, data_dir: Path, suite: str | None = None) -> Oracle:
         """Knows the Duplex-MPE script (admin token: ``episode.start`` carries the reference) and behaves ideally."""

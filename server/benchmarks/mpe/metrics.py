@@ -52,11 +52,15 @@ def metric(name: str, title: str, *, higher_is_better: bool = True, min_den: int
 @metric("fresh_onset_rate", "Fresh onset", unit="T requests", long_title="Fresh-onset response rate",
         description="fresh / all T")
 def fresh_onset_rate(eps: list[EpisodeScore]) -> tuple[int, int]:
-    """§6: fresh / all T."""
-    return sum(e.t.fresh for e in eps), len(eps)
+    """§6: fresh / all T; not measured for a text reference (a decision on the script has no onset
+    time), whose T do not count: a reference run's rate has no denominator."""
+    speech = [e for e in eps if e.text_reference is None]
+    return sum(e.t.fresh for e in speech), len(speech)
 
 
-@metric("response_presence", "Response presence", unit="T requests", description="present / all T")
+# Descriptive, as in the paper: presence counts speech already running at the end of T, which is
+# no capability of its own; the four scored capabilities are fresh onset, accuracy, silence and yield.
+@metric("response_presence", "Response presence", unit="T requests", scored=False, description="present / all T")
 def response_presence(eps: list[EpisodeScore]) -> tuple[int, int]:
     """§6: present / all T."""
     return sum(e.t.present for e in eps), len(eps)

@@ -1,7 +1,8 @@
 """Reports: the paper's tables in the terminal (rich) and a self-contained HTML report.
 
-Both draw the same tables (:mod:`server.benchmarks.mpe.tables`: Table 3, 9, 10, 12-16, 19,
-21, paired addressing, ranking correlation and the breakdowns). The HTML file has no
+Both draw the same tables (:mod:`server.benchmarks.mpe.tables`: the paper's Tables 3, 9, 10,
+12-18 and 21, numbered as in the paper, then the extras: response decisions, ranking correlation
+and the breakdowns; text references apart, in Tables 17 and 18). The HTML file has no
 external resources: styles inline, charts as inline SVG. It adds sources and settings, bars
 with bootstrap CIs, the sweep chart and per-episode timelines (human clips coloured by
 label, model speech, windows and verdicts).
@@ -23,6 +24,7 @@ from clients.codec import STREAM_RATE
 from server.benchmarks.mpe.entry import EpisodeScore
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics
 from server.benchmarks.mpe.stats import analyses as compute_analyses
+from server.benchmarks.mpe.stats import reference_results, speech_entries
 from server.benchmarks.mpe.tables import Cell, ReportTable, report_tables, results_table
 from server.db import Database, Run
 from server.engine.progress import run_labels
@@ -39,9 +41,9 @@ PASS, FAIL, SPEECH = "#2ca02c", "#d62728", "#17becf"
 #: a source's text prompt as the report shows it (§4: audio only unless the run asked for the duty as text)
 TEXT_PROMPT = {True: "duty text", False: "none (audio only)", None: "unknown"}
 #: what every report says of text references (mpe reference) next to speech models
-TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Their fresh-onset rate equals their response "
-                       "presence by construction, no N4 event of theirs is eligible for the yield (a decision has no "
-                       "duration), and they are not in the duration sweep (Table 16).")
+TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Reported apart (Tables 17 and 18), never in "
+                       "the speech models' tables, test families or ranking pools; their fresh onset is not measured, "
+                       "no N4 event of theirs is eligible for the yield (a decision has no duration).")
 
 
 @dataclass
@@ -50,6 +52,7 @@ class ReportData:
     entries: list[EpisodeScore]
     metrics: dict[str, Any]
     analyses: dict[str, Any]
+    reference: dict[str, Any] = field(default_factory=dict)  # text references, apart (stats.reference_results)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
     @property
@@ -62,8 +65,11 @@ class ReportData:
 
 
 def report_from_entries(entries: list[EpisodeScore], sources: list[dict[str, Any]]) -> ReportData:
-    metrics = compute_metrics(entries)
-    return ReportData(sources=sources, entries=entries, metrics=metrics, analyses=compute_analyses(entries, metrics))
+    # Text references are reported apart: the speech models' metrics, families and pools are theirs alone.
+    speech = speech_entries(entries)
+    metrics = compute_metrics(speech)
+    return ReportData(sources=sources, entries=entries, metrics=metrics, analyses=compute_analyses(speech, metrics),
+                      reference=reference_results(entries))
 
 
 def _bundle_label(model: str, entries: list[EpisodeScore], scoring_id: str) -> str:
@@ -146,7 +152,7 @@ def print_tables(metrics: dict[str, Any], console: Console, title: str = "") -> 
 
 def print_report(data: ReportData, console: Console) -> None:
     """Every table of the report (what `mpe report` prints), then the sources by label."""
-    for t in report_tables(data.metrics, data.analyses):
+    for t in report_tables(data.metrics, data.analyses, data.reference):
         _print(t, console)
     lines = source_lines(data.sources)
     if lines:
@@ -402,10 +408,10 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
         parts.append(f"<p><b>Text references:</b> {_e(TEXT_REFERENCE_NOTE)}</p>")
 
     # The paper's tables (the same as in the terminal), the bootstrap bars after Table 3 and
-    # the sweep chart before Table 16.
+    # the sweep chart before Table 12.
     bs = a.get("bootstrap_settings", {})
-    for t in report_tables(data.metrics, a):
-        if t.key == "table16":
+    for t in report_tables(data.metrics, a, data.reference):
+        if t.key == "table12":
             parts.append("<div class='charts'>" + "".join(f"<div class='chart'>{_sweep_svg(data, cond)}</div>"
                                                           for cond in data.conditions) + "</div>")
         parts.append(_html_table(t))

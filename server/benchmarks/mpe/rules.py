@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence, get_args
 
 from server.benchmarks.mpe.scheduler import GAP_S, N4_GAP_S, ONSET_WAIT_S
+from server.benchmarks.mpe.speaking import speaking_at
 from server.core.events import Event
 from server.core.spans import Span, active_at, clipped, overlap_with, total
 from server.core.timebase import STREAM_RATE, samples
@@ -29,7 +30,7 @@ SilenceLabel = Literal["N1", "N2", "N3"]
 N4Category = Literal["already_speaking", "started_during_q", "fresh_onset", "no_speech"]
 N4Outcome = Literal["pass", "still_voicing", "resumed"]
 SILENCE_LABELS: tuple[SilenceLabel, ...] = get_args(SilenceLabel)
-#: the utterance types a model may respond to: what Table 19 counts and the text reference decides
+#: the utterance types a model may respond to: what the response decisions count and the text reference decides
 RESPONSE_LABELS: tuple[str, ...] = ("T", *SILENCE_LABELS, "N4Q")
 N4_CATEGORIES: tuple[N4Category, ...] = get_args(N4Category)
 N4_OUTCOMES: tuple[N4Outcome, ...] = get_args(N4Outcome)
@@ -186,11 +187,13 @@ def t_outcome(tl: Timeline, segments: Sequence[Span]) -> TOutcome:
     t = ts[0]
     e_t = t.end
     wait_end = tl.t_wait[1] if tl.t_wait else _after(tl, t)
+    # §3/§6 "speech already active at e_T": the rule the live scheduler follows too.
+    already = speaking_at(segments, e_t)
     seg_at = active_at(segments, e_t)
     # §6 T: fresh = nothing active at e_T and an onset in (e_T, e_T + 5 s].
     onset = next((s for s, _ in segments if e_t < s <= e_t + ONSET_WAIT), None)
-    fresh = seg_at is None and onset is not None
-    present = fresh or seg_at is not None
+    fresh = not already and onset is not None
+    present = fresh or already
     if fresh:
         begin: int | None = onset
     elif seg_at is not None:
@@ -199,7 +202,7 @@ def t_outcome(tl: Timeline, segments: Sequence[Span]) -> TOutcome:
         begin = None
     response = tuple(clipped(segments, begin, wait_end)) if begin is not None and wait_end > begin else ()
     return TOutcome(turn_idx=t.idx, start=t.start, e_t=e_t, wait_end=wait_end, fresh=fresh, present=present,
-                    already_speaking=seg_at is not None, onset=begin, response=response)
+                    already_speaking=already, onset=begin, response=response)
 
 
 def _after(tl: Timeline, clip: Clip) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from clients.codec import FRAME_SAMPLES
+from server.benchmarks.mpe.speaking import HeardSpan, speaking_at
 from server.core.events import Event
 from server.core.schedule import PREAMBLE, FramePlan, Piece
 from server.core.states import advance
@@ -122,7 +123,7 @@ class Scheduler:
         self._seq = 0
         self._pending: list[SpeechEvent] = []
         self._known_until = 0
-        self._speaking = False  # an onset observed with no later offset
+        self._heard: list[HeardSpan] = []  # the detector's segments so far, the last open while speaking
         self._last_t = 0  # time of the last emitted event
         self._phase = Phase.INIT
         self._start = 0  # start of the current audio phase (preamble/clip)
@@ -221,23 +222,37 @@ class Scheduler:
         pending, self._pending = self._pending, []
         for e in pending:
             self._emit(events, t, f"vad.{e.kind}", {"at": e.at, "seen_at": e.seen_at})
-            self._speaking = e.kind == "onset"
+            self._hear(e)
             if self._phase == Phase.T_WAIT:
                 self._react(e, t, events)
+
+    def _hear(self, e: SpeechEvent) -> None:
+        if e.kind == "onset":
+            self._heard.append((e.at, None))
+        elif self._heard and self._heard[-1][1] is None:
+            self._heard[-1] = (self._heard[-1][0], e.at)
 
     def _react(self, e: SpeechEvent, t: int, events: list[Event]) -> None:
         w = self._wait
         assert w is not None
+        if w.already and not speaking_at(self._heard, w.e_t):
+            # §3/§6: the offset, confirmed only now (pauses < 800 ms are merged), puts the end of
+            # the speech at or before e_T: it was not active at e_T after all, so the wait is the
+            # onset wait of a model that was silent at e_T.
+            w.present = w.already = False
+            w.silence_end = None
+            self._emit(events, t, "t_wait.revised", {"offset_at": e.at, "already_speaking": False})
+            return
         if e.kind == "onset":
             if w.present:
                 w.silence_end = None  # §3: new speech cancels the pending silence end
                 return
-            if e.at <= w.e_t:
+            if speaking_at(self._heard, w.e_t):
                 # §3: an onset confirmed late that began by e_T means speech was
                 # already active at e_T; the cap counts from e_T.
                 w.already = True
                 w.cap = w.e_t + self.cap
-            elif e.at <= w.e_t + self.onset_wait:
+            elif w.e_t < e.at <= w.e_t + self.onset_wait:
                 # §3: fresh onset in (e_T, e_T + 5 s]; the cap counts from the onset.
                 w.onset_at = e.at
                 w.cap = e.at + self.cap
@@ -311,7 +326,7 @@ class Scheduler:
             assert turn is not None
             self._emit(events, x, "clip.end", self._clip_data(turn))
             if turn.label == "T":
-                already = self._speaking
+                already = speaking_at(self._heard, x)  # §3/§6: believed so far; settled by the offset
                 self._wait = _TWait(e_t=x, present=already, already=already)
                 if already:
                     self._wait.cap = x + self.cap  # §3: cap counts from e_T when already speaking

@@ -1,23 +1,26 @@
 """Run-level analyses of §6, with scipy doing the statistics (``scipy.stats.binomtest``,
 ``bootstrap`` with ``rng=``, ``spearmanr``: scipy >= 1.15, declared in pyproject.toml).
 
-* paired explicit-vs-implicit response presence per model (exact McNemar);
+* paired explicit-vs-implicit response presence per model (Table 16, exact McNemar);
 * pairwise model comparisons per condition (Table 21): exact McNemar on the silence windows
   both models share and on the T requests both answered, Bonferroni within each condition's
   family (model pairs x two metrics);
 * scenario-level bootstrap 95% CIs (10,000 resamples, seed 20260902, percentile method;
   a scenario keeps all its windows) for every quantity and for pairwise differences;
-* T onset partition (Table 9), silence-window stages (Table 10), N4 categories, eligibility
-  and outcomes (Tables 12, 14, 15);
-* duration-only silence sweep (Table 16: 0/100/200/300/500 ms, no semantic exemption);
+* T onset partition (Table 9), silence-window stages (Table 10), N4 categories and eligibility
+  (Table 14), outcomes (Table 15);
+* duration-only silence sweep (Table 12: 0/100/200/300/500 ms, no semantic exemption);
 * request-time tertiles (Table 13; boundaries from input timing only);
-* response decisions by utterance type and addressee (Table 19);
+* response decisions by utterance type and addressee (an extra, beyond the paper);
 * Spearman correlation between the fresh-onset and the presence rankings, pooled over both
   conditions and per condition;
-* breakdowns of the six quantities by T bucket and speaker count, and of silence
-  preservation by N label.
+* breakdowns of the six quantities by T bucket and speaker count (extras), and of silence
+  preservation by N label (Table 18);
+* text references apart (Tables 17, 18: :func:`reference_results`), never in the speech
+  models' families or pools (:func:`speech_entries`).
 
-Public helpers: :func:`mcnemar_exact`, :func:`bonferroni`.
+Public helpers: :func:`mcnemar_exact`, :func:`bonferroni`, and their log-space forms
+:func:`mcnemar_log10`, :func:`bonferroni_log10` (p below the smallest float).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy import stats as sst
+from scipy.special import logsumexp
 
 from server.benchmarks.mpe.entry import EpisodeScore, SilenceScore
 from server.benchmarks.mpe.judging import PASSING
@@ -84,6 +88,23 @@ def bootstrap_cis(entries: list[EpisodeScore], metrics: dict) -> dict[str, Any]:
     return out
 
 
+def mcnemar_log10(b: int, c: int) -> float:
+    """log10 of the two-sided exact McNemar p (as :func:`mcnemar_exact`), computed in log space:
+    the binomial tail of thousands of discordant pairs underflows a float (the paper prints
+    p < 10^-371), its logarithm does not."""
+    n, k = b + c, min(b, c)
+    if n == 0 or 2 * k >= n:
+        return 0.0
+    # log P(X <= k) as a log-sum of the pmf terms (binom.logcdf itself underflows in the far tail)
+    log_tail = float(logsumexp(sst.binom.logpmf(np.arange(k + 1), n, 0.5)))
+    return min(0.0, (log_tail + math.log(2)) / math.log(10))
+
+
+def bonferroni_log10(log10_p: float, m: int) -> float:
+    """log10 of the Bonferroni-adjusted p (capped at 1), from log10 p."""
+    return min(0.0, log10_p + math.log10(m))
+
+
 # --- paired addressing -----------------------------------------------------------------------
 
 
@@ -106,6 +127,7 @@ def paired_addressing(entries: list[EpisodeScore]) -> dict[str, Any]:
             "explicit_rate": _r((a + b) / n) if n else None, "implicit_rate": _r((a + c) / n) if n else None,
             "diff_pp": _r(100.0 * (b - c) / n, 3) if n else None,
             "p_mcnemar": _r(mcnemar_exact(b, c), 8) if n else None,
+            "log10_p_mcnemar": _r(mcnemar_log10(b, c), 6) if n else None,
         }
     return out
 
@@ -163,6 +185,7 @@ def pairwise(entries: list[EpisodeScore]) -> dict[str, Any]:
         for t in family:
             t["m"] = m_family
             t["p_bonferroni"] = _r(bonferroni(t["p"], m_family), 8)
+            t["log10_p_bonferroni"] = _r(bonferroni_log10(t["log10_p"], m_family), 6)
         tests += family
     return {"families": families, "tests": tests}
 
@@ -179,7 +202,8 @@ def _mcnemar_row(cond: str, m1: str, m2: str, task: str, pairs: list[tuple[bool,
     return {"condition": cond, "model_a": m1, "model_b": m2, "task": task, "n_shared": n, "both": both,
             "a_only": b, "b_only": c, "neither": n - both - b - c,
             "rate_a": _r((both + b) / n) if n else None, "rate_b": _r((both + c) / n) if n else None,
-            "diff_pp": _r(100.0 * (b - c) / n, 3) if n else None, "p": _r(mcnemar_exact(b, c), 8)}
+            "diff_pp": _r(100.0 * (b - c) / n, 3) if n else None, "p": _r(mcnemar_exact(b, c), 8),
+            "log10_p": _r(mcnemar_log10(b, c), 6)}
 
 
 # --- T, silence windows and N4 events (Tables 9, 10, 12, 14, 15) --------------------------------
@@ -243,7 +267,7 @@ def n4_breakdown(entries: list[EpisodeScore]) -> dict[str, Any]:
 
 
 def silence_sweep(entries: list[EpisodeScore], thresholds_ms: Sequence[int] = SWEEP_MS) -> dict[str, Any]:
-    """Table 16, duration only, no semantic exemption: a window passes with at most ``t`` ms of speech.
+    """Table 12, duration only, no semantic exemption: a window passes with at most ``t`` ms of speech.
     Text references have no speech durations and are left out."""
     values: dict[str, Any] = {}
     for model, conds in group(e for e in entries if e.text_reference is None).items():
@@ -287,7 +311,7 @@ def request_tertiles(entries: list[EpisodeScore]) -> dict[str, Any]:
 
 
 def addressee_kind(addressee: str | None) -> str:
-    """Table 19's addressee groups: Aria, another person (a speaker letter), the group, another
+    """The response decisions' addressee groups: Aria, another person (a speaker letter), the group, another
     device, or nobody (thinking aloud, or no addressee in the manifest)."""
     if addressee is None:
         return "nobody"
@@ -317,7 +341,7 @@ def _decision_cell(rows: list[tuple[str, str, bool, bool]]) -> dict[str, Any]:
 
 
 def response_decisions(entries: list[EpisodeScore]) -> dict[str, Any]:
-    """Table 19: how often each model responds, per utterance type and per addressee."""
+    """Extra (beyond the paper): how often each model responds, per utterance type and per addressee."""
     by_label: dict[str, Any] = {}
     by_addressee: dict[str, Any] = {}
     for model, conds in group(entries).items():
@@ -409,3 +433,44 @@ def analyses(entries: list[EpisodeScore], metrics: dict) -> dict[str, Any]:
         "ranking_correlation": ranking_correlation(metrics),
         "breakdowns": breakdowns(entries),
     }
+
+
+#: why a text reference has no fresh-onset rate (the paper: not measured)
+FRESH_NOT_MEASURED = "not measured: a decision on the script has no onset time"
+
+
+def n4q_addressee(eps: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 17's N4 Q addressee diagnostic: of the N4 questions addressed to Aria, the share a
+    model responded to (window response); not measured where the manifest gives no N4Q addressee."""
+    events = [n for e in eps for n in e.n4]
+    to_aria = [n for n in events if n.addressee == "Aria"]
+    if not any(n.addressee is not None for n in events):
+        return {"num": None, "den": None, "value": None,
+                "note": "not measured: the manifest gives no N4Q addressee" if events else "not measured: no N4 events"}
+    num = sum(n.window_response for n in to_aria)
+    return {"num": num, "den": len(to_aria), "value": _r(num / len(to_aria)) if to_aria else None}
+
+
+def reference_results(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Text references (``mpe reference``), reported apart from the speech models and never in
+    their families or pools (Tables 17, 18): their quantities (fresh onset not measured), the
+    N4 Q addressee diagnostic, silence by N label, paired addressing and response decisions."""
+    refs = [e for e in entries if e.text_reference is not None]
+    if not refs:
+        return {}
+    metrics = compute_metrics(refs)
+    for conds in metrics.values():
+        for qs in conds.values():
+            qs["fresh_onset_rate"] = {"num": None, "den": None, "value": None, "note": FRESH_NOT_MEASURED}
+    return {"metrics": metrics,
+            "n4q_addressee": {model: {cond: n4q_addressee(eps) for cond, eps in conds.items()}
+                              for model, conds in group(refs).items()},
+            "n_label": by_n_label(refs),
+            "paired_addressing": paired_addressing(refs),
+            "response_decisions": response_decisions(refs)}
+
+
+def speech_entries(entries: list[EpisodeScore]) -> list[EpisodeScore]:
+    """The entries of speech models: every family, pool and sweep of the analyses is theirs alone."""
+    return [e for e in entries if e.text_reference is None]
+

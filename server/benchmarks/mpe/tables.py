@@ -2,13 +2,16 @@
 and analyses (:mod:`.metrics`, :mod:`.stats`) and drawn by both reports: the terminal
 (:func:`server.benchmarks.mpe.report.print_report`) and the HTML file.
 
-Each table is named after its number in the paper. Shares carry their numerator and
+Each table of the paper carries its number in the paper (:data:`PAPER_TABLES`); the tables the
+paper does not have are labelled as extras, never numbered. Shares carry their numerator and
 denominator and are printed with two decimals (a 0.1 pp difference is visible); ★ marks the
-best model of a condition, only on scored quantities (:data:`.metrics.METRICS`).
+best model of a condition, only on the four scored capabilities (:data:`.metrics.METRICS`).
+p-values too small for a float print in scientific notation from their logarithm.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +30,10 @@ OUTCOME_TITLES = {"pass": "pass", "still_voicing": "still voicing", "resumed": "
 ADDRESSEE_TITLES = {"Aria": "Aria", "person": "another person", "group": "the group", "device": "another device",
                     "nobody": "nobody / not given"}
 TASK_TITLES = {"silence": "silence preservation", "accuracy": "answer accuracy"}
+#: the paper's numbered tables that the report prints, in order (17: text references, 18: silence
+#: by N label); every other table is an extra
+PAPER_TABLES: tuple[int, ...] = (3, 9, 10, 12, 13, 14, 15, 16, 17, 18, 21)
+EXTRA = "Extra (beyond the paper)"
 
 
 @dataclass(frozen=True)
@@ -54,10 +61,18 @@ def pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2f}%"
 
 
-def p_text(v: float | None) -> str:
+def p_text(v: float | None, log10: float | None = None) -> str:
+    """A p-value; below 0.001 in scientific notation, from ``log10`` (computed in log space) where
+    given, so a p under the smallest float still prints with its exponent (e.g. 3.1e-372)."""
     if v is None:
         return "–"
-    return f"{v:.2g}" if v < 0.001 else f"{v:.4f}"
+    if v >= 0.001 or log10 is None:
+        return f"{v:.2g}" if v < 0.001 else f"{v:.4f}"
+    exp = math.floor(log10)
+    mant = round(10 ** (log10 - exp), 1)
+    if mant >= 10:
+        mant, exp = 1.0, exp + 1
+    return f"{mant:.1f}e{exp:+03d}"
 
 
 def pp(v: float | None) -> str:
@@ -95,8 +110,8 @@ def results_table(metrics: dict[str, Any], title: str = "") -> ReportTable:
             for model, cond, qs in _rows(metrics)]
     return ReportTable("table3", "Table 3: results per model and condition" + (f" · {title}" if title else ""),
                        "Each quantity on its own denominator (no aggregate score). Answering-window yield only with "
-                       ">= 30 eligible events. ★ best in its condition (scored quantities only; window response "
-                       "is descriptive).", head, rows)
+                       ">= 30 eligible events. ★ best in its condition, only on the four scored capabilities (response "
+                       "presence and window response are descriptive).", head, rows)
 
 
 # --- the other tables ---------------------------------------------------------------------------------
@@ -105,9 +120,9 @@ def results_table(metrics: dict[str, Any], title: str = "") -> ReportTable:
 def paired_table(a: dict[str, Any]) -> ReportTable:
     rows = [[_c(model), _c(r["n_pairs"]), _c(r["both"]), _c(r["explicit_only"]), _c(r["implicit_only"]),
              _c(r["neither"]), Cell(pct(r["explicit_rate"])), Cell(pct(r["implicit_rate"])), Cell(pp(r["diff_pp"])),
-             Cell(p_text(r["p_mcnemar"]))]
+             Cell(p_text(r["p_mcnemar"], r.get("log10_p_mcnemar")))]
             for model, r in a.get("paired_addressing", {}).items()]
-    return ReportTable("paired", "Explicit vs implicit addressing: response presence over complete pairs",
+    return ReportTable("table16", "Table 16: explicit vs implicit addressing, response presence over complete pairs",
                        "Exact two-sided McNemar on the discordant pairs.",
                        ["model", "pairs", "both", "explicit only", "implicit only", "neither", "explicit",
                         "implicit", "difference", "exact McNemar p"], rows, keys=1)
@@ -136,23 +151,22 @@ def silence_stage_table(a: dict[str, Any]) -> ReportTable:
 
 
 def n4_tables(a: dict[str, Any], metrics: dict[str, Any]) -> list[ReportTable]:
+    """Table 14 (onset categories and eligibility, one table as in the paper) and Table 15."""
     rows = _rows(a.get("n4_breakdown", {}))
     cats = [[_c(model), _c(cond), _c(r["n"]), share(r["window_response"], r["n"])]
-            + [share(r["categories"][c], r["n"]) for c in N4_CATEGORIES] for model, cond, r in rows]
-    elig = [[_c(model), _c(cond), _c(r["n"]), share(r["categories"]["fresh_onset"], r["n"]),
-             share(r["eligible"], r["n"]), share(r["eligible"], r["categories"]["fresh_onset"])]
+            + [share(r["categories"][c], r["n"]) for c in N4_CATEGORIES]
+            + [share(r["eligible"], r["n"]), share(r["eligible"], r["categories"]["fresh_onset"])]
             for model, cond, r in rows]
     outs = [[_c(model), _c(cond), _c(r["eligible"])] + [share(r["outcomes"][o], r["eligible"]) for o in N4_OUTCOMES]
             + [_q(metrics[model][cond]["window_yield"]), _c(r["censored"])] for model, cond, r in rows]
     return [
-        ReportTable("table12", "Table 12: N4 events by onset category",
-                    "Window response: speech in [start of N4Q, end of N4Q + 3 s]. Shares of all N4 events.",
+        ReportTable("table14", "Table 14: N4 events by onset category, and eligibility for the yield",
+                    "Window response: speech in [start of N4Q, end of N4Q + 3 s]. Eligible: a fresh onset after "
+                    "N4Q and still speaking at t_R (the start of N4R). Shares of all N4 events (last column: of "
+                    "the fresh onsets).",
                     ["model", "condition", "N4 events", "window response"]
-                    + [CATEGORY_TITLES[c] for c in N4_CATEGORIES], cats),
-        ReportTable("table14", "Table 14: N4 eligibility for the yield",
-                    "Eligible: a fresh onset after N4Q and still speaking at t_R (the start of N4R).",
-                    ["model", "condition", "N4 events", "fresh onset", "eligible (of events)",
-                     "eligible (of fresh onsets)"], elig),
+                    + [CATEGORY_TITLES[c] for c in N4_CATEGORIES]
+                    + ["eligible (of events)", "eligible (of fresh onsets)"], cats),
         ReportTable("table15", "Table 15: stopping outcomes of eligible N4 events",
                     "pass: silent at t_R + 2 s and until t_E; still voicing: speaking at t_R + 2 s; resumed: "
                     "speech again before t_E. Yield reported only with >= 30 eligible events; censored: the "
@@ -167,7 +181,7 @@ def sweep_table(a: dict[str, Any], metrics: dict[str, Any]) -> ReportTable:
     rows = [[_c(model), _c(cond)] + [share(p["num"], p["den"]) for p in pts]
             + [_q(metrics[model][cond]["silence_preservation"])]
             for model, cond, pts in _rows(sw.get("values", {}))]
-    return ReportTable("table16", "Table 16: duration-only silence sweep",
+    return ReportTable("table12", "Table 12: duration-only silence sweep",
                        "A window passes when the model's speech in it lasts at most the threshold; no semantic "
                        "exemption. Last column: silence preservation as scored. Text references have no speech "
                        "durations and are not in this table.",
@@ -200,7 +214,7 @@ def response_tables(a: dict[str, Any]) -> list[ReportTable]:
     labels = rd.get("labels", [])
     rows = [[_c(model), _c(cond)] + [share(r[lab]["responded"], r[lab]["n"]) for lab in labels]
             for model, cond, r in _rows(rd.get("by_label", {}))]
-    out = [ReportTable("table19", "Table 19: response decision by utterance type",
+    out = [ReportTable("response-decisions", f"{EXTRA}: response decision by utterance type",
                        "Responded: T with a response present; N1-N3 with speech that was not a backchannel (the "
                        "window failed); N4Q with a window response. Shares of the windows of each type.",
                        ["model", "condition"] + labels, rows)]
@@ -211,7 +225,7 @@ def response_tables(a: dict[str, Any]) -> list[ReportTable]:
                 for kind, x in r[lab].items():
                     rows.append([_c(model), _c(cond), _c(lab), _c(ADDRESSEE_TITLES.get(kind, kind)),
                                  share(x["spoke"], x["n"]), share(x["responded"], x["n"])])
-    out.append(ReportTable("table19-addressee", "Table 19 (by addressee): response decision by utterance type "
+    out.append(ReportTable("response-decisions-addressee", f"{EXTRA}: response decision by utterance type "
                            "and addressee", "Addressees from the manifest; spoke: any detected speech.",
                            ["model", "condition", "type", "addressee", "spoke", "responded"], rows,
                            empty="the manifest gives no addressees", keys=4))
@@ -226,8 +240,9 @@ def pairwise_table(a: dict[str, Any]) -> ReportTable:
         rows.append([_c(t["condition"]), _c(t["model_a"]), _c(t["model_b"]), _c(TASK_TITLES.get(t["task"], t["task"])),
                      _c(t["n_shared"]), _c(f"{t['a_only']} / {t['b_only']}"), Cell(pct(t["rate_a"])),
                      Cell(pct(t["rate_b"])), Cell(pp(t["diff_pp"])),
-                     Cell("–" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"), Cell(p_text(t["p"])),
-                     Cell(p_text(t["p_bonferroni"]), strong=t["p_bonferroni"] < 0.05), _c(t["m"])])
+                     Cell("–" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"), Cell(p_text(t["p"], t.get("log10_p"))),
+                     Cell(p_text(t["p_bonferroni"], t.get("log10_p_bonferroni")), strong=t["p_bonferroni"] < 0.05),
+                     _c(t["m"])])
     fams = ", ".join(f"{c}: m = {f['m']}" for c, f in pw.get("families", {}).items())
     return ReportTable("table21", "Table 21: pairwise model comparisons",
                        "Exact McNemar on the silence windows both models share and on the T requests both answered; "
@@ -243,7 +258,7 @@ def ranking_table(a: dict[str, Any]) -> ReportTable:
     items += list(rc.get("per_condition", {}).items())
     rows = [[_c(name), _c(r["n"]), Cell("–" if r["rho"] is None else f"{r['rho']:.3f}"), Cell(p_text(r["p"])),
              _c(r.get("note", ""))] for name, r in items]
-    return ReportTable("ranking", "Fresh-onset vs presence rankings (Spearman)",
+    return ReportTable("ranking", f"{EXTRA}: fresh-onset vs presence rankings (Spearman; the paper gives it in its text)",
                        "Pooled as in the paper: each model's explicit and implicit results are entries (ten for five "
                        "models); per condition as an extra.", ["entries", "n", "Spearman ρ", "p", "note"], rows,
                        keys=1)
@@ -256,21 +271,57 @@ def breakdown_tables(a: dict[str, Any]) -> list[ReportTable]:
         part = b.get(key, {})
         rows = [[_c(model), _c(cond), _c(g)] + [_q(g_qs[name]) for name in METRICS]
                 for model, cond, per in _rows(part.get("values", {})) for g, g_qs in per.items()]
-        out.append(ReportTable(f"by-{key}", f"{title} (beyond the paper)", "The six quantities within each group.",
+        out.append(ReportTable(f"by-{key}", f"{EXTRA}: {title.lower()}", "The six quantities within each group.",
                                ["model", "condition", key.replace("_", " ")] + [m.title for m in METRICS.values()],
                                rows, keys=3))
-    part = b.get("n_label", {})
-    rows = [[_c(model), _c(cond)] + [_q(per[lab]) for lab in part.get("groups", [])]
-            for model, cond, per in _rows(part.get("values", {}))]
-    out.append(ReportTable("by-n-label", "Silence preservation by N label (beyond the paper)", "",
-                           ["model", "condition"] + part.get("groups", []), rows))
     return out
 
 
-def report_tables(metrics: dict[str, Any], analyses: dict[str, Any]) -> list[ReportTable]:
-    """Every table of the report, in the paper's order, then the extras."""
+def n_label_table(a: dict[str, Any]) -> ReportTable:
+    """Table 18: silence preservation of the N1, N2 and N3 windows apart."""
+    part = a.get("breakdowns", {}).get("n_label", {})
+    rows = [[_c(model), _c(cond)] + [_q(per[lab]) for lab in part.get("groups", [])]
+            for model, cond, per in _rows(part.get("values", {}))]
+    return ReportTable("table18", "Table 18: silence preservation by N label", "",
+                       ["model", "condition"] + part.get("groups", []), rows)
+
+
+def _measured(v: dict[str, Any]) -> Cell:
+    """A share, or "not measured" with its reason."""
+    if v.get("den") is None:
+        return Cell("not measured", v.get("note", "").removeprefix("not measured: "))
+    return _q(v)
+
+
+def reference_tables(ref: dict[str, Any]) -> list[ReportTable]:
+    """Tables 17 and 18 of the text references (``mpe reference``), apart from the speech models."""
+    if not ref:
+        return []
+    metrics, diag = ref.get("metrics", {}), ref.get("n4q_addressee", {})
+    rows = [[_c(model), _c(cond)] + [_q(qs[k]) for k in ("response_presence", "answer_accuracy",
+                                                          "silence_preservation", "window_response")]
+            + [_measured(qs["fresh_onset_rate"]), _measured(diag.get(model, {}).get(cond, {}))]
+            for model, cond, qs in _rows(metrics)]
+    t17 = ReportTable("table17", "Table 17: text references (decided on the script)",
+                      "Reported apart: never in the speech models' tables, test families or ranking pools. Fresh "
+                      "onset is not measured (a decision has no onset time). N4 Q addressee diagnostic: of the N4 "
+                      "questions addressed to Aria, the share the reference responded to.",
+                      ["model", "condition", "response presence", "answer accuracy", "silence preservation",
+                       "window response", "fresh onset", "N4 Q addressed to Aria: responded"], rows)
+    part = ref.get("n_label", {})
+    rows = [[_c(model), _c(cond)] + [_q(per[lab]) for lab in part.get("groups", [])]
+            for model, cond, per in _rows(part.get("values", {}))]
+    t18 = ReportTable("table18-reference", "Table 18: silence preservation by N label · text references", "",
+                      ["model", "condition"] + part.get("groups", []), rows)
+    return [t17, t18]
+
+
+def report_tables(metrics: dict[str, Any], analyses: dict[str, Any],
+                  reference: dict[str, Any] | None = None) -> list[ReportTable]:
+    """Every table of the report, in the paper's order, then the extras; text references apart."""
     a = analyses
-    t12, t14, t15 = n4_tables(a, metrics)
-    return [results_table(metrics), paired_table(a), t_partition_table(a), silence_stage_table(a), t12,
-            tertile_table(a), t14, t15, sweep_table(a, metrics), *response_tables(a), pairwise_table(a),
-            ranking_table(a), *breakdown_tables(a)]
+    t14, t15 = n4_tables(a, metrics)
+    t17_18 = reference_tables(reference or {})
+    return [results_table(metrics), t_partition_table(a), silence_stage_table(a), sweep_table(a, metrics),
+            tertile_table(a), t14, t15, paired_table(a), *t17_18[:1], n_label_table(a), *t17_18[1:],
+            pairwise_table(a), *response_tables(a), ranking_table(a), *breakdown_tables(a)]

@@ -205,7 +205,7 @@ def _cell(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 def agreement(a: Mapping[Key, Decided], b: Mapping[Key, Decided]) -> dict[str, Any]:
     """How often two reference runs decide an utterance alike: over the utterances both decided
     (an unparseable decision is its own value), overall with Cohen's kappa, by condition, by label
-    and by the utterance's addressee (Table 19's groups)."""
+    and by the utterance's addressee (the response decisions' groups)."""
     shared = sorted(set(a) & set(b))
     rows = [(k, a[k], (a[k].decision or UNPARSEABLE, b[k].decision or UNPARSEABLE)) for k in shared]
     pairs = [p for _, _, p in rows]
