@@ -35,7 +35,7 @@ class ServerState:
     db: Database
     server_id: str
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    live: LiveHub = field(default_factory=LiveHub)  # issue 5: live listeners of running attempts
+    live: LiveHub = field(default_factory=LiveHub)  # live listeners of running attempts
     limits: ServerLimits | None = None  # the limits (docs/api.md "Limits"); from settings by default
     work: WorkSignal | None = None  # wakes idle bridges when work may have appeared (started by the app)
     status: GroupStatus | None = None  # what idle bridges are told, per group

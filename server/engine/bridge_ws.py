@@ -267,7 +267,7 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
             log.error("run %s failed: %s%s", lease.run_id, exc, f" ({exc.__cause__})" if exc.__cause__ else "")
             await asyncio.to_thread(fail_run, state.db, lease, exc.code, str(exc))
         else:
-            with state.live.attempt(lease) as observer:  # issue 5: live listeners
+            with state.live.attempt(lease) as observer:  # live listeners
                 try:
                     await EpisodeSession(state.db, conn, lease, state.flushes, state.phases, settings, core,
                                          observer=observer).run()

@@ -172,7 +172,7 @@ class Connection(Protocol):
 
 class EpisodeObserver(Protocol):
     """Optional live view of an attempt (server.engine.live). Calls never wait and never raise;
-    the episode's timing must not depend on who watches (issue 5)."""
+    the episode's timing must not depend on who watches."""
 
     def room(self, seq: int, pcm: np.ndarray, events: tuple[Event, ...], status: Callable[[], dict]) -> None: ...
     def assistant(self, slot: int, pcm: np.ndarray) -> None: ...

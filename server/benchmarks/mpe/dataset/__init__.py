@@ -1,4 +1,4 @@
-"""Scenario construction (issue 3): plans, generators, suites, voices, checks and reports.
+"""Scenario construction: plans, generators, suites, voices, checks and reports.
 
 * :mod:`.compose` -- composition controls and per-pair plans (speakers, T bucket, N4, attributes)
 * :mod:`.procedural` / :mod:`.anthropic_gen` -- two generators behind :class:`.schema.ScenarioGenerator`
