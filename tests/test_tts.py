@@ -1,4 +1,4 @@
-"""Offline voices (server/tts.py): variant recipe, output format, clip cache."""
+"""Offline voices (server/tts/): variant recipe, output format, clip cache."""
 
 from __future__ import annotations
 

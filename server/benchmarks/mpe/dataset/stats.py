@@ -32,10 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from server.benchmarks.mpe.scheduler import GAP_S, N4_GAP_S  # §3: silence after each clip / after N4Q
 from server.benchmarks.mpe.suite import CONDITIONS, LABELS, T_BUCKETS, Suite, audio_pending
-
-GAP_S = 0.5  # §3: silence after each clip
-N4_GAP_S = 3.0  # §3: silence after N4Q
 
 # Words per second of the default piper voices as the suites use them (joe at four pitches):
 # 1,123 words in 339.4 s over 48 turns of a paper-length suite, each in its speaker's voice
