@@ -47,3 +47,21 @@ def test_the_audit_reads_the_labels_a_plugin_declares(tmp_path, monkeypatch):
     monkeypatch.setattr(type(bench), "judge_tasks", (*bench.judge_tasks, tone))
     out = import_sheet(sheet)
     assert [(r["task"], r["n"], r["agree"]) for r in out["results"]] == [("tone", 2, 2)]
+
+
+def test_the_audit_fills_a_rare_labels_places_from_the_other_label():
+    import random
+
+    from server.scoring.audit import draw
+
+    pools = {"BACKCHANNEL": [f"b{i}" for i in range(2)], "SUBSTANTIVE_INTRUSION": [f"s{i}" for i in range(9)]}
+    got = draw(pools, 5, random.Random(1))
+    # both rare items, then 5 + 3 of the common label: the stratum keeps its 10 places
+    assert len(got) == 10 and len(set(got)) == 10
+    assert {"b0", "b1"} <= set(got) and sum(x.startswith("s") for x in got) == 8
+    # enough of every label: exactly per_label each; nothing to fill from: what there is
+    assert sorted(x[0] for x in draw({"A": list("aaaaaa"), "B": list("bbbbbb")}, 3, random.Random(2))) == list("aaabbb")
+    assert len(draw({"A": ["a"], "B": ["b"]}, 5, random.Random(3))) == 2
+    assert draw({"A": ["a"], "B": list("bbbbbb")}, 3, random.Random(4)) == list("abbbbb")
+    # seeded: the same draw twice
+    assert draw(pools, 5, random.Random(7)) == draw(pools, 5, random.Random(7))

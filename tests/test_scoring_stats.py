@@ -326,7 +326,7 @@ class TestPaperTables:
         r = stats.silence_stages([e])["m"]["explicit"]
         assert r == {"n": 8, "passed": 3, "duration_passed": 1,
                      "stages": {"no_speech": 1, "judged_backchannel": 1, "judged_non_backchannel": 1,
-                                "empty_or_unparseable": 2, "duration": 2, "no_asr": 1, "responded": 0}}
+                                "empty_transcript": 1, "unparseable": 1, "duration": 2, "no_asr": 1, "responded": 0}}
 
     def test_n4_eligibility_and_censored(self):
         e = entry(n4=[(True, "fresh_onset", True, "still_voicing"), (True, "fresh_onset", False, None)])

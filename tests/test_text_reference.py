@@ -351,7 +351,7 @@ def test_a_claude_reference_run_with_unparseable_replies_a_429_and_its_cache(db,
         assert m["implicit"]["response_presence"] == {"num": 1, "den": 2, "value": 0.5}
         n1 = [w for e in res.episodes for w in e.silence_windows if w.label == "N1"]
         assert {(w.passed, w.reason) for w in n1} == {(False, "unparseable")}
-        assert res.analyses["silence_stages"][made.model]["explicit"]["stages"]["empty_or_unparseable"] == 1
+        assert res.analyses["silence_stages"][made.model]["explicit"]["stages"]["unparseable"] == 1
 
         # the same command again asks nothing; a repetition asks everything anew
         again = create_reference_run(db, suite_path=str(suite), backend=claude(fake), concurrency=3)

@@ -1,7 +1,8 @@
 """Judge audit: a stratified sample of verdicts for people to label, and the agreement.
 
 ``mpe audit sample RUN`` draws, per model × condition × task, up to ``per_label`` verdicts
-of every label (balanced across labels, seeded) from the run's latest scoring and writes
+of every label (balanced across labels, seeded; a label with fewer verdicts leaves its places
+to the other labels, :func:`draw`) from the run's latest scoring and writes
 a review directory: ``sheet.csv`` (one row per item, ``human_label`` left empty),
 ``clips/<item>.wav`` (exactly the audio that was transcribed) and ``index.html`` (the same
 sheet with players). ``mpe audit import SHEET`` reads the filled sheet and reports, per
@@ -22,7 +23,7 @@ import html
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy import select
@@ -42,6 +43,7 @@ FIELDS = ["item_id", "run_id", "scoring_id", "episode_id", "model", "condition",
           "transcript", "gold_answer", "judge", "judge_model", "prompt_version", "judge_label", "judge_effective",
           "human_label", "notes"]
 UNPARSEABLE = "UNPARSEABLE"
+T = TypeVar("T")
 
 
 def judge_tasks() -> dict[str, JudgeTask]:
@@ -72,6 +74,21 @@ def _track(db: Database, entry: ScoreEntry, cache: dict[str, np.ndarray]) -> np.
     return cache[key]
 
 
+def draw(pools: dict[str, list[T]], per_label: int, rng: random.Random) -> list[T]:
+    """One stratum's sample: up to ``per_label`` items of every label, and where a label has fewer,
+    the places it leaves filled from the other labels' remaining items (the paper's audit keeps each
+    stratum's size when a label is rare), all seeded by ``rng``, labels in sorted order."""
+    chosen: list[T] = []
+    rest: list[T] = []
+    for label in sorted(pools):
+        pool = pools[label]
+        picked = set(rng.sample(range(len(pool)), min(per_label, len(pool))))
+        chosen.extend(pool[i] for i in sorted(picked))
+        rest.extend(x for i, x in enumerate(pool) if i not in picked)
+    short = per_label * len(pools) - len(chosen)
+    return chosen + rng.sample(rest, min(short, len(rest)))
+
+
 def sample(db: Database, ref: str, out: Path, *, per_label: int = 5, seed: int = AUDIT_SEED) -> dict[str, Any]:
     row = latest_scoring(db, ref) or get_scoring(db, ref)
     if row is None or row.status != ScoringStatus.complete:
@@ -81,14 +98,16 @@ def sample(db: Database, ref: str, out: Path, *, per_label: int = 5, seed: int =
     items = [(e, it) for e in load_entries(db, row.id, bench.entry_model) for it in e.judged()]
     if not items:
         raise NotScored(f"scoring {row.id} holds no judge verdicts to audit (no speech was judged)")
-    strata: dict[tuple, list[tuple[ScoreEntry, JudgedItem]]] = defaultdict(list)
+    strata: dict[tuple[str, str, str], dict[str, list[tuple[ScoreEntry, JudgedItem]]]] = defaultdict(
+        lambda: defaultdict(list))
     for e, it in items:
-        strata[(e.model, e.condition, it.task, _label(it))].append((e, it))
+        strata[(e.model, e.condition, it.task)][_label(it)].append((e, it))
     rng = random.Random(seed)
     chosen: list[tuple[ScoreEntry, JudgedItem]] = []
     for key in sorted(strata):
-        pool = sorted(strata[key], key=lambda p: (p[0].episode_id, p[1].turn_idx))
-        chosen.extend(rng.sample(pool, min(per_label, len(pool))))
+        pools = {label: sorted(pool, key=lambda p: (p[0].episode_id, p[1].turn_idx))
+                 for label, pool in strata[key].items()}
+        chosen.extend(draw(pools, per_label, rng))
     with db.session() as s:
         vrows = {v.id: v for v in s.scalars(select(VerdictRow).where(
             VerdictRow.id.in_([it.verdict_id for _, it in chosen])))}

@@ -53,9 +53,9 @@ from server.scoring.statistics import (
 SWEEP_MS = (0, 100, 200, 300, 500)
 TERTILES = ("early", "middle", "late")
 T_STATES = ("fresh", "already_speaking", "none")  # Table 9: the partition of T (outcome.t_state)
-# Table 10: how each N1-N3 window was decided (SilenceScore.reason, judged split by verdict; responded:
-# a text reference's RESPOND).
-SILENCE_STAGES = ("no_speech", "judged_backchannel", "judged_non_backchannel", "empty_or_unparseable",
+# Table 10: how each N1-N3 window was decided (SilenceScore.reason, judged split by verdict; the paper
+# counts an empty transcript and a reply without a valid label apart; responded: a text reference's RESPOND).
+SILENCE_STAGES = ("no_speech", "judged_backchannel", "judged_non_backchannel", "empty_transcript", "unparseable",
                   "duration", "no_asr", "responded")
 
 
@@ -224,9 +224,7 @@ def silence_stage(w: SilenceScore) -> str:
     """Table 10: the stage that decided an N1-N3 window (one of :data:`SILENCE_STAGES`)."""
     if w.reason == "judged":
         return "judged_backchannel" if w.verdict == PASSING["silence"] else "judged_non_backchannel"
-    if w.reason in ("empty_transcript", "unparseable"):
-        return "empty_or_unparseable"
-    return w.reason  # no_speech, duration, no_asr, responded
+    return w.reason  # no_speech, empty_transcript, unparseable, duration, no_asr, responded
 
 
 def silence_stages(entries: list[EpisodeScore]) -> dict[str, Any]:

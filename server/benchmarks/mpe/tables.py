@@ -22,7 +22,8 @@ from server.benchmarks.mpe.stats import SILENCE_STAGES, T_STATES, TERTILES
 T_STATE_TITLES = {"fresh": "fresh onset", "already_speaking": "already active", "none": "none"}
 STAGE_TITLES = {"no_speech": "no speech", "judged_backchannel": "judged backchannel",
                 "judged_non_backchannel": "judged non-backchannel",
-                "empty_or_unparseable": "empty transcript / unparseable", "duration": "decided on duration",
+                "empty_transcript": "empty transcript",
+                "unparseable": "no valid label", "duration": "decided on duration",
                 "no_asr": "no ASR", "responded": "text reference: RESPOND"}
 CATEGORY_TITLES = {"already_speaking": "already speaking", "started_during_q": "started during N4Q",
                    "fresh_onset": "fresh onset", "no_speech": "no speech"}
