@@ -374,3 +374,28 @@ def test_without_asr_the_cli_says_answer_accuracy_is_not_computed(db, say, tmp_p
     # With ASR the note is absent.
     r = CliRunner().invoke(app, ["score", str(bundle), "--asr", "faster-whisper", "--workers", "1", "--json"])
     assert r.exit_code == 0 and "not computed" not in r.stderr
+
+
+class TestQwen3ASR:
+    """The paper's ASR through transformers' own Qwen3-ASR classes (tiny random weights)."""
+
+    def test_transcribes_through_the_processors_request(self, tmp_path, say):
+        pytest.importorskip("transformers")
+        from server.scoring.asr import Qwen3ASR
+        from tests.support.qwen3_asr import FIRST, build_tiny_qwen3_asr
+
+        d = build_tiny_qwen3_asr(tmp_path / "q3")
+        for spec in (f"qwen3-asr:{d}", f"transformers:{d}"):  # the generic path finds the model class too
+            asr = make_asr(spec, device="cpu")
+            assert isinstance(asr, Qwen3ASR) and asr.describe()["model_type"] == "qwen3_asr"
+        asr.max_new_tokens = 5
+        res = asr.transcribe(say("The meeting is at four."))
+        # greedy over a zero head: the model's own five tokens, the prefilled "language English<asr_text>" not repeated
+        assert res.text == FIRST * 5 and res.raw["new_tokens"] == 5
+        assert asr.transcribe(np.zeros(0, dtype=np.int16)).text == ""
+
+    def test_refuses_another_model_type(self, tmp_path):
+        pytest.importorskip("transformers")
+        (tmp_path / "config.json").write_text('{"model_type": "whisper"}')
+        with pytest.raises(BackendUnavailable, match="not Qwen3-ASR"):
+            make_asr(f"qwen3-asr:{tmp_path}")

@@ -38,7 +38,7 @@ def _progress() -> Progress:
 
 def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR...",
                                               help="a run id, or episode bundle directories (or export directories)"),
-          asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | transformers:DIR | none"),
+          asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | qwen3-asr:DIR | transformers:DIR | none"),
           judge: str = typer.Option("rule", help="rule | rule:fast (speech over the length limits decided on "
                                                  "duration, without ASR: faster) | claude[:MODEL]"),
           device: Optional[str] = typer.Option(None, help="ASR device: cpu | cuda | cuda:N | auto (default: cpu "
@@ -352,7 +352,7 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
                 "companion code's rule)")),
             swap: bool = typer.Option(False, "--swap", help="audio files: the model first (stereo: left = model)"),
             asr: str = typer.Option("none", help="transcribe the speech segments for the prompt: none | "
-                                                 "faster-whisper[:DIR] | transformers:DIR"),
+                                                 "faster-whisper[:DIR] | qwen3-asr:DIR | transformers:DIR"),
             out_file: Optional[Path] = typer.Option(None, "--out", help="write the JSON here (default: print it)"),
             max_retries: int = typer.Option(4, min=0, help="claude: the SDK's retries of a failed request")) -> None:
     """Segment a two-channel recording into user turns and response windows (docs/segmentation.md)."""

@@ -15,9 +15,13 @@ Backends (``--asr NAME``):
   ``faster-whisper:DIR`` uses another CTranslate2 model directory. ``--device cuda`` (or
   ``cuda:N``, or ``auto``: a GPU when CTranslate2 sees one) runs it on a GPU, same model and
   compute type; each transcript records the device it was made on.
-* ``transformers:DIR`` a transformers ASR pipeline over local weights only (Whisper
-  large, Qwen3-ASR where its processor supports the pipeline), GPU when available. Never
-  downloads: DIR must hold the weights.
+* ``qwen3-asr:DIR`` the Duplex-MPE paper's ASR (Qwen3-ASR-1.7B): transformers'
+  ``Qwen3ASRForConditionalGeneration`` and its processor over local weights only (a
+  converted ``-hf`` checkpoint), English forced as the processor's transcription request
+  does (``language English<asr_text>`` prefilled), the Aria prompt as its context, greedy,
+  GPU when available. ``transformers:DIR`` on such a directory takes the same path.
+* ``transformers:DIR`` a transformers ASR pipeline over other local weights (Whisper large),
+  GPU when available. Never downloads: DIR must hold the weights.
 * ``none``: no transcription (duration-only scoring: windows with speech fail, answer
   accuracy is not computed; :data:`NO_ASR_NOTE` says so wherever results are shown).
 
@@ -277,7 +281,59 @@ class TransformersASR(ASRBackend):
         return ASRResult(text, {"output": out if isinstance(out, dict) else str(out)})
 
 
-ASR_NAMES = ("faster-whisper", "faster-whisper:DIR", "transformers:DIR", "none")
+class Qwen3ASR(TransformersASR):
+    """Qwen3-ASR through transformers' own model class (``model_type`` ``qwen3_asr``): the processor's
+    transcription request with English forced and the Aria prompt as context, greedy decoding of at most
+    :attr:`max_new_tokens`, and only the text after ``<asr_text>`` kept."""
+
+    name = "qwen3-asr"
+    max_new_tokens = 512
+
+    def __init__(self, model_dir: str | None, *, device: str | None = None, prompt: str = ARIA_PROMPT):
+        super().__init__(model_dir, device=device, prompt=prompt)
+        if self.model_type != "qwen3_asr":
+            raise BackendUnavailable(f"{self.path} holds a {self.model_type!r} model, not Qwen3-ASR (qwen3_asr)")
+        try:
+            from transformers import Qwen3ASRForConditionalGeneration  # noqa: F401
+        except ImportError:
+            raise BackendUnavailable(f"transformers {self._version} has no Qwen3-ASR model class; "
+                                     "it needs transformers 5.x with qwen3_asr") from None
+        self._model = None
+        self._proc = None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "decoding": "greedy", "max_new_tokens": self.max_new_tokens}
+
+    def _load_model(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoProcessor, Qwen3ASRForConditionalGeneration
+
+            device = self.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+            self._proc = AutoProcessor.from_pretrained(str(self.path), local_files_only=True)
+            self._model = Qwen3ASRForConditionalGeneration.from_pretrained(
+                str(self.path), local_files_only=True, dtype=dtype).to(device).eval()
+        return self._model, self._proc
+
+    def transcribe(self, pcm: np.ndarray) -> ASRResult:
+        if len(pcm) == 0:
+            return ASRResult("", {})
+        import torch
+
+        with self._lock:
+            model, proc = self._load_model()
+            inputs = proc.apply_transcription_request(audio=to_16k(pcm), language="en", prompt=self.prompt)
+            inputs = inputs.to(model.device, dtype=model.dtype)
+            with torch.inference_mode():
+                out = model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False)
+            new = out[:, inputs["input_ids"].shape[1]:]
+            text = proc.decode(new, return_format="transcription_only")[0]
+        return ASRResult(str(text).strip(), {"new_tokens": int(new.shape[1]),
+                                             "device": str(model.device)})
+
+
+ASR_NAMES = ("faster-whisper", "faster-whisper:DIR", "qwen3-asr:DIR", "transformers:DIR", "none")
 
 
 def make_asr(spec: str | None, *, cpu_threads: int = 1, device: str | None = None) -> ASRBackend:
@@ -289,7 +345,11 @@ def make_asr(spec: str | None, *, cpu_threads: int = 1, device: str | None = Non
         return NoASR()
     if name == "faster-whisper":
         return FasterWhisperASR(arg or None, cpu_threads=cpu_threads, device=device)
-    if name == "transformers":
+    if name in ("transformers", "qwen3-asr"):
         kind, index = parse_device(device or "auto")
-        return TransformersASR(arg or None, device=None if kind == "auto" else kind if kind == "cpu" else f"cuda:{index}")
+        dev = None if kind == "auto" else kind if kind == "cpu" else f"cuda:{index}"
+        generic = TransformersASR(arg or None, device=dev)
+        if name == "qwen3-asr" or generic.model_type == "qwen3_asr":
+            return Qwen3ASR(arg, device=dev)
+        return generic
     raise BackendUnavailable(f"unknown ASR backend {spec!r}; choose one of: {', '.join(ASR_NAMES)}")

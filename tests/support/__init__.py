@@ -12,7 +12,8 @@ through tests/conftest.py and tests/faults/conftest.py, which import them.
 - ``audio``: speech synthesized once per session; placing and trimming clips.
 - ``suites``: the mini suite (``build_mini_suite``) and the built-in suites voiced once per session.
 - ``plugins``: the registration line of the test benchmark plug-in (tests/beepbench/).
-- ``context``, ``mtr``, ``scoring``, ``dataset``, ``fuzz``, ``moshi``: the shared parts of those tests.
+- ``context``, ``mtr``, ``scoring``, ``dataset``, ``fuzz``, ``moshi``: the shared parts of those tests;
+  ``qwen3_asr``: a tiny random Qwen3-ASR checkpoint of transformers' own classes.
 - ``faults``: the fault tests' own PostgreSQL (``own_postgres``) and outage helpers; ``netproxy``: a
   loopback proxy that impairs a connection.
 - ``anthropic_peer`` and ``peers/``: local servers speaking the Messages API and the model services
