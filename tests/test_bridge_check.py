@@ -117,7 +117,7 @@ async def raw_bridge(url: str, token: str, model: str, answer, stop: asyncio.Eve
                 async with websockets.connect(url + "/v1/bridge", compression=None,
                                               additional_headers={"Authorization": f"Bearer {token}"}) as ws:
                     await ws.send(json.dumps({"type": "hello", "protocol": 1, "model": {"name": model},
-                                              "sample_rate": 24000, "clocks": ["lockstep"]}))
+                                              "sample_rate": 24000, "clocks": ["lockstep"], "check": True}))
                     async for msg in ws:
                         if isinstance(msg, bytes):
                             _, _, _, seq = struct.unpack_from("<BBHI", msg)
@@ -178,7 +178,7 @@ async def run_bridge_check(settings, db, model: str, start, clocks=("lockstep",)
 
 def sdk(bridge: Bridge):
     def start(url, token, stop):
-        client = BridgeClient(bridge, BridgeOptions(server=url, token=token, backoff_min_s=0.05))
+        client = BridgeClient(bridge, BridgeOptions(server=url, token=token, backoff_min_s=0.05, check=True))
 
         async def go():
             task = asyncio.create_task(client.run())
