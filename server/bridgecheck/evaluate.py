@@ -12,7 +12,12 @@ What is judged, per clock the bridge announced (DESIGN §4, docs/protocol.md §5
   only, a tone is not speech);
 - ``reaction``: the onset after the request ends, from the window rule of §6 T;
 - ``reset``: fresh state per episode: a later episode must not open with speech (before
-  anything was asked) when the bridge's first episode did not.
+  anything was asked) when the bridge's first episode did not;
+- ``barge_in``: stopping when talked over: where the bridge is speaking when a person starts a
+  turn after the request (N4Q, N4R), its speech must stop within ``STOP_WITHIN`` (1.0 s) of that
+  turn's start: the interruption rule of MTR-DuplexBench as this project scores it
+  (server/benchmarks/mtr/rules.py; /work/shared/notes/mtr-duplexbench.md: the model must be
+  silent during the interruption).
 
 Nothing here reads a clock, a socket or the database (:mod:`.runs` loads the attempts).
 """
@@ -27,8 +32,9 @@ import numpy as np
 from clients.checkreport import BridgeOut, CheckLine, CheckReport, RunState, Verdict
 from clients.codec import FRAME_MS, FRAME_SAMPLES, STREAM_RATE, frame_samples
 from server.benchmarks.mpe.rules import ONSET_WAIT, TAIL, parse_timeline, t_outcome
+from server.benchmarks.mtr.rules import STOP_WITHIN
 from server.core.events import Event
-from server.core.spans import Span
+from server.core.spans import Span, active_at
 from server.core.status import ACTIVE_RUN, FAILED_ATTEMPT, AttemptStatus, RunStatus
 from server.scoring.errors import BadBundle
 
@@ -353,6 +359,43 @@ def _reaction_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
                      detail=detail, advice=advice)
 
 
+def _barge_in(a: RecordedAttempt) -> tuple[str, int] | None:
+    """The first person's turn after the request that starts while the bridge speaks: (its label,
+    samples from its start to the end of the bridge's speech), or None when the bridge was silent
+    at every such start."""
+    try:
+        tl = parse_timeline(a.events, a.n_samples, a.end_sample)
+    except BadBundle:
+        return None
+    t_end = next((c.end for c in tl.clips if c.label == "T"), None)
+    if t_end is None:
+        return None
+    for clip in tl.clips:
+        if clip.start >= t_end and (seg := active_at(a.segments, clip.start)) is not None:
+            return clip.label, seg[1] - clip.start
+    return None
+
+
+def _barge_in_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
+    talked_over = [(a, hit) for a in done if (hit := _barge_in(a)) is not None]
+    if not done:
+        return CheckLine(check="barge_in", clock=clock, verdict=Verdict.skipped, detail="no episode completed")
+    if not talked_over:
+        return CheckLine(check="barge_in", clock=clock, verdict=Verdict.skipped,
+                         detail="the bridge was silent whenever a person started talking after the request: "
+                                "nothing to judge")
+    late = [(a, label, stop) for a, (label, stop) in talked_over if stop > STOP_WITHIN]
+    shown = "; ".join(f"episode {a.episode + 1}: {label} started while it spoke, its speech ran on {_s(stop)}"
+                      for a, (label, stop) in talked_over)
+    if not late:
+        return CheckLine(check="barge_in", clock=clock, verdict=Verdict.passed, detail=shown)
+    return CheckLine(check="barge_in", clock=clock, verdict=Verdict.failed,
+                     detail=f"{shown} (limit {_s(STOP_WITHIN)})",
+                     advice=f"When someone starts talking over the bridge, its speech must stop within "
+                            f"{_s(STOP_WITHIN)} (the interruption rule of MTR-DuplexBench): watch the room "
+                            "frames while speaking and drop the rest of the queued answer when speech begins.")
+
+
 def _opening_speech(a: RecordedAttempt) -> Span | None:
     """The first speech before the preamble ended (nothing has been asked yet), if any."""
     try:
@@ -462,7 +505,8 @@ def evaluate(model: str, runs: Sequence[CheckRun], attempts: Sequence[RecordedAt
                   _seq_line(clock, mine, mine_done), _timing_line(clock, mine, mine_done),
                   _speech_line(clock, mine_done), _reaction_line(clock, mine_done),
                   reset.get(clock) or CheckLine(check="reset", clock=clock, verdict=Verdict.skipped,
-                                                detail="needs two completed episodes on one bridge")]
+                                                detail="needs two completed episodes on one bridge"),
+                  _barge_in_line(clock, mine_done)]
     return CheckReport(model=model, runs=states,
                        bridges=[BridgeOut(bridge_id=b.bridge_id, model_revision=b.model_revision,
                                           sample_rate=b.sample_rate, clocks=list(b.clocks), connected=b.connected,

@@ -25,10 +25,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from clients.errors import MPEError
-from server.auth import read_token
 from clients.check import http_base
 from clients.checkreport import CheckReport, Verdict
+from clients.errors import MPEError
+from server.auth import read_token
 from server.core.status import ACTIVE_RUN
 
 console = Console(stderr=True)
