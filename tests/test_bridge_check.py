@@ -299,6 +299,31 @@ def test_barge_in_judged_against_the_interruption_bound():
     assert quiet.line("barge_in", "lockstep").verdict == Verdict.skipped
 
 
+class RaisesOnSecond(Talker):
+    """A correct talker whose step() raises on the 10th frame of its second episode."""
+
+    def reset(self, episode: EpisodeStart) -> None:
+        super().reset(episode)
+        self.episodes, self.frames = getattr(self, "episodes", 0) + 1, 0
+
+    def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        self.frames += 1
+        if self.episodes == 2 and self.frames == 10:
+            raise ValueError("boom in step")
+        return super().step(seq, room)
+
+
+async def test_exception_in_step_is_reported_on_the_episodes_line(check_settings, db, answer_speech):
+    report = await run_bridge_check(check_settings, db, "raises", sdk(RaisesOnSecond(answer_speech, name="raises")))
+    got = verdicts(report)
+    line = report.line("episodes", "lockstep")
+    assert line.verdict == Verdict.failed and "1 of 2 completed" in line.detail
+    assert "bridge_error" in line.detail and "ValueError: boom in step" in line.detail
+    assert line.advice == f"[bridge_error] {ADVICE['bridge_error']}"
+    # the bridge went on: the other episode was judged
+    assert got[("frames", "lockstep")] == got[("seq", "lockstep")] == got[("speech", "lockstep")] == "pass"
+
+
 async def test_state_not_reset_between_episodes(check_settings, db, answer_speech):
     report = await run_bridge_check(check_settings, db, "stale", sdk(Talker(answer_speech, name="stale", fresh=False, stops=False)))
     got = verdicts(report)

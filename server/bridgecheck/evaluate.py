@@ -84,6 +84,9 @@ ADVICE: dict[str, str] = {
     "lease_expired": "The attempt stalled past its lease (the bridge or the server stopped making progress) "
                      "and was given up; check that the bridge keeps answering and does not block the socket.",
     "aborted": "The attempt was stopped by the server (the check was cancelled or the server shut down).",
+    "bridge_error": "The bridge's own code raised an exception in reset(), step() or force() (the message names "
+                    "its type and text; the bridge's log has the file and line). The SDK fails that attempt and "
+                    "goes on with the next episode; fix the exception in the bridge.",
 }
 OWN_CODE_ADVICE = ("Your bridge sent this error itself (an error message with its own code): see its message, "
                    "and the log of the bridge or of the model's endpoint behind it.")
