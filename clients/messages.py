@@ -52,8 +52,11 @@ class Hello(_Msg):
     #: the bridge asks to be told what it plays (``episode.start.reference``): oracle-style reference
     #: bridges only; granted to admin tokens, refused (``forbidden``) to any other (§4.3)
     wants_reference: bool = False
+    #: the bridge is under a bridge check: it is given the episodes of its team's check runs only,
+    #: never a real run's (a bridge without it is never given a check's); docs/protocol.md §2
+    check: bool = False
 
-    _omit_default = ("accepts_context", "wants_reference")
+    _omit_default = ("accepts_context", "wants_reference", "check")
 
 
 class Welcome(_Msg):

@@ -134,6 +134,9 @@ class BridgeOptions:
     backoff_max_s: float = 30.0
     max_episodes: int | None = None  # stop after serving this many episodes (tests, demo)
     exit_when_idle_s: float | None = None  # stop after this long without an episode (None: never)
+    #: check mode (hello.check): served the episodes of the team's bridge checks only, never a real
+    #: run's; clients.check.check_bridge sets it
+    check: bool = False
 
 
 class BridgeClient:
@@ -182,7 +185,7 @@ class BridgeClient:
         try:
             return Hello(protocol=PROTOCOL_VERSION, model=ModelInfo(name=b.name, revision=b.revision),
                          sample_rate=b.sample_rate, clocks=list(b.clocks), accepts_context=b.accepts_context,
-                         wants_reference=b.wants_reference)
+                         wants_reference=b.wants_reference, check=self.options.check)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"])

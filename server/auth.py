@@ -119,23 +119,26 @@ def principal_of(row: Token) -> Principal:
     return Principal(team=row.team, scopes=parse_scopes(row.scopes), token_id=row.id)
 
 
-def require(p: Principal, scope: Scope) -> Principal:
-    """``p`` if it has ``scope``; Forbidden otherwise."""
-    if not p.allows(scope):
-        raise Forbidden(f"this token's scopes ({format_scopes(p.scopes)}) do not include {scope}")
+def require(p: Principal, scope: Scope, *alternatives: Scope) -> Principal:
+    """``p`` if it has ``scope`` (or one of ``alternatives``); Forbidden otherwise."""
+    wanted = (scope, *alternatives)
+    if not any(p.allows(x) for x in wanted):
+        raise Forbidden(f"this token's scopes ({format_scopes(p.scopes)}) do not include "
+                        + " or ".join(map(str, wanted)))
     return p
 
 
-def authenticate(db: Database, token: str | None, scope: Scope) -> Principal:
-    """The principal of a secret that may be used now and has ``scope``: AuthError for a missing,
-    unknown, revoked or expired token (one message for all three), Forbidden for a missing scope."""
+def authenticate(db: Database, token: str | None, scope: Scope, *alternatives: Scope) -> Principal:
+    """The principal of a secret that may be used now and has ``scope`` (or one of ``alternatives``):
+    AuthError for a missing, unknown, revoked or expired token (one message for all three),
+    Forbidden for a missing scope."""
     if not token:
         raise AuthError("missing token")
     with db.session() as s:
         row = s.scalar(select(Token).where(Token.token_hash == hash_token(token)))
     if not usable(row):
         raise AuthError("invalid, revoked or expired token")
-    return require(principal_of(row), scope)
+    return require(principal_of(row), scope, *alternatives)
 
 
 def usable_ids(db: Database, token_ids: Iterable[int]) -> set[int]:

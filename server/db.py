@@ -139,6 +139,8 @@ class Run(Base):
     text_prompt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # realtime: the network impairment the server applies to the assistant stream (server.core.impairment)
     impair: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # a bridge check's run (server/bridgecheck): leased only to bridges that announce hello.check
+    is_check: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[RunStatus] = mapped_column(StatusType(RunStatus), default=RunStatus.queued, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -245,6 +247,7 @@ class BridgeRow(Base):
     sample_rate: Mapped[int] = mapped_column(Integer)
     clocks: Mapped[list[Any]] = mapped_column(JSON)
     accepts_context: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    is_check: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # hello.check
     server_id: Mapped[str] = mapped_column(String(100))
     connected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     disconnected_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

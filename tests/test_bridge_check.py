@@ -53,18 +53,19 @@ ANSWER = "Yes, I can hear you clearly. The weather is fine today and I am happy 
 
 class Talker(Bridge):
     """Answers speech with speech: once the room has been quiet for QUIET_FRAMES after it spoke,
-    plays its sentence (about 5.5 s: it is still talking when an episode ends). With
-    ``fresh=False`` its reset keeps the sentence it was playing (the broken case)."""
+    plays its sentence (about 5.5 s) over and over: it is still talking when an episode ends. When the room speaks
+    while it plays, it stops at once and goes on with the sentence after the next quiet. Broken cases:
+    ``fresh=False``, its reset keeps the sentence it was playing; ``stops=False``, it talks on."""
 
     blocking = False
 
-    def __init__(self, sound: np.ndarray, *, name: str = "talker", fresh: bool = True):
+    def __init__(self, sound: np.ndarray, *, name: str = "talker", fresh: bool = True, stops: bool = True):
         super().__init__()
-        self.sound, self.name, self.fresh = sound, name, fresh
+        self.sound, self.name, self.fresh, self.stops = sound, name, fresh, stops
         self._clear()
 
     def _clear(self) -> None:
-        self.heard, self.quiet, self.pos = False, 0, None
+        self.heard, self.quiet, self.pos, self.held = False, 0, None, False
 
     def reset(self, episode: EpisodeStart) -> None:
         if self.fresh:
@@ -73,16 +74,17 @@ class Talker(Bridge):
     def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         if np.abs(room).max() > 300:
             self.heard, self.quiet = True, 0
+            self.held = self.held or (self.stops and self.pos is not None)  # talked over: stop now
         else:
             self.quiet += 1
-        if self.pos is None and self.heard and self.quiet >= QUIET_FRAMES:
-            self.pos, self.heard = 0, False
-        if self.pos is None:
+        if self.quiet >= QUIET_FRAMES and self.heard:
+            if self.pos is None:
+                self.pos = 0
+            self.heard = self.held = False  # the room is quiet again: go on with the sentence
+        if self.pos is None or self.held:
             return None
         out = self.sound[self.pos:self.pos + FRAME]
-        self.pos += FRAME
-        if self.pos >= len(self.sound):
-            self.pos = None
+        self.pos = (self.pos + FRAME) % len(self.sound)  # it talks on until talked over
         return np.pad(out, (0, FRAME - len(out))).astype(np.int16)
 
 
@@ -117,7 +119,7 @@ async def raw_bridge(url: str, token: str, model: str, answer, stop: asyncio.Eve
                 async with websockets.connect(url + "/v1/bridge", compression=None,
                                               additional_headers={"Authorization": f"Bearer {token}"}) as ws:
                     await ws.send(json.dumps({"type": "hello", "protocol": 1, "model": {"name": model},
-                                              "sample_rate": 24000, "clocks": ["lockstep"]}))
+                                              "sample_rate": 24000, "clocks": ["lockstep"], "check": True}))
                     async for msg in ws:
                         if isinstance(msg, bytes):
                             _, _, _, seq = struct.unpack_from("<BBHI", msg)
@@ -178,7 +180,7 @@ async def run_bridge_check(settings, db, model: str, start, clocks=("lockstep",)
 
 def sdk(bridge: Bridge):
     def start(url, token, stop):
-        client = BridgeClient(bridge, BridgeOptions(server=url, token=token, backoff_min_s=0.05))
+        client = BridgeClient(bridge, BridgeOptions(server=url, token=token, backoff_min_s=0.05, check=True))
 
         async def go():
             task = asyncio.create_task(client.run())
@@ -212,13 +214,14 @@ async def test_correct_bridge_passes_in_both_clocks(check_settings, db, answer_s
     assert report.done and report.ok, got
     assert got.pop(("bridge", None)) == "pass"
     for clock in ("lockstep", "realtime"):
-        for check in (*PROTOCOL, "speech", "reaction", "reset"):
+        for check in (*PROTOCOL, "speech", "reaction", "reset", "barge_in"):
             assert got.pop((check, clock)) == "pass", (check, clock, report.line(check, clock))
         # timing depends on how loaded this machine is; a correct bridge never fails it
         assert got.pop(("timing", clock)) in ("pass", "warn")
     assert got == {}
-    # the reset line means something: every episode ended while the bridge was speaking
-    assert "ended mid-speech" in report.line("reset", "realtime").detail
+    # it stops when talked over, in every episode (the barge-in line judged something)
+    assert report.line("reset", "realtime").detail.count("opened silent") == 2
+    assert "started while it spoke" in report.line("barge_in", "lockstep").detail
     assert "speech onset" in report.line("reaction", "lockstep").detail
     assert [r.clock for r in report.runs] == ["lockstep", "realtime"]
     assert all(r.status == "finished" and r.announced for r in report.runs)
@@ -276,11 +279,56 @@ async def test_slow_bridge_in_realtime(check_settings, db):
     assert "keep up with real time" in report.line("timing", "realtime").advice
 
 
+async def test_bridge_that_talks_on_when_talked_over(check_settings, db, answer_speech):
+    report = await run_bridge_check(check_settings, db, "talks-on",
+                                    sdk(Talker(answer_speech, name="talks-on", stops=False)))
+    got = verdicts(report)
+    assert [got[(c, "lockstep")] for c in (*PROTOCOL, "speech", "reaction")] == ["pass"] * 5
+    assert got[("barge_in", "lockstep")] == "fail"
+    line = report.line("barge_in", "lockstep")
+    assert "N4Q started while it spoke" in line.detail and "limit 1.00 s" in line.detail
+    assert "MTR-DuplexBench" in line.advice
+
+
+def test_barge_in_judged_against_the_interruption_bound():
+    stops = judge(attempt(speech=[(210_000, 212_000 + 23_000)]), attempt(episode=1, speech=ANSWERED))
+    assert stops.line("barge_in", "lockstep").verdict == Verdict.passed
+    late = judge(attempt(speech=[(210_000, 212_000 + 25_000)]), attempt(episode=1, speech=ANSWERED))
+    assert late.line("barge_in", "lockstep").verdict == Verdict.failed  # 1.04 s after N4Q began
+    quiet = judge(attempt(speech=[(205_000, 211_000)]), attempt(episode=1, speech=[(205_000, 211_000)]))
+    assert quiet.line("barge_in", "lockstep").verdict == Verdict.skipped
+
+
+class RaisesOnSecond(Talker):
+    """A correct talker whose step() raises on the 10th frame of its second episode."""
+
+    def reset(self, episode: EpisodeStart) -> None:
+        super().reset(episode)
+        self.episodes, self.frames = getattr(self, "episodes", 0) + 1, 0
+
+    def step(self, seq: int, room: np.ndarray) -> np.ndarray | None:
+        self.frames += 1
+        if self.episodes == 2 and self.frames == 10:
+            raise ValueError("boom in step")
+        return super().step(seq, room)
+
+
+async def test_exception_in_step_is_reported_on_the_episodes_line(check_settings, db, answer_speech):
+    report = await run_bridge_check(check_settings, db, "raises", sdk(RaisesOnSecond(answer_speech, name="raises")))
+    got = verdicts(report)
+    line = report.line("episodes", "lockstep")
+    assert line.verdict == Verdict.failed and "1 of 2 completed" in line.detail
+    assert "bridge_error" in line.detail and "ValueError: boom in step" in line.detail
+    assert line.advice == f"[bridge_error] {ADVICE['bridge_error']}"
+    # the bridge went on: the other episode was judged
+    assert got[("frames", "lockstep")] == got[("seq", "lockstep")] == got[("speech", "lockstep")] == "pass"
+
+
 async def test_state_not_reset_between_episodes(check_settings, db, answer_speech):
-    report = await run_bridge_check(check_settings, db, "stale", sdk(Talker(answer_speech, name="stale", fresh=False)))
+    report = await run_bridge_check(check_settings, db, "stale", sdk(Talker(answer_speech, name="stale", fresh=False, stops=False)))
     got = verdicts(report)
     assert got[("reset", "lockstep")] == "fail"
-    assert [got[(c, "lockstep")] for c in (*PROTOCOL, "speech", "reaction")] == ["pass"] * 5
+    assert [got[(c, "lockstep")] for c in (*PROTOCOL, "speech")] == ["pass"] * 4  # reaction: still talking
     reset = report.line("reset", "lockstep")
     assert "lockstep episode 2 speaks at 0.00 s" in reset.detail and "ended mid-speech" in reset.detail
     assert "reset()" in reset.advice
@@ -394,7 +442,7 @@ def judge(*attempts, clocks=("lockstep",), bridges=("lockstep", "realtime")):
     return evaluate("m", runs, attempts, [BridgeSeen("b1", "", 24000, bridges, True)])
 
 
-ANSWERED = [(210_000, 300_000)]  # an onset 10,000 samples after T ended
+ANSWERED = [(210_000, 230_000)]  # an onset 10,000 samples after T ended; stops 0.75 s into N4Q
 
 
 @pytest.mark.parametrize("lateness,missing,turnaround_us,expected", [
@@ -475,4 +523,4 @@ def test_table_shows_verdicts_and_advice():
     text = con.export_text()
     assert "output detected as speech" in text and "only silence" in text
     assert "fail output detected as speech (lockstep): The check asks" in text
-    assert "FAIL: 2 of 8 checks failed" in text
+    assert "FAIL: 2 of 9 checks failed" in text

@@ -18,7 +18,9 @@ import pytest
 
 import clients
 from clients.codec import PROTOCOL_VERSION
-from server.core.status import RunStatus
+from server.bridgecheck.suite import CHECK_SUITE_NAME, build_check_suite
+from server.core.status import EpisodeStatus, RunStatus
+from server.db import Database, Episode
 from server.settings import Settings
 from tests.support.cli import mpe
 from tests.support.databases import database_url
@@ -190,3 +192,42 @@ def test_bridge_from_the_fresh_environment_plays_a_run(client_venv, mini_suite, 
     assert played["episodes"] == played["resets"] == 2
     assert played["frames"] > 0 and played["sizes"] == [["int16", 1280]]  # 80 ms at 16 kHz
     assert done["completed"] == 2 and done["failed_attempts"] == 0 and done["status"] == RunStatus.finished
+
+
+def test_check_from_the_fresh_environment_with_the_bridge_token(client_venv, mini_suite, tmp_path, pytestconfig):
+    """The GPU host's case: only the client install and a token with the bridge scope. A real run of
+    the same model is queued first; the check plays its own episodes and leaves the real run's alone."""
+    bridge_file = client_venv.home / "parrot_bridge.py"
+    bridge_file.write_text(OUTSIDER_BRIDGE.split("\n\np = argparse")[0])  # the bridge class, not its script
+    probe = build_check_suite(Path(pytestconfig.cache.mkdir("bridge-check")))
+    with database_url("sqlite", tmp_path) as url:
+        settings = Settings(data_dir=tmp_path / "data", DATABASE_URL=url)
+        shutil.copytree(probe, settings.data_dir / "suites" / CHECK_SUITE_NAME)
+        token = mpe(settings, "token", "create", "--team", "outside", "--scope", "bridge").stdout.strip()
+        real = json.loads(mpe(settings, "run", "create", "--model", "parrot", "--suite", str(mini_suite),
+                              "--team", "outside", "--limit", "1", "--json").stdout)
+        port = free_port()
+        server = start_server(settings, port)
+        try:
+            env = outside_env() | {"MPE_TOKEN": token}
+            cli = client_venv.python.parent / DIST
+            p = subprocess.run([str(cli), "check", "--bridge", f"{bridge_file}:Parrot", "--server",
+                                f"ws://127.0.0.1:{port}", "--wait", "30", "--json"], cwd=client_venv.home, env=env,
+                               capture_output=True, text=True, timeout=300)
+        finally:
+            server.terminate()
+            server.wait()
+        with Database(url).session() as s:
+            episodes = s.query(Episode).filter(Episode.run_id == real["run_id"]).all()
+            real_state = [(e.status, e.attempts) for e in episodes]
+    assert p.returncode in (0, 1), p.stderr
+    assert "Traceback" not in p.stderr
+    report = json.loads(p.stdout)
+    assert report["done"] and report["model"] == "parrot"
+    assert [(r["clock"], r["status"]) for r in report["runs"]] == [("lockstep", "finished")]
+    lines = {(x["check"], x["clock"]): x for x in report["lines"]}
+    assert lines[("bridge", None)]["verdict"] == "pass"
+    assert lines[("episodes", "lockstep")]["verdict"] == "pass", lines[("episodes", "lockstep")]
+    assert lines[("frames", "lockstep")]["detail"].endswith("1280 samples at 16000 Hz")
+    # the real run, queued before the check, was never leased
+    assert real_state == [(EpisodeStatus.queued, 0)] * real["total"]

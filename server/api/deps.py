@@ -54,11 +54,23 @@ def admit(request: Request, who: Callable[[], Principal]) -> Principal:
 def current_principal(request: Request,
                       creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None) -> Principal:
     """The caller, from the request's bearer token; raises AuthError (401) when it is missing or invalid,
-    RetryLater (429) over a limit (:func:`admit`)."""
+    Forbidden (403) without the read scope, RetryLater (429) over a limit (:func:`admit`)."""
+    return _caller(request, creds, Scope.read)
+
+
+def checking_principal(request: Request,
+                       creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None) -> Principal:
+    """The caller of the bridge check's routes: as :func:`current_principal`, but a token with the
+    bridge scope alone is enough (the host that runs the bridge checks it with the bridge's token;
+    the check's runs and report are its own team's, and hold nothing of any real run)."""
+    return _caller(request, creds, Scope.read, Scope.bridge)
+
+
+def _caller(request: Request, creds: HTTPAuthorizationCredentials | None, *scopes: Scope) -> Principal:
     def who() -> Principal:
         if creds is None:
             raise AuthError("missing token: send 'Authorization: Bearer <token>'")
-        return authenticate(get_state(request).db, creds.credentials, Scope.read)
+        return authenticate(get_state(request).db, creds.credentials, *scopes)
 
     return admit(request, who)
 
@@ -71,6 +83,7 @@ def admin_principal(p: Annotated[Principal, Depends(current_principal)]) -> Prin
 
 
 Caller = Annotated[Principal, Depends(current_principal)]
+Checker = Annotated[Principal, Depends(checking_principal)]
 Admin = Annotated[Principal, Depends(admin_principal)]
 
 

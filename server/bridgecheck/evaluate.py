@@ -12,7 +12,12 @@ What is judged, per clock the bridge announced (DESIGN §4, docs/protocol.md §5
   only, a tone is not speech);
 - ``reaction``: the onset after the request ends, from the window rule of §6 T;
 - ``reset``: fresh state per episode: a later episode must not open with speech (before
-  anything was asked) when the bridge's first episode did not.
+  anything was asked) when the bridge's first episode did not;
+- ``barge_in``: stopping when talked over: where the bridge is speaking when a person starts a
+  turn after the request (N4Q, N4R), its speech must stop within ``STOP_WITHIN`` (1.0 s) of that
+  turn's start: the interruption rule of MTR-DuplexBench as this project scores it
+  (server/benchmarks/mtr/rules.py; /work/shared/notes/mtr-duplexbench.md: the model must be
+  silent during the interruption).
 
 Nothing here reads a clock, a socket or the database (:mod:`.runs` loads the attempts).
 """
@@ -21,15 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from clients.checkreport import BridgeOut, CheckLine, CheckReport, RunState, Verdict
 from clients.codec import FRAME_MS, FRAME_SAMPLES, STREAM_RATE, frame_samples
 from server.benchmarks.mpe.rules import ONSET_WAIT, TAIL, parse_timeline, t_outcome
+from server.benchmarks.mtr.rules import STOP_WITHIN
 from server.core.events import Event
-from server.core.spans import Span
+from server.core.spans import Span, active_at
 from server.core.status import ACTIVE_RUN, FAILED_ATTEMPT, AttemptStatus, RunStatus
 from server.scoring.errors import BadBundle
 
@@ -45,27 +50,6 @@ REALTIME_FAIL = (3, 12, 0.05)  # beyond 240 ms, 12 slots (~1 s) or 5% of slots: 
 
 FRAME_CODES = ("bad_frame", "message_too_big", "unsupported_version")
 
-
-class Verdict(StrEnum):
-    """One line's verdict; the check fails when any line fails."""
-
-    passed = "pass"
-    warn = "warn"
-    failed = "fail"
-    skipped = "skip"
-
-
-#: the checks in table order, with the title the table shows
-CHECKS: dict[str, str] = {
-    "bridge": "bridge connected",
-    "episodes": "episodes complete",
-    "frames": "frame size and format",
-    "seq": "seq order",
-    "timing": "timing",
-    "speech": "output detected as speech",
-    "reaction": "reaction to a request",
-    "reset": "fresh state per episode",
-}
 
 #: what to do about each error code an attempt can end with (server/engine/session.py,
 #: clients/errors.py, server/engine/bridge_ws.py); a code not listed is the bridge's own
@@ -100,6 +84,9 @@ ADVICE: dict[str, str] = {
     "lease_expired": "The attempt stalled past its lease (the bridge or the server stopped making progress) "
                      "and was given up; check that the bridge keeps answering and does not block the socket.",
     "aborted": "The attempt was stopped by the server (the check was cancelled or the server shut down).",
+    "bridge_error": "The bridge's own code raised an exception in reset(), step() or force() (the message names "
+                    "its type and text; the bridge's log has the file and line). The SDK fails that attempt and "
+                    "goes on with the next episode; fix the exception in the bridge.",
 }
 OWN_CODE_ADVICE = ("Your bridge sent this error itself (an error message with its own code): see its message, "
                    "and the log of the bridge or of the model's endpoint behind it.")
@@ -169,75 +156,10 @@ class BridgeSeen:
     sample_rate: int
     clocks: tuple[str, ...]
     connected: bool
+    check: bool = True  # it announced hello.check: only such a bridge is given the check's episodes
 
 
 # --- the report -------------------------------------------------------------------------------
-
-
-class CheckLine(BaseModel):
-    """One line of the table: a check, in one clock (None: the whole bridge), its verdict, what was
-    observed, and what to do when it did not pass."""
-
-    model_config = ConfigDict(frozen=True)
-
-    check: str = Field(description="one of " + ", ".join(CHECKS))
-    clock: str | None = None
-    verdict: Verdict
-    detail: str
-    advice: str = ""
-
-    @property
-    def title(self) -> str:
-        return CHECKS.get(self.check, self.check)
-
-
-class RunState(BaseModel):
-    """A check run: its clock, status and episodes, and whether a bridge seen announces its clock
-    (None: no bridge seen yet)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    clock: str
-    run_id: str
-    status: RunStatus
-    episodes: int
-    announced: bool | None
-
-
-class BridgeOut(BaseModel):
-    """A bridge the check saw."""
-
-    model_config = ConfigDict(frozen=True)
-
-    bridge_id: str
-    model_revision: str
-    sample_rate: int
-    clocks: list[str]
-    connected: bool
-
-
-class CheckReport(BaseModel):
-    """The check's result (the body of ``/v1/checks`` and ``mpe bridge check --json``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str
-    runs: list[RunState]
-    bridges: list[BridgeOut]
-    attempts: int = Field(description="attempts that have ended")
-    running: int = Field(description="attempts running now")
-    done: bool = Field(description="every check run has ended")
-    lines: list[CheckLine]
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def ok(self) -> bool:
-        """No line failed."""
-        return not any(line.verdict == Verdict.failed for line in self.lines)
-
-    def line(self, check: str, clock: str | None = None) -> CheckLine | None:
-        """The line of ``check`` in ``clock``, if the report has one."""
-        return next((x for x in self.lines if x.check == check and x.clock == clock), None)
 
 
 # --- judgement --------------------------------------------------------------------------------
@@ -277,8 +199,9 @@ def _episodes_line(clock: str, run: CheckRun, ended: Sequence[RecordedAttempt], 
         if not bridges_seen:
             return CheckLine(check="episodes", clock=clock, verdict=Verdict.skipped, detail=detail)
         return CheckLine(check="episodes", clock=clock, verdict=Verdict.failed, detail=detail,
-                         advice="The bridge connected but took no episode of this clock before the check gave up: "
-                                "episodes of older runs for the same model and team are served first.")
+                         advice="A bridge in check mode connected but took no episode of this clock before the "
+                                "check gave up: it was busy with the check's other clock, or stopped serving "
+                                "(look at its log).")
     detail = f"{len(completed)} of {run.episodes} completed"
     if not failed:
         verdict = Verdict.passed if len(completed) == run.episodes else Verdict.skipped
@@ -439,6 +362,43 @@ def _reaction_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
                      detail=detail, advice=advice)
 
 
+def _barge_in(a: RecordedAttempt) -> tuple[str, int] | None:
+    """The first person's turn after the request that starts while the bridge speaks: (its label,
+    samples from its start to the end of the bridge's speech), or None when the bridge was silent
+    at every such start."""
+    try:
+        tl = parse_timeline(a.events, a.n_samples, a.end_sample)
+    except BadBundle:
+        return None
+    t_end = next((c.end for c in tl.clips if c.label == "T"), None)
+    if t_end is None:
+        return None
+    for clip in tl.clips:
+        if clip.start >= t_end and (seg := active_at(a.segments, clip.start)) is not None:
+            return clip.label, seg[1] - clip.start
+    return None
+
+
+def _barge_in_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
+    talked_over = [(a, hit) for a in done if (hit := _barge_in(a)) is not None]
+    if not done:
+        return CheckLine(check="barge_in", clock=clock, verdict=Verdict.skipped, detail="no episode completed")
+    if not talked_over:
+        return CheckLine(check="barge_in", clock=clock, verdict=Verdict.skipped,
+                         detail="the bridge was silent whenever a person started talking after the request: "
+                                "nothing to judge")
+    late = [(a, label, stop) for a, (label, stop) in talked_over if stop > STOP_WITHIN]
+    shown = "; ".join(f"episode {a.episode + 1}: {label} started while it spoke, its speech ran on {_s(stop)}"
+                      for a, (label, stop) in talked_over)
+    if not late:
+        return CheckLine(check="barge_in", clock=clock, verdict=Verdict.passed, detail=shown)
+    return CheckLine(check="barge_in", clock=clock, verdict=Verdict.failed,
+                     detail=f"{shown} (limit {_s(STOP_WITHIN)})",
+                     advice=f"When someone starts talking over the bridge, its speech must stop within "
+                            f"{_s(STOP_WITHIN)} (the interruption rule of MTR-DuplexBench): watch the room "
+                            "frames while speaking and drop the rest of the queued answer when speech begins.")
+
+
 def _opening_speech(a: RecordedAttempt) -> Span | None:
     """The first speech before the preamble ended (nothing has been asked yet), if any."""
     try:
@@ -492,7 +452,17 @@ def _reset_lines(done_in_order: Sequence[RecordedAttempt]) -> dict[str, CheckLin
     return lines
 
 
+CHECK_MODE_ADVICE = ("A check's episodes go only to a bridge that announces \"check\": true in hello (the "
+                     "client install's `duplex-mpe-client check`, or BridgeOptions(check=True)); a bridge "
+                     "without it serves real runs only. Start the bridge in check mode.")
+
+
 def _bridge_line(model: str, bridges: Sequence[BridgeSeen]) -> CheckLine:
+    if bridges and not any(b.check for b in bridges):
+        names = ", ".join(b.bridge_id for b in bridges)
+        return CheckLine(check="bridge", verdict=Verdict.failed,
+                         detail=f"bridges of model '{model}' connected ({names}) but none in check mode",
+                         advice=CHECK_MODE_ADVICE)
     if not bridges:
         return CheckLine(check="bridge", verdict=Verdict.failed,
                          detail=f"no bridge announcing model '{model}' connected",
@@ -514,9 +484,10 @@ def evaluate(model: str, runs: Sequence[CheckRun], attempts: Sequence[RecordedAt
     """The check's report from its runs, their attempts (in the order they started) and the bridges
     seen. Until every run has ended (:func:`check_done`) it holds the bridge line only: the other
     lines read the attempts' whole recordings, once, at the end."""
-    announced = {c for b in bridges for c in b.clocks}
+    checking = [b for b in bridges if b.check]
+    announced = {c for b in checking for c in b.clocks}
     states = [RunState(clock=r.clock, run_id=r.run_id, status=r.status, episodes=r.episodes,
-                       announced=(r.clock in announced) if bridges else None) for r in runs]
+                       announced=(r.clock in announced) if checking else None) for r in runs]
     ended = [a for a in attempts if a.status != AttemptStatus.running]
     done = [a for a in ended if a.status == AttemptStatus.completed]
     reset = _reset_lines(done)
@@ -533,14 +504,16 @@ def evaluate(model: str, runs: Sequence[CheckRun], attempts: Sequence[RecordedAt
             continue
         mine = [a for a in ended if a.clock == clock]
         mine_done = [a for a in done if a.clock == clock]
-        lines += [_episodes_line(clock, run, mine, bool(bridges)), _frames_line(clock, mine, mine_done),
+        lines += [_episodes_line(clock, run, mine, bool(checking)), _frames_line(clock, mine, mine_done),
                   _seq_line(clock, mine, mine_done), _timing_line(clock, mine, mine_done),
                   _speech_line(clock, mine_done), _reaction_line(clock, mine_done),
                   reset.get(clock) or CheckLine(check="reset", clock=clock, verdict=Verdict.skipped,
-                                                detail="needs two completed episodes on one bridge")]
+                                                detail="needs two completed episodes on one bridge"),
+                  _barge_in_line(clock, mine_done)]
     return CheckReport(model=model, runs=states,
                        bridges=[BridgeOut(bridge_id=b.bridge_id, model_revision=b.model_revision,
-                                          sample_rate=b.sample_rate, clocks=list(b.clocks), connected=b.connected)
+                                          sample_rate=b.sample_rate, clocks=list(b.clocks), connected=b.connected,
+                                          check=b.check)
                                 for b in bridges],
                        attempts=len(ended), running=len(attempts) - len(ended),
                        done=done_check, lines=lines)

@@ -1,8 +1,9 @@
 """The bridge check in the database: its runs (one per clock, on the probe suite) and the
 report of what they recorded.
 
-A check is nothing but ordinary runs of the probe suite (:mod:`.suite`) for the team's model,
-so the team's bridge connects as usual and is leased their episodes (§10). Each episode gets
+A check is ordinary runs of the probe suite (:mod:`.suite`) for the team's model, marked as a
+check's (``runs.is_check``): they are leased only to the team's bridges that announce
+``hello.check``, and such a bridge is leased nothing else (server.engine.leasing.bridge_runs). Each episode gets
 one attempt: a failed attempt is a finding, not something to retry.
 """
 
@@ -24,10 +25,9 @@ from server.bridgecheck.evaluate import (
     check_done,
     evaluate,
 )
-from server.bridgecheck.suite import build_check_suite, is_check_suite
+from server.bridgecheck.suite import build_check_suite
 from server.core.events import Event
 from server.db import Attempt, BridgeRow, Database, Episode, EventRow, FrameRow, Run, SegmentRow
-from server.db import Suite as SuiteRow
 from server.engine.leasing import BadRequest, create_run
 
 CHECK_ATTEMPTS = 1  # every failed attempt is reported; none is retried
@@ -43,7 +43,7 @@ def start_check(db: Database, data_dir: Path, *, team: str, model: str, clocks: 
     if unknown or not wanted:
         raise BadRequest(f"clocks must be a non-empty subset of {', '.join(CLOCKS)}")
     suite = build_check_suite(data_dir)
-    return [create_run(db, team=team, model=model, suite_path=str(suite), clock=clock,
+    return [create_run(db, team=team, model=model, suite_path=str(suite), clock=clock, check=True,
                        max_attempts=CHECK_ATTEMPTS, max_inflight=max_inflight, max_queued=max_queued)
             for clock in wanted]
 
@@ -52,9 +52,8 @@ def check_runs(db: Database, run_ids: Sequence[str]) -> list[Run]:
     """The check's runs, lockstep first; raises BadRequest unless they are runs of the probe suite,
     for one model and team, one per clock."""
     with db.session() as s:
-        rows = s.execute(select(Run, SuiteRow.meta).join(SuiteRow, SuiteRow.id == Run.suite_id)
-                         .where(Run.id.in_(list(run_ids)))).all()
-    runs = sorted((run for run, meta in rows if is_check_suite(meta)), key=lambda r: CLOCKS.index(r.clock))
+        rows = s.scalars(select(Run).where(Run.id.in_(list(run_ids)), Run.is_check)).all()
+    runs = sorted(rows, key=lambda r: CLOCKS.index(r.clock))
     if len(runs) != len(set(run_ids)):
         raise BadRequest("these are not the runs of one bridge check")
     if len({(r.model_name, r.team) for r in runs}) != 1 or len({r.clock for r in runs}) != len(runs):
@@ -99,5 +98,5 @@ def check_report(db: Database, run_ids: Sequence[str]) -> CheckReport:
                       if f.direction == "assistant"),
         segments=tuple(segments[a.id]), events=tuple(events[a.id]), end_sample=a.end_sample) for a in attempts]
     seen = [BridgeSeen(bridge_id=b.id, model_revision=b.model_revision, sample_rate=b.sample_rate,
-                       clocks=tuple(b.clocks), connected=b.disconnected_at is None) for b in bridges]
+                       clocks=tuple(b.clocks), connected=b.disconnected_at is None, check=b.is_check) for b in bridges]
     return evaluate(model, check, recorded, seen)

@@ -139,7 +139,3 @@ def build_check_suite(data_dir: Path | str) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
     return target
 
-
-def is_check_suite(meta: dict) -> bool:
-    """Is this suite row's metadata (``suite.json``) the probe suite's?"""
-    return meta.get("name") == CHECK_SUITE_NAME and meta.get("generator") == "bridge-check"

@@ -2,7 +2,8 @@
 
 Only the server has to be reachable: the command asks the server's REST API for a check
 (``POST /v1/checks``: short probe runs for the model, in the clocks asked for), the team
-starts its bridge as usual, and the command follows the report (``GET /v1/checks``) until the
+starts its bridge in check mode (``hello.check``; the client install's ``duplex-mpe-client check``
+does both in one process), and the command follows the report (``GET /v1/checks``) until the
 check's runs end, then prints the pass/fail table with advice (or ``--json``). Clocks the
 bridge does not announce are cancelled and skipped; when nothing happens for ``--wait``
 seconds the check gives up and reports what it saw.
@@ -24,9 +25,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clients.check import http_base
+from clients.checkreport import CheckReport, Verdict
 from clients.errors import MPEError
 from server.auth import read_token
-from server.bridgecheck.evaluate import CheckReport, Verdict
 from server.core.status import ACTIVE_RUN
 
 console = Console(stderr=True)
@@ -45,17 +47,6 @@ class CheckOptions:
     team: str | None = None
     wait_s: float = 120.0  # give up after this long with no attempt running and nothing new
     poll_s: float = 1.0
-
-
-def http_base(server: str) -> str:
-    """The REST base URL of a server given as bridges are given it (``ws://HOST:PORT[/v1/bridge]``)."""
-    base = server.strip().rstrip("/")
-    if base.endswith("/v1/bridge"):
-        base = base[: -len("/v1/bridge")]
-    for ws, http in (("ws://", "http://"), ("wss://", "https://")):
-        if base.startswith(ws):
-            return http + base[len(ws):]
-    return base
 
 
 class CheckClient:
@@ -91,7 +82,7 @@ class CheckClient:
         return CheckReport.model_validate(await self._call("GET", "/v1/checks", params=[("run", i) for i in run_ids]))
 
     async def cancel(self, run_id: str) -> None:
-        await self._call("POST", f"/v1/runs/{run_id}/cancel")
+        await self._call("POST", "/v1/checks/cancel", params=[("run", run_id)])
 
 
 async def run_check(options: CheckOptions, on_update: Callable[[CheckReport], None] | None = None) -> CheckReport:
@@ -132,7 +123,8 @@ class Follower:
     def __call__(self, report: CheckReport) -> None:
         if self.last is None:
             runs = ", ".join(f"{r.clock} {r.run_id}" for r in report.runs)
-            console.print(f"check queued (runs: {runs}). Start your bridge now: model name "
+            console.print(f"check queued (runs: {runs}). Start your bridge now in check mode (\"check\": true in "
+                          f"hello; SDK: BridgeOptions(check=True)): model name "
                           f"[bold]{escape(report.model)}[/bold], a token of your team, server {self.options.server}; "
                           f"giving up after {self.options.wait_s:g} s without progress.")
         state = (report.attempts, report.running, len(report.bridges))

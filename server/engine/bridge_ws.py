@@ -125,7 +125,7 @@ class GroupStatus:
         if hit is None or t >= hit[0] + self.every_s or gen != hit[1] or (hit[2].done() and hit[2].exception()):
             hit = (t, gen, asyncio.ensure_future(asyncio.to_thread(
                 bridge_work, self.db, team=key.team, admin=key.admin, model=key.model, clocks=list(key.clocks),
-                accepts_context=key.accepts_context)))
+                accepts_context=key.accepts_context, check=key.check)))
             self.known[key] = hit
             for old in [k for k, (at, _, _) in self.known.items() if t >= at + 10 * self.every_s]:
                 del self.known[old]  # groups gone for a while
@@ -194,7 +194,7 @@ async def bridge_endpoint(ws: WebSocket) -> None:
             raise Forbidden("only an admin token may ask for the reference (hello.wants_reference)")
         row = BridgeRow(team=principal.team, admin=principal.admin, model_name=hello.model.name,
                         model_revision=hello.model.revision, sample_rate=hello.sample_rate,
-                        clocks=list(hello.clocks), accepts_context=hello.accepts_context,
+                        clocks=list(hello.clocks), accepts_context=hello.accepts_context, is_check=hello.check,
                         server_id=state.server_id)
         bridge_id = await asyncio.to_thread(_register_bridge, state.db, row)
         await ws.send_text(protocol.welcome(bridge_id))
@@ -203,7 +203,7 @@ async def bridge_endpoint(ws: WebSocket) -> None:
         # a revoked or expired token ends the connection (and a running attempt) like a fatal message
         watch = TokenWatch(state.db, principal.token_id, conn.queue.put_nowait)
         key = WorkKey(team=principal.team, admin=principal.admin, model=hello.model.name, clocks=tuple(hello.clocks),
-                      accepts_context=hello.accepts_context)
+                      accepts_context=hello.accepts_context, check=hello.check)
         with state.work.member(key):
             await _serve(state, conn, key, hello, bridge_id)
         raise MPEError("server shutting down", code="shutdown")
@@ -247,7 +247,7 @@ async def _serve(state, conn: WSConnection, key: WorkKey, hello: Hello, bridge_i
                     lease_episode, state.db, team=key.team, admin=key.admin, model=key.model,
                     clocks=list(key.clocks), owner=state.server_id, bridge_id=bridge_id,
                     bridge_rate=hello.sample_rate, model_revision=hello.model.revision, lease_s=settings.lease_s,
-                    accepts_context=key.accepts_context)
+                    accepts_context=key.accepts_context, check=key.check)
             if lease is None:
                 await status.report()
         except UNAVAILABLE as exc:  # the database is away (restarting): the bridge stays and waits

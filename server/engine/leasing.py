@@ -122,13 +122,15 @@ def create_run(
     text_prompt: bool = False,
     max_queued: int | None = None,
     impair: Impairment | None = None,
+    check: bool = False,
 ) -> str:
     """Queue the suite's episodes (one per scenario version for Duplex-MPE; ``limit`` as the
     benchmark defines it: pairs for Duplex-MPE, so both conditions stay paired). With
     ``text_prompt`` every ``episode.start`` of the run carries the benchmark's duty text (§4).
     With ``max_queued`` the team may have at most that many episodes queued, this run's included
     (RetryLater ``too_many_queued`` otherwise; docs/api.md "Limits"). ``impair``: a realtime run's
-    assistant stream goes through that network (server.core.impairment)."""
+    assistant stream goes through that network (server.core.impairment). ``check``: a bridge
+    check's run, served only to bridges that announce ``hello.check`` (:func:`bridge_runs`)."""
     if clock not in CLOCKS:
         raise BadRequest(f"clock must be one of {', '.join(CLOCKS)}")
     if limit is not None and limit < 1:
@@ -161,7 +163,8 @@ def create_run(
             _check_queue(s, team, len(chosen), max_queued)
         run = _add_run(s, team=team, model=model, benchmark=bench.name, suite_id=suite_id, conditions=conditions,
                        clock=clock, limit=limit, max_attempts=max_attempts, max_inflight=max_inflight,
-                       text_prompt=text_prompt, impair=None if impair is None else impair.model_dump())
+                       text_prompt=text_prompt, impair=None if impair is None else impair.model_dump(),
+                       is_check=check)
         for i, (spec, audio_hash) in enumerate(zip(chosen, audio)):
             _add_episode(s, run.id, i, spec, audio_hash)
         announce(s)  # idle bridges of this model look at once
@@ -242,10 +245,15 @@ def _check_queue(s: Session, team: str, adding: int, limit: int) -> None:
                          "wait for some to run, or cancel a run", code="too_many_queued")
 
 
-def bridge_runs(*, team: str, admin: bool, model: str) -> list:
+def bridge_runs(*, team: str, admin: bool, model: str, check: bool = False) -> list:
     """The WHERE clauses that select the runs a bridge may serve, whatever their status and clock
-    (docs/protocol.md §2): runs for the model name it announces, of its token's team (admin: any)."""
-    return [Run.model_name == model] if admin else [Run.model_name == model, Run.team == team]
+    (docs/protocol.md §2): runs for the model name it announces, of its token's team (admin: any).
+
+    A bridge that announces ``hello.check`` serves bridge checks' runs only, any other bridge real
+    runs only: a check never takes a real run's episode (nor uses up its attempts), and a real run's
+    bridge never plays the probe suite."""
+    mine = [Run.model_name == model, Run.is_check.is_(check)]
+    return mine if admin else [*mine, Run.team == team]
 
 
 def context_episodes() -> ColumnElement[bool]:
@@ -267,7 +275,7 @@ def _offered(key: WorkKey) -> list[ColumnElement[bool]]:
     """The WHERE clauses (an episode joined with its run) of the episodes a bridge of ``key`` may be
     leased, leases aside: its runs that are active and use one of its clocks; a bridge that does
     not accept assistant-context frames is never given an episode that starts with them (§5.1)."""
-    mine = [*bridge_runs(team=key.team, admin=key.admin, model=key.model), Run.status.in_(ACTIVE_RUN),
+    mine = [*bridge_runs(team=key.team, admin=key.admin, model=key.model, check=key.check), Run.status.in_(ACTIVE_RUN),
             Run.clock.in_(key.clocks)]
     return mine if key.accepts_context else [*mine, not_(context_episodes())]
 
@@ -296,15 +304,17 @@ def lease_episode(
     model_revision: str,
     lease_s: float,
     accepts_context: bool = False,
+    check: bool = False,
 ) -> Lease | None:
     """Lease the next runnable episode for this bridge, or None. A bridge that does not accept
     assistant-context frames is never leased an episode that starts with them (§5.1). An episode
     whose stored scenario snapshot its benchmark cannot read fails its run, as a changed suite does
-    (:func:`fail_run`, code ``bad_snapshot``, the reason naming the episode), and the next is looked at."""
+    (:func:`fail_run`, code ``bad_snapshot``, the reason naming the episode), and the next is looked at.
+    ``check``: the bridge announced ``hello.check`` (:func:`bridge_runs`)."""
     for _ in range(20):
         granted = _grant(db, team=team, admin=admin, model=model, clocks=clocks, owner=owner, bridge_id=bridge_id,
                          bridge_rate=bridge_rate, model_revision=model_revision, lease_s=lease_s,
-                         accepts_context=accepts_context)
+                         accepts_context=accepts_context, check=check)
         if granted is None:
             return None
         stored, benchmark, fields = granted
@@ -330,12 +340,13 @@ def _grant(
     model_revision: str,
     lease_s: float,
     accepts_context: bool,
+    check: bool,
 ) -> tuple[dict[str, Any], str, dict[str, Any]] | None:
     """Start an attempt at the next runnable episode for this bridge: (its stored scenario snapshot,
     its run's benchmark, the other fields of its :class:`Lease`), or None."""
     t = now()
     runnable = _runnable(t)
-    offered = _offered(WorkKey(team, admin, model, tuple(clocks), accepts_context))
+    offered = _offered(WorkKey(team, admin, model, tuple(clocks), accepts_context, check))
     # which run to serve (unlocked: the run is locked before any of its episodes, then looked at again)
     pick = (select(Episode.run_id).join(Run, Run.id == Episode.run_id).where(*offered, runnable)
             .order_by(Run.created_at, Episode.ordinal).limit(1))

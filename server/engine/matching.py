@@ -30,10 +30,10 @@ def _plural(n: int, word: str) -> str:
 
 
 def bridge_work(db: Database, *, team: str, admin: bool, model: str, clocks: list[str],
-                accepts_context: bool = False) -> Status:
+                accepts_context: bool = False, check: bool = False) -> Status:
     """The ``status`` message for a bridge of ``model`` with ``clocks`` and a token of ``team``
     (``accepts_context``: its ``hello.accepts_context``)."""
-    mine = bridge_runs(team=team, admin=admin, model=model)
+    mine = bridge_runs(team=team, admin=admin, model=model, check=check)
     scope = "in any team" if admin else f"in team '{team}'"
     with db.session() as s:
         runs = s.execute(select(Run.status, Run.clock, func.count()).where(*mine)

@@ -51,6 +51,7 @@ class WorkKey:
     model: str
     clocks: tuple[str, ...]
     accepts_context: bool
+    check: bool = False  # hello.check: a bridge under check, served check runs only
 
 
 Probe = Callable[[Database, list[WorkKey]], set[WorkKey]]  # which of these groups have leasable work
