@@ -20,6 +20,7 @@ from server.benchmarks.mtr.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.importers import FORMATS
 from server.benchmarks.mtr.dataset.plan import plan_suite
+from server.benchmarks.mtr.dataset.sets import COMBINE
 from server.benchmarks.mtr.suite import AUDIO_PENDING, Suite, check_suite
 from server.datasets.console import console, voice_suite
 from server.datasets.console import data_dir as _data_dir
@@ -47,6 +48,9 @@ def generate(
     set_name: str = typer.Option("mixed", "--set", help="feature set of every dialogue (smooth, interruption, "
                                  "pause, background, backchannel, S+I, S+I+P, S+I+P+B) or mixed (each set in turn)"),
     seed: int = typer.Option(0, help="random seed (same seed, same suite)"),
+    combine: str = typer.Option("overlay", help="combination sets: overlay (a round carries its set's pause and "
+                                "background on top of a smooth or interruption turn, as published) or alternate "
+                                "(one feature per round)"),
     generator: GeneratorName = typer.Option(GeneratorName.procedural, help="text generator"),
     no_audio: bool = typer.Option(False, "--no-audio", help="write the text suite only (synthesise later)"),
     tts: EngineName = typer.Option(default_engine(), "--tts", help="TTS engine for the voices"),
@@ -65,7 +69,12 @@ def generate(
         elif model:
             raise typer.BadParameter("--model applies to --generator claude only")
         gen = make_generator(generator.value, seed, **options)
-        plans = plan_suite(dialogues, rounds, set_name, seed)
+        if combine not in COMBINE:
+            raise typer.BadParameter(f"--combine must be one of {', '.join(COMBINE)}")
+        plans = plan_suite(dialogues, rounds, set_name, seed, combine)  # type: ignore[arg-type]
+        if combine == "overlay" and generator is not GeneratorName.procedural and any(p.overlays for p in plans):
+            raise typer.BadParameter("overlay combination sets are written by --generator procedural; "
+                                     "use --combine alternate with this generator")
         with _progress() as bar:
             task = bar.add_task(f"generating ({gen.name})", total=len(plans))
             suite, what = build_text_suite(out, name=name or out.resolve().name, plans=plans, seed=seed,
