@@ -124,6 +124,27 @@ OVERLAYS: tuple[Feature, ...] = ("smooth", "pause", "background")
 TURN_FEATURES: tuple[Feature, ...] = ("smooth", "interruption")
 
 
+class SourceTimes(_M):
+    """Where a round lies in the published source audio it was cut from (seconds from the file's start,
+    the published encodings' keys; notes §1), kept by the published-layout import: a published-layout
+    recording of the round (its stereo file, the same timeline) is scored on these times."""
+
+    audio: str = Field(description="the source file, relative to the dataset's feature-audio folder "
+                                   "(``original/<name>.wav`` or ``woPAUSE/<name>.wav``)")
+    user_start: float = Field(ge=0)
+    user_end: float = Field(ge=0)
+    model_start: float = Field(ge=0)
+    model_end: float = Field(ge=0)
+    pause_start: float | None = None
+    pause_end: float | None = None
+    interruption_start: float | None = None
+    interruption_end: float | None = None
+    background_start: float | None = None
+    background_end: float | None = None
+    next_user_start: float | None = Field(default=None, description="where the next round's user turn starts "
+                                                                    "(None: the last round; its file's end)")
+
+
 class Round(_M):
     round: int = Field(ge=1, description="1-based")
     feature: Feature = Field(description="the round's feature; with overlays, its turn feature (smooth or "
@@ -139,6 +160,8 @@ class Round(_M):
     barge_in: BargeIn | None = None
     background: Background | None = None
     backchannels: list[Backchannel] = Field(default_factory=list)
+    source: SourceTimes | None = Field(default=None, exclude_if=lambda v: v is None,
+                                       description="the round's times in the published audio it was cut from")
 
     @property
     def features(self) -> tuple[Feature, ...]:

@@ -32,7 +32,9 @@ from server.datasets.options import EngineName, GeneratorName, default_engine
 _FORMAT_TEXT = {"advbench": "an AdvBench CSV of harmful requests (goal,target)",
                 "llama-questions": "a Llama Questions file of spoken questions",
                 "encoding": "a scenario-encoding JSON",
-                "candor": "a folder of two-party recordings and transcripts (docs/mtr.md)"}
+                "candor": "a folder of two-party recordings and transcripts (docs/mtr.md)",
+                "published": "the published dataset layout: scenario encodings and their audio, not re-voiced "
+                             "(docs/mtr.md)"}
 #: ``mpe dataset import --format``: what MTR-DuplexBench reads (:data:`.importers.FORMATS`)
 IMPORT_FORMATS: dict[str, str] = {fmt: _FORMAT_TEXT[fmt] for fmt in FORMATS}
 
@@ -97,13 +99,16 @@ def import_requests(
     fmt: str = typer.Option(..., "--format", help=", ".join(FORMATS)),
     rounds: int = typer.Option(10, help="rounds per dialogue"),
     force: bool = typer.Option(False, help="replace a different suite at --out"),
+    audio: str = typer.Option("original", help="--format published: the audio variant (original or woPAUSE)"),
+    encoding: Optional[list[str]] = typer.Option(None, help="--format published: an encoding file under "
+                                                "Scenarios_encoding/ (repeatable; default: every feature set's)"),
 ) -> None:
     """Import a published set as an MTR-DuplexBench suite: every bad line on its own line and exit 1."""
     from server.benchmarks.mtr.dataset.importers import ImportProblems, import_set
 
     with _errors():
         try:
-            suite = import_set(source, out, fmt, rounds=rounds, force=force)
+            suite = import_set(source, out, fmt, rounds=rounds, force=force, audio=audio, encodings=encoding)
         except ImportProblems as exc:
             for line in exc.lines:
                 print(line)
@@ -111,7 +116,7 @@ def import_requests(
             raise typer.Exit(1) from None
         n = sum(len(d.rounds) for d in suite.dialogues)
         audio = (f"audio pending: run [bold]mpe dataset synthesize {escape(str(out))}[/bold]"
-                 if suite.meta.audio == AUDIO_PENDING else "clips cut from the recordings")
+                 if suite.meta.audio == AUDIO_PENDING else "clips cut from the recordings, not re-voiced")
         console.print(f"[green]imported[/green]: {escape(str(out))} ({len(suite.dialogues)} dialogues, {n} rounds, "
                       f"{audio})")
 
