@@ -131,3 +131,35 @@ def test_metrics_count_an_overlay_round_under_each_feature_with_its_verdict():
     q = quantities(rounds_of([e]))
     assert (q["interruption"]["value"], q["pause"]["value"], q["background"]["value"]) == (1.0, 0.5, 1.0)
     assert "smooth" not in q and q["set:S+I+P+B"]["value"] == 0.5  # the set's rate: rounds passing every feature
+
+
+def test_a_generated_overlay_set_voiced_and_played_by_the_oracle_passes_every_feature(tmp_path, piper_engine):
+    """The procedural generator's S+I+P+B overlay rounds, voiced by piper, played in lockstep on the real
+    episode core by the oracle in both history modes: every round passes every feature it carries (the
+    background voice ends before the barge-in, the reply outlasts both)."""
+    from server.benchmarks.mpe.judging import RuleJudge
+    from server.benchmarks.mtr.dataset.build import build_text_suite
+    from server.benchmarks.mtr.dataset.plan import plan_suite
+    from server.benchmarks.mtr.dataset.procedural import ProceduralGenerator
+    from server.benchmarks.mtr.dataset.synth import synthesize_suite
+    from server.benchmarks.mtr.oracle import MTROracle
+    from server.benchmarks.mtr.scoring import score_episode
+    from server.db import Database
+    from server.scoring.asr import make_asr
+    from server.scoring.store import Cache
+    from tests.support.databases import database_url
+    from tests.support.mtr import run_suite
+
+    plans = plan_suite(1, 2, "S+I+P+B", 7)
+    suite, _ = build_text_suite(tmp_path / "s", name="s", plans=plans, seed=7, generator=ProceduralGenerator(7))
+    synthesize_suite(suite.root, data_dir=tmp_path / "data", engine=piper_engine, workers=1)
+    suite = Suite.load(suite.root)
+    assert check_suite(suite) == [] and [r.label() for r in suite.dialogues[0].rounds] == [
+        "smooth+pause+background", "interruption+pause+background"]
+    episodes = run_suite(str(suite.root), MTROracle(tmp_path, str(suite.root)))
+    with database_url("sqlite", tmp_path) as url:  # the scores' cache (the rules need no database)
+        db = Database(url)
+        scores = [score_episode(e, make_asr("none"), RuleJudge(), Cache(db)) for e in episodes]
+        db.dispose()
+    got = [(s.mode, r.round, r.ok, r.verdicts) for s in scores for r in s.rounds]
+    assert len(got) == 4 and all(ok and set(v.values()) == {None} for _, _, ok, v in got), got
