@@ -23,7 +23,7 @@ from server.benchmarks.mtr.dataset.schema import ImportProblems
 from server.benchmarks.mtr.metrics import compute_metrics
 from server.benchmarks.mtr.oracle import MTROracle
 from server.benchmarks.mtr.segmentation.inputs import to_stream_rate
-from server.benchmarks.mtr.suite import check_suite
+from server.benchmarks.mtr.suite import Suite, check_suite
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
 from tests.support.world import bridge, wait_run, world_on
@@ -251,3 +251,19 @@ def test_published_stereo_recordings_score_offline_unchanged(published, tmp_path
         (1, True, None, {"smooth": None, "pause": None, "background": None}),
         (2, True, None, {"interruption": None, "smooth": None, "pause": None, "background": None})]
     assert {r["failure"] for e in got["silent"]["episodes"] for r in e["rounds"]} == {"no_response"}
+
+
+def test_the_cli_imports_one_encoding_in_the_wopause_variant(published, tmp_path):
+    from server.cli import app
+
+    out = tmp_path / "wo4"
+    r = CliRunner().invoke(app, ["dataset", "import", str(published["root"]), "--out", str(out), "--format",
+                                 "published", "--audio", "woPAUSE", "--encoding",
+                                 "multi_scenarios/scenario_encoding_4.json"])
+    assert r.exit_code == 0, r.output
+    assert "not re-voiced" in r.output
+    (d,) = Suite.load(out).dialogues
+    assert (d.dialogue_id, d.set, [r.source.audio for r in d.rounds]) == ("0", "S+I+B", ["woPAUSE/multi4_0.wav"] * 2)
+    bad = CliRunner().invoke(app, ["dataset", "import", str(published["root"]), "--out", str(tmp_path / "x"),
+                                   "--format", "published", "--audio", "noPAUSE"])
+    assert bad.exit_code != 0 and "unknown audio variant 'noPAUSE' (original, woPAUSE)" in bad.output
