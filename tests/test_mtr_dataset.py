@@ -16,9 +16,9 @@ from server.benchmarks.mtr.dataset.build import build_text_suite, suite_meta
 from server.benchmarks.mtr.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mtr.dataset.claude import DIALOGUE_SCHEMA, SYSTEM_PROMPT, TOOL_NAME, ClaudeDialogueGenerator
 from server.benchmarks.mtr.dataset.plan import plan_dialogues, plan_suite
-from server.benchmarks.mtr.dataset.procedural import ProceduralGenerator
+from server.benchmarks.mtr.dataset.procedural import OVERLAY_GAP_S, ProceduralGenerator
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
-from server.benchmarks.mtr.dataset.sets import COMBINATIONS, DIMENSION_SETS, MIXED, SETS, round_features
+from server.benchmarks.mtr.dataset.sets import COMBINATIONS, DIMENSION_SETS, MIXED, SETS, round_features, round_plan
 from server.benchmarks.mtr.dataset.stats import suite_stats
 from server.benchmarks.mtr.dataset.synth import synthesize_suite
 from server.benchmarks.mtr.dataset.timing import (
@@ -73,14 +73,19 @@ def test_every_set_makes_valid_dialogues(tmp_path, set_name):
                       dialogues)
         assert check_suite(suite, check_audio=False) == []
         for p, d in zip(plans, dialogues):
-            assert [r.feature for r in d.rounds] == round_features(p.set, 10) == list(p.features)
+            assert [(r.feature, tuple(r.overlay)) for r in d.rounds] == round_plan(p.set, 10)
+            assert [r.feature for r in d.rounds] == list(p.features)
+            assert round_plan(p.set, 10, "alternate") == [(f, ()) for f in round_features(p.set, 10)]
             assert d.set == p.set and d.topic == p.topic
             if p.set != MIXED and len(SETS[p.set]) > 1:
-                assert feature_set_name([r.feature for r in d.rounds]) == p.set
+                assert feature_set_name([f for r in d.rounds for f in r.features]) == p.set
             for r in d.rounds:
                 assert 2 <= sentences(r.assistant.text) <= 4, r.assistant.text
                 assert REPLY_S[0] <= r.assistant.duration_s <= REPLY_S[1]
-                if r.barge_in:
+                if r.barge_in and r.background:  # an overlay round: the barge-in follows the background voice
+                    assert r.barge_in.after_onset_s == round(r.background.after_onset_s + r.background.duration_s
+                                                             + OVERLAY_GAP_S, 2)
+                elif r.barge_in:
                     assert BARGE_IN_AFTER_S[0] <= r.barge_in.after_onset_s <= BARGE_IN_AFTER_S[1]
                     assert r.barge_in.text.split()[0] in ("Actually,", "Sorry,", "Wait,", "Hang", "Hold")
                     assert r.barge_in.response.text
@@ -146,9 +151,11 @@ def test_mtr_features_composition(tmp_path):
     data = suite_stats(suite)
     assert data["dialogues"] == 200 and {len(d.rounds) for d in suite.dialogues} == {10}
     assert data["dialogues_per_set"] == {s: 25 for s in SETS} and set(COMBINATIONS) == {"S+I", "S+I+P", "S+I+P+B"}
-    # singles 250 rounds each; S+I 5/5; S+I+P 4/3/3; S+I+P+B 3/3/2/2
-    assert data["rounds_per_feature"] == {"smooth": 250 + 125 + 100 + 75, "interruption": 250 + 125 + 75 + 75,
-                                          "pause": 250 + 75 + 50, "background": 250 + 50, "backchannel": 250}
+    # singles 250 rounds each; the combinations are overlays: S and I alternate (5/5 per dialogue) and every
+    # round of S+I+P carries a pause, of S+I+P+B a pause and a background voice (an overlay round counts under
+    # each feature it carries)
+    assert data["rounds_per_feature"] == {"smooth": 250 + 3 * 125, "interruption": 250 + 3 * 125,
+                                          "pause": 250 + 2 * 250, "background": 250 + 250, "backchannel": 250}
     assert data["topics"] == 44
     assert build_builtin("mtr-features", tmp_path) == path  # complete: reused
     assert json.loads((path / ".build.json").read_text())["audio"] is False
@@ -159,7 +166,7 @@ def test_mtr_mini_covers_every_feature(tmp_path):
     assert 2 <= len(spec.dialogues) <= 3 and all(4 <= r <= 5 for _, r in spec.dialogues)
     suite = Suite.load(build_builtin("mtr-mini", tmp_path, audio=False))
     assert check_suite(suite, check_audio=False) == []
-    assert {r.feature for d in suite.dialogues for r in d.rounds} == set(FEATURES)
+    assert {f for d in suite.dialogues for r in d.rounds for f in r.features} == set(FEATURES)
     assert any(d.set in COMBINATIONS for d in suite.dialogues)
     estimated = sum(c.duration_s for d in suite.dialogues for r in d.rounds for _, c in r.clips())
     assert estimated < 180  # well under 4 minutes of audio, even with the estimate's spread
@@ -259,7 +266,9 @@ def test_cli_generate_validate_stats(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["dialogues_per_set"] == {s: 1 for s in SETS}
-    assert sum(data["rounds_per_index"]["1"].values()) == 8 and data["audio"] == "pending"
+    # 8 first rounds; an overlay round counts under each feature it carries: S+I+P's smooth+pause one more,
+    # S+I+P+B's smooth+pause+background two more
+    assert sum(data["rounds_per_index"]["1"].values()) == 8 + 1 + 2 and data["audio"] == "pending"
     r = runner.invoke(app, ["dataset", "stats", str(out)])
     assert r.exit_code == 0 and "rounds per round index x feature" in r.output
 
@@ -333,7 +342,7 @@ def claude(fake, tmp_path, **kw) -> ClaudeDialogueGenerator:
 
 def test_claude_replies_make_a_valid_suite(fake, tmp_path):
     g = claude(fake, tmp_path)
-    plans = plan_suite(3, 4, "S+I+P+B", 5)
+    plans = plan_suite(3, 4, "S+I+P+B", 5, combine="alternate")  # the claude generator alternates
     suite, _ = build_text_suite(tmp_path / "s", name="s", plans=plans, seed=5, generator=g)
     assert check_suite(suite, check_audio=False) == [] and suite.meta.generator == "claude"
     reqs = fake.message_requests
@@ -349,7 +358,7 @@ def test_claude_replies_make_a_valid_suite(fake, tmp_path):
 
 
 def test_claude_bad_replies_are_retried_with_feedback(fake, tmp_path):
-    plan = plan_suite(1, 4, "S+I+P+B", 5)[0]
+    plan = plan_suite(1, 4, "S+I+P+B", 5, combine="alternate")[0]
     good = good_payload(plan)
     no_pause = json.loads(json.dumps(good))
     no_pause["rounds"][2]["continuation"] = None  # a pause round without its continuation
@@ -443,7 +452,7 @@ def test_cli_generate_with_claude(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("MPE_DATA_DIR", str(tmp_path / "data"))
     out = tmp_path / "s"
     r = runner.invoke(app, ["dataset", "generate", "--benchmark", "mtr-duplexbench", "--dialogues", "2", "--rounds",
-                            "3", "--set", "S+I+P", "--generator", "claude", "--model", "claude-cli", "--no-audio",
+                            "3", "--set", "S+I+P", "--combine", "alternate", "--generator", "claude", "--model", "claude-cli", "--no-audio",
                             "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert Suite.load(out).meta.generator == "claude"

@@ -58,10 +58,45 @@ def test_an_encoding_file_becomes_a_text_suite_with_its_placements(tmp_path):
     assert d.rounds[0].user.text == "Tell me about volcanoes."
 
 
+#: rounds of the published multi-scenario sets: labels that combine features (eval_3_scenarios.py,
+#: eval_4_scenarios.py), each round an overlay of its features
+OVERLAY_ENTRIES = [
+    {"dialogue_id": 3, "round_num": 1, "scenario": "smooth-turntaking_pause-handling",
+     "timestamp": {"user_start": 1.0, "user_end": 6.0, "pause_start": 2.5, "pause_end": 4.5, "model_start": 6.6,
+                   "model_end": 15.0},
+     "user_text": "I was wondering", "continuation_text": "how tides work.",
+     "model_text": "Tides come from the Moon's pull on the oceans. The water bulges toward it and away from it, "
+                   "and the Earth turns under the bulges twice a day."},
+    {"dialogue_id": 3, "round_num": 2, "scenario": "smooth-turntaking_background_pause-handling_interruption",
+     "timestamp": {"user_start": 17.0, "user_end": 22.0, "pause_start": 18.5, "pause_end": 20.0,
+                   "model_start": 22.6, "model_end": 40.0, "background_start": 23.0, "background_end": 25.0,
+                   "interruption_start": 26.0, "interruption_end": 27.5},
+     "user_text": "And what about", "continuation_text": "spring tides?",
+     "model_text": "Spring tides happen when the Sun and the Moon line up, at new and full moon. Their pulls add "
+                   "up, so high tides are higher and low tides are lower than usual for a few days.",
+     "background_text": "Did you remember to lock the car?", "interruption_text": "Wait, is that dangerous?",
+     "interruption_response_text": "Not usually, though coastal flooding is more likely then."},
+]
+
+
+def test_published_combination_labels_import_as_overlay_rounds(tmp_path):
+    path = tmp_path / "scenario_encoding_4.json"
+    path.write_text(json.dumps(OVERLAY_ENTRIES), encoding="utf-8")
+    suite = import_set(path, tmp_path / "s", "encoding")
+    assert check_suite(suite, check_audio=False) == []
+    (d,) = suite.dialogues
+    r1, r2 = d.rounds
+    assert d.set == "S+I+P+B" and (r1.feature, r1.overlay, r1.pause.length_s) == ("smooth", ["pause"], 2.0)
+    # the label names smooth turn-taking and an interruption: an interruption round whose turn is scored too
+    assert (r2.feature, r2.overlay) == ("interruption", ["smooth", "pause", "background"])
+    assert (r2.pause.length_s, r2.background.after_onset_s, r2.barge_in.after_onset_s) == (1.5, 0.4, 3.4)
+    assert r2.request_text() == "And what about spring tides?"
+
+
 def test_an_encoding_file_names_every_bad_entry_and_writes_nothing(tmp_path):
     bad = [dict(ENTRIES[1]), {**ENTRIES[0], "interruption_text": " "},
            {**ENTRIES[0], "round_num": 1, "timestamp": {"model_start": 30.0, "interruption_start": 25.0}},
-           {**ENTRIES[1], "scenario": "interruption+pause"}, "round",
+           {**ENTRIES[1], "scenario": "background_pause-handling"}, "round",
            {"dialogue_id": 9, "round_num": 0, "scenario": "smooth", "user_text": "Hi", "model_text": "Hello."},
            {**ENTRIES[2], "pause_end": "soon"}]
     path = tmp_path / "e.json"
@@ -71,8 +106,9 @@ def test_an_encoding_file_names_every_bad_entry_and_writes_nothing(tmp_path):
     assert e.value.lines == [
         f"{path}: entry 2: no interruption_text",
         f"{path}: entry 3: interruption_start (25.0) is before model_start (30.0)",
-        f"{path}: entry 4: scenario 'interruption+pause' is not one feature (smooth, interruption, pause, "
-        "background, backchannel)",
+        f"{path}: entry 4: scenario 'background_pause-handling' is not a feature (smooth, interruption, pause, "
+        "background, backchannel, or a published spelling) nor a combination over smooth-turntaking or "
+        "interruption (e.g. interruption_pause-handling)",
         f"{path}: entry 5: not a JSON object",
         f"{path}: entry 6: round_num must be an integer from 1 (0)",
         f"{path}: entry 7: pause_end is not a time in seconds ('soon')",

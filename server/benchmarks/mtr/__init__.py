@@ -113,14 +113,15 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore, MTRScenario]):
         """Episodes per history mode, rounds per feature, dialogues per feature set."""
         return SuiteSummary(
             conditions={mode: sum(len(_episode_rounds(d, mode)) for d in suite.dialogues) for mode in self.conditions},
-            label_kind="rounds by feature", labels=dict(Counter(r.feature for d in suite.dialogues for r in d.rounds)),
+            label_kind="rounds by feature", labels=dict(Counter(f for d in suite.dialogues for r in d.rounds
+                                                                        for f in r.features)),
             groups={"sets": dict(Counter(d.set for d in suite.dialogues))})
 
     def scenario_items(self, suite: Suite) -> list[ScenarioSummary]:
         """One item per dialogue (every history mode plays it); its rounds' features are script."""
         return [ScenarioSummary(scenario_id=d.dialogue_id, pair_id=d.dialogue_id, condition=None, n_speakers=None,
                                 duration_s=round(sum(c.duration_s for r in d.rounds for _, c in r.clips()), 2),
-                                labels=[r.feature for r in d.rounds], facts={"set": d.set, "topic": d.topic})
+                                labels=[r.label() for r in d.rounds], facts={"set": d.set, "topic": d.topic})
                 for d in suite.dialogues]
 
     def clip_texts(self, scenario: MTRScenario) -> ClipTexts:

@@ -38,13 +38,25 @@ class RoundScore(BaseModel):
                                                                        "dimension (§12.5); none without a task")
     excluded: str | None = Field(default=None, description="why the round is left out of the feature scores "
                                                            "(a recording whose parts were moved); None: counted")
+    verdicts: dict[Feature, Failure | None] = Field(default_factory=dict, description="a round carrying several "
+                                                    "features (an overlay round): the failure per feature (None: "
+                                                    "passed); empty: the round's one feature, decided by ``ok``")
+
+    def carried(self) -> list[Feature]:
+        """Every feature the round's scores count it under."""
+        return list(self.verdicts) if self.verdicts else [self.feature]
+
+    def ok_for(self, feature: str) -> bool:
+        """The round's verdict on one feature it carries."""
+        return self.verdicts[feature] is None if self.verdicts else self.ok  # type: ignore[index]
 
     @classmethod
     def of(cls, r: RoundResult, dimension: DimensionScore | None = None, excluded: str | None = None) -> RoundScore:
         return cls(round=r.round, feature=r.feature, ok=r.ok, failure=r.failure, responded=r.responded,
                    latency_s=sec(r.latency), interrupted=r.interrupted, stop_latency_s=sec(r.stop_latency),
                    barge_in_latency_s=sec(r.barge_in_latency), own_backchannels=r.own_backchannels,
-                   user_speech_s=sec(r.user_speech) or 0.0, dimension=dimension, excluded=excluded)
+                   user_speech_s=sec(r.user_speech) or 0.0, dimension=dimension, excluded=excluded,
+                   verdicts=dict(r.verdicts))
 
 
 RoomSpan = tuple[str, int, int, int]  # (kind: round | user | pause | barge_in | background | backchannel, round, start, end)

@@ -47,23 +47,24 @@ def quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str,
     out: dict[str, dict[str, Any]] = {}
     by_feature: dict[str, list[tuple[MTREpisodeScore, RoundScore]]] = defaultdict(list)
     for e, r in counted(items):
-        by_feature[r.feature].append((e, r))
+        for f in r.carried():  # an overlay round counts under each feature it carries, with that verdict
+            by_feature[f].append((e, r))
     for f in FEATURES:
-        left_out = sum(r.excluded is not None for _, r in items if r.feature == f)
+        left_out = sum(r.excluded is not None for _, r in items if f in r.carried())
         if left_out:
-            out[f"{f}.excluded"] = _q(left_out, sum(r.feature == f for _, r in items))
+            out[f"{f}.excluded"] = _q(left_out, sum(f in r.carried() for _, r in items))
         rows = by_feature.get(f, [])
         if not rows:
             continue
-        out[f] = _q(sum(r.ok for _, r in rows), len(rows))
+        out[f] = _q(sum(r.ok_for(f) for _, r in rows), len(rows))
         lat = [r.latency_s for _, r in rows if r.latency_s is not None]
         out[f"{f}.latency_s"] = _q(float(sum(lat)), len(lat))
         per_round: dict[int, list[RoundScore]] = defaultdict(list)
         for _, r in rows:
             per_round[r.round].append(r)
         for k in sorted(per_round):
-            out[f"{f}.r{k:02d}"] = _q(sum(r.ok for r in per_round[k]), len(per_round[k]))
-        rates = [sum(r.ok for r in rs) / len(rs) for rs in per_round.values()]
+            out[f"{f}.r{k:02d}"] = _q(sum(r.ok_for(f) for r in per_round[k]), len(per_round[k]))
+        rates = [sum(r.ok_for(f) for r in rs) / len(rs) for rs in per_round.values()]
         out[f"{f}.mean_rounds"] = _q(float(sum(rates)), len(rates))  # the paper's "mean over rounds 1-R"
         if f == "interruption":
             stops = [r.stop_latency_s for _, r in rows if r.stop_latency_s is not None]

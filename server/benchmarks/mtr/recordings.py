@@ -18,6 +18,13 @@ with a safety task. A ``turn<K>/<id>.mp3`` file is round ``K`` of the dialogue w
 ``dialogue_id`` is ``<id>``, which must carry a quality task. Any ``.wav`` or ``.mp3`` that does not
 match, or two files for one (dialogue, round), is refused, naming the file.
 
+**The published timeline.** A round imported from the published dataset layout
+(:mod:`.dataset.published`) keeps its published times; its recording is the published source
+audio on the left and the model on the right, on that timeline. Such a file is scored on those
+times as they are (:func:`source_events`): its user turns must be where the times say, and its
+barge-in and background voice are where the source audio has them (the published protocol plays
+a fixed user side; nothing is "moved").
+
 **Replay.** A file becomes an episode by running the suite's round scheduler on the real episode
 core with the file's model channel fed in as the model's output, frame by frame: the events are
 the ones a live ``gt`` episode would have logged for that model audio, and the model track is
@@ -44,7 +51,7 @@ import soundfile as sf
 from server.benchmarks.mtr.rules import live_rounds
 from server.benchmarks.mtr.scheduler import CONFIRM_SILENCE_S, ROUND_GAP_S
 from server.benchmarks.mtr.segmentation.inputs import read_recording
-from server.benchmarks.mtr.suite import Dialogue, MTRScenario, Suite, feature_of, scenario_of
+from server.benchmarks.mtr.suite import Dialogue, MTRScenario, Round, SourceTimes, Suite, features_of, scenario_of
 from server.core.events import Event
 from server.core.spans import Span
 from server.core.timebase import STREAM_RATE, samples
@@ -125,6 +132,18 @@ def parse_name(path: Path) -> RecordingName:
     raise BadRecording(f"{path}: not a published recording name (expected {NAMING_HINT})")
 
 
+def label_matches(label: str, spec: Round) -> bool:
+    """Whether a file name's scenario label names the round's features: one feature, or a published
+    combination (``interruption_pause-handling``); a round imported from the ``woPAUSE`` audio has
+    no pause, while its published label still names one."""
+    named = features_of(label)
+    if named is None:
+        return False
+    if spec.source is not None and spec.source.audio.startswith("woPAUSE/"):
+        named = tuple(f for f in named if f != "pause") or ("smooth",)
+    return set(named) == set(spec.features)
+
+
 def _audio_files(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES]
 
@@ -181,8 +200,8 @@ def match_files(suite: Suite, files: Sequence[Path], *, index_base: int = 1) -> 
         if spec is None:
             bad.append(f"{path}: {which} has no round {n.round} (rounds 1-{len(d.rounds)})")
             continue
-        if n.scenario is not None and feature_of(n.scenario) != spec.feature:
-            bad.append(f"{path}: round {n.round} of {which} is {spec.feature}, the name says {n.scenario!r}")
+        if n.scenario is not None and not label_matches(n.scenario, spec):
+            bad.append(f"{path}: round {n.round} of {which} is {spec.label()}, the name says {n.scenario!r}")
             continue
         have = spec.task.dimension if spec.task is not None else None
         if n.dimension is not None and have != n.dimension:
@@ -213,10 +232,59 @@ def _holds(recorded: np.ndarray, replayed: np.ndarray, span: Span) -> bool:
     return nx > 0.0 and float(np.dot(x, y)) / (nx * ny) >= HOLDS
 
 
+def source_events(r: Round, times: SourceTimes, end: int) -> list[dict[str, Any]]:
+    """The events of round ``r`` live on its published timeline (``times``, from the published-layout
+    import), ending at the next round's user turn or at ``end``: what a published recording of it
+    is scored on, the file's own times, nothing moved."""
+    at = lambda x: round(x * STREAM_RATE)  # noqa: E731
+    n = r.round
+    out = [Event(at(times.user_start), "round.start", {"round": n, "feature": r.feature, "live": True,
+                                                         **({"features": list(r.features)} if r.overlay else {})}),
+           Event(at(times.user_start), "user.start", {"round": n, "part": 1}),
+           Event(at(times.user_end), "user.end", {"round": n})]
+    if r.pause is not None and times.pause_start is not None and times.pause_end is not None:
+        out += [Event(at(times.pause_start), "pause.start", {"round": n}),
+                Event(at(times.pause_end), "pause.end", {"round": n}),
+                Event(at(times.pause_end), "user.start", {"round": n, "part": 2})]
+    for kind, a, b in (("barge_in", times.interruption_start, times.interruption_end),
+                       ("background", times.background_start, times.background_end)):
+        if getattr(r, kind) is not None and a is not None and b is not None:
+            out += [Event(at(a), f"{kind}.start", {"round": n}), Event(at(b), f"{kind}.end", {"round": n})]
+    stop = end if times.next_user_start is None else min(end, at(times.next_user_start))
+    out.append(Event(max(stop, max(e.t for e in out)), "round.end", {"round": n}))
+    return [e.to_json() for e in sorted(out, key=lambda e: e.t)]  # stable: same-time events keep their order
+
+
+def _replay_source(suite_path: str | Path, m: Matched, spec: Round, times: SourceTimes, *, swap: bool) -> Replayed:
+    """A published-layout recording of a round imported with its times: scored on the file's own
+    timeline (:func:`source_events`), the right channel as the model's track, unchanged."""
+    path = m.name.path
+    rec = read_recording([path], swap=swap)
+    suite = Suite.load(suite_path)
+    events = source_events(spec, times, len(rec.model))
+    (live,) = live_rounds(Event.from_json(e) for e in events)
+    parts = [spec.user] + ([spec.pause.continuation] if spec.pause else [])
+    for i, (u, c) in enumerate(zip(live.user, parts)):
+        clip = suite.load_clip(c.clip)
+        placed = np.zeros(max(len(rec.user), u[0] + len(clip)), np.int16)
+        placed[u[0]:u[0] + len(clip)] = clip
+        if u[1] > len(rec.user) or not _holds(rec.user, placed, (u[0], u[0] + len(clip))):
+            raise BadRecording(f"{path}: the left channel does not hold the user's turn {i + 1} of round {m.round} "
+                               f"at {u[0] / STREAM_RATE:.2f} s (its published time): not this round's recording, "
+                               "or the channels are the other way (--swap)")
+    return Replayed(matched=m, scenario=scenario_of(m.dialogue, "gt", m.round), events=events, track=rec.model,
+                    sha256=hashlib.sha256(path.read_bytes()).hexdigest(), rate=int(sf.info(str(path)).samplerate))
+
+
 def replay(suite_path: str | Path, m: Matched, *, swap: bool = False) -> Replayed:
     """One matched file as a ``gt`` episode of its round (module docstring); BadRecording (naming
-    the file) when it is mono, unreadable, too short or too long, or does not hold the round."""
+    the file) when it is mono, unreadable, too short or too long, or does not hold the round. A
+    round imported from the published layout is scored on its published times instead
+    (:func:`source_events`)."""
     path = m.name.path
+    spec = next(r for r in m.dialogue.rounds if r.round == m.round)
+    if spec.source is not None:
+        return _replay_source(suite_path, m, spec, spec.source, swap=swap)
     rec = read_recording([path], swap=swap)  # stereo only; any rate, resampled to 24 kHz
     rate = int(sf.info(str(path)).samplerate)
     scenario = scenario_of(m.dialogue, "gt", m.round)

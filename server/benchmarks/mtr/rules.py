@@ -30,6 +30,14 @@ WINDOW = samples(RESPONSE_WINDOW_S)
 Failure = Literal["talked_over", "no_response", "spoke_in_pause", "late_stop", "talked_over_barge_in",
                   "no_barge_in_response", "yielded_to_background", "yielded_to_backchannel"]
 FAILURES: tuple[Failure, ...] = get_args(Failure)
+#: the failures every feature of a round shares (its turn: not talked over, answered) and each feature's
+#: own: a round that carries several features (an overlay round) gets one verdict per feature, the first
+#: of these failures it has, in FAILURES order
+TURN_FAILURES: tuple[Failure, ...] = ("talked_over", "no_response")
+FEATURE_FAILURES: dict[str, tuple[Failure, ...]] = {
+    "smooth": (), "pause": ("spoke_in_pause",),
+    "interruption": ("late_stop", "talked_over_barge_in", "no_barge_in_response"),
+    "background": ("yielded_to_background",), "backchannel": ("yielded_to_backchannel",)}
 
 
 @dataclass
@@ -40,6 +48,7 @@ class LiveRound:
     feature: str
     start: int
     end: int | None = None
+    features: tuple[str, ...] = ()  # every feature the round carries (empty: its feature alone)
     user: list[Span] = field(default_factory=list)
     pause: Span | None = None
     barge_in: Span | None = None
@@ -68,7 +77,8 @@ def live_rounds(events: Iterable[Event]) -> list[LiveRound]:
     for e in events:
         n = e.data.get("round")
         if e.type == "round.start" and e.data.get("live"):
-            rounds[n] = LiveRound(round=n, feature=str(e.data["feature"]), start=e.t)
+            rounds[n] = LiveRound(round=n, feature=str(e.data["feature"]), start=e.t,
+                                  features=tuple(e.data.get("features") or ()))
             started[n] = {}
             continue
         r = rounds.get(n)
@@ -164,25 +174,20 @@ class RoundResult:
     barge_in_latency: int | None = None  # interruption: barge-in end -> the reply's onset
     own_backchannels: int = 0  # the model's short segments over the user's speech
     user_speech: int = 0  # samples of user speech in the round
+    verdicts: dict[str, Failure | None] = field(default_factory=dict)  # per feature carried (overlay rounds only)
 
 
-def judge_round(r: LiveRound, segments: Sequence[Span]) -> RoundResult:
-    """§12.4: one live round's verdict."""
-    assert r.end is not None
-    first = response(segments, r.user_end)
-    user_speech = total(r.user)
-    own = sum(1 for s, e in segments if e - s < OWN_BACKCHANNEL_MAX and any(s < b and e > a for a, b in r.user))
-
-    def result(failure: Failure | None, **kw) -> RoundResult:
-        return RoundResult(r.round, r.feature, failure is None, failure, first.present, first.latency,
-                           own_backchannels=own, user_speech=user_speech, **kw)
-
+def _failures(r: LiveRound, segments: Sequence[Span], first: Response) -> tuple[list[Failure], dict]:
+    """Every failure of the round in FAILURES order (an interruption's first failure only: its
+    checks follow each other), and the interruption measures."""
+    out: list[Failure] = []
+    kw: dict = {}
     if talked_over(segments, r.user):
-        return result("talked_over")
+        out.append("talked_over")
     if r.pause is not None and total(clipped(segments, r.pause[0], r.pause[1] + PAUSE_GRACE)) >= PAUSE_SPEECH:
-        return result("spoke_in_pause")
+        out.append("spoke_in_pause")
     if not first.present:
-        return result("no_response")
+        out.append("no_response")
     if r.barge_in is not None:
         b0, b1 = r.barge_in
         seg = active_at(segments, b0)
@@ -191,22 +196,41 @@ def judge_round(r: LiveRound, segments: Sequence[Span]) -> RoundResult:
         kw = dict(interrupted=seg is not None, stop_latency=stop,
                   barge_in_latency=again.latency if again.present else None)
         if stop is not None and stop > STOP_WITHIN:
-            return result("late_stop", **kw)
-        if talked_over(segments, [(b0 + (stop or 0), b1)]):
-            return result("talked_over_barge_in", **kw)
-        if not again.present:
-            return result("no_barge_in_response", **kw)
-        return result(None, **kw)
-    onset = first.onset
-    assert onset is not None
-    if r.background is not None:
-        a, b = r.background
-        if not keeps_talking(segments, a + BACKGROUND_SKIP, b, onset, r.end):
-            return result("yielded_to_background")
-    for a, b in r.backchannels:
-        if not keeps_talking(segments, a, b + BACKCHANNEL_AFTER, onset, r.end):
-            return result("yielded_to_backchannel")
-    return result(None)
+            out.append("late_stop")
+        elif talked_over(segments, [(b0 + (stop or 0), b1)]):
+            out.append("talked_over_barge_in")
+        elif not again.present:
+            out.append("no_barge_in_response")
+    if first.present:
+        onset = first.onset
+        assert onset is not None
+        if r.background is not None:
+            a, b = r.background
+            if not keeps_talking(segments, a + BACKGROUND_SKIP, b, onset, r.end):
+                out.append("yielded_to_background")
+        if any(not keeps_talking(segments, a, b + BACKCHANNEL_AFTER, onset, r.end) for a, b in r.backchannels):
+            out.append("yielded_to_backchannel")
+    return out, kw
+
+
+def judge_round(r: LiveRound, segments: Sequence[Span]) -> RoundResult:
+    """§12.4: one live round's verdict: its first failure; a round carrying several features also
+    gets one verdict per feature (:data:`FEATURE_FAILURES`)."""
+    assert r.end is not None
+    first = response(segments, r.user_end)
+    user_speech = total(r.user)
+    own = sum(1 for s, e in segments if e - s < OWN_BACKCHANNEL_MAX and any(s < b and e > a for a, b in r.user))
+    failures, kw = _failures(r, segments, first)
+    verdicts: dict[str, Failure | None] = {}
+    if len(r.features) > 1:
+        for f in r.features:
+            mine = TURN_FAILURES + FEATURE_FAILURES[f]
+            verdicts[f] = next((x for x in failures if x in mine), None)
+    failure = failures[0] if failures else None
+    if failure in TURN_FAILURES or failure == "spoke_in_pause":
+        kw = {}  # as a round that fails its turn: the barge-in's measures are not taken
+    return RoundResult(r.round, r.feature, failure is None, failure, first.present, first.latency,
+                       own_backchannels=own, user_speech=user_speech, verdicts=verdicts, **kw)
 
 
 def judge_episode(events: Iterable[Event], segments: Iterable[Span]) -> list[RoundResult]:

@@ -102,7 +102,7 @@ def history_layout(dialogue: Dialogue, live_round: int, lengths: Mapping[str | i
     t = samples(LEAD_IN_S, rate)
     for r in dialogue.rounds[: live_round - 1]:
         n = r.round
-        events.append(Event(t, "round.start", {"round": n, "feature": r.feature, "live": False}))
+        events.append(Event(t, "round.start", {"round": n, **_features(r), "live": False}))
         u = Play(key(n, "user"), t, lengths[key(n, "user")])
         room.append(u)
         events.append(Event(u.start, "user.start", {"round": n, "part": 1}))
@@ -145,6 +145,12 @@ def history_layout(dialogue: Dialogue, live_round: int, lengths: Mapping[str | i
     events.append(Event(end, "history.end", {}))
     events.sort(key=lambda e: e.t)  # stable: same-time events keep their order
     return History(tuple(room), tuple(ctx), tuple(events), end)
+
+
+def _features(r: Round) -> dict[str, Any]:
+    """The feature fields of a round's ``round.start`` event: its feature, and every feature it
+    carries when it carries several (an overlay round)."""
+    return {"feature": r.feature, **({"features": list(r.features)} if r.overlay else {})}
 
 
 def _placed(r: Round) -> list[tuple[str, float]]:
@@ -437,7 +443,7 @@ class RoundScheduler:
         r = self.rounds[self._next]
         self._next += 1
         self._live = _Live(round=r)
-        self._emit(events, x, "round.start", {"round": r.round, "feature": r.feature, "live": True})
+        self._emit(events, x, "round.start", {"round": r.round, **_features(r), "live": True})
         p = self._play("user", x)
         self._emit(events, x, "user.start", {"round": r.round, "part": 1})
         self._enter(Phase.USER, p.end)

@@ -17,9 +17,10 @@ def bootstrap_cis(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     """model -> mode -> feature -> [lo, hi] of the success rate, resampling dialogues."""
     cells: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for e, r in counted(rounds_of(entries)):
-        c = cells[(e.model, e.mode, r.feature)][e.dialogue_id]
-        c[0] += r.ok
-        c[1] += 1
+        for f in r.carried():
+            c = cells[(e.model, e.mode, f)][e.dialogue_id]
+            c[0] += r.ok_for(f)
+            c[1] += 1
     out: dict[str, Any] = {}
     for (model, mode, feature), by_dialogue in sorted(cells.items()):
         num, den = zip(*by_dialogue.values())
@@ -34,9 +35,10 @@ def round_cis(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     dialogues (the degradation curves' bands)."""
     cells: dict[tuple[str, str, str, int], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for e, r in counted(rounds_of(entries)):
-        c = cells[(e.model, e.mode, r.feature, r.round)][e.dialogue_id]
-        c[0] += r.ok
-        c[1] += 1
+        for f in r.carried():
+            c = cells[(e.model, e.mode, f, r.round)][e.dialogue_id]
+            c[0] += r.ok_for(f)
+            c[1] += 1
     out: dict[str, Any] = {}
     for (model, mode, feature, k), by_dialogue in sorted(cells.items()):
         num, den = zip(*by_dialogue.values())
@@ -51,7 +53,8 @@ def gt_vs_free(entries: Sequence[MTREpisodeScore]) -> dict[str, Any]:
     history hides, paired by (dialogue, round)."""
     verdict: dict[tuple[str, str, int, str], dict[str, bool]] = defaultdict(dict)
     for e, r in counted(rounds_of(entries)):
-        verdict[(e.model, r.feature, r.round, e.dialogue_id)][e.mode] = r.ok
+        for f in r.carried():
+            verdict[(e.model, f, r.round, e.dialogue_id)][e.mode] = r.ok_for(f)
     cells: dict[tuple[str, str, int], list[tuple[bool, bool]]] = defaultdict(list)
     for (model, feature, k, _), v in verdict.items():
         if "gt" in v and "free" in v:

@@ -12,6 +12,7 @@ each naming its file, line, dialogue, round and rule id (:data:`RULES`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,9 +116,42 @@ class Task(_M):
     category: str | None = Field(default=None, description="safety, harmful: the kind of harm")
 
 
+#: the features a round may carry over its turn feature (an overlay round of a published combination set,
+#: ``eval_3_scenarios.py`` / ``eval_4_scenarios.py``): a pause inside the user's turn, a background voice over
+#: the reply; ``smooth`` over an interruption round names its turn-taking (scored as a smooth round's too)
+OVERLAYS: tuple[Feature, ...] = ("smooth", "pause", "background")
+#: the features whose round the overlays ride on
+TURN_FEATURES: tuple[Feature, ...] = ("smooth", "interruption")
+
+
+class SourceTimes(_M):
+    """Where a round lies in the published source audio it was cut from (seconds from the file's start,
+    the published encodings' keys; notes §1), kept by the published-layout import: a published-layout
+    recording of the round (its stereo file, the same timeline) is scored on these times."""
+
+    audio: str = Field(description="the source file, relative to the dataset's feature-audio folder "
+                                   "(``original/<name>.wav`` or ``woPAUSE/<name>.wav``)")
+    user_start: float = Field(ge=0)
+    user_end: float = Field(ge=0)
+    model_start: float = Field(ge=0)
+    model_end: float = Field(ge=0)
+    pause_start: float | None = None
+    pause_end: float | None = None
+    interruption_start: float | None = None
+    interruption_end: float | None = None
+    background_start: float | None = None
+    background_end: float | None = None
+    next_user_start: float | None = Field(default=None, description="where the next round's user turn starts "
+                                                                    "(None: the last round; its file's end)")
+
+
 class Round(_M):
     round: int = Field(ge=1, description="1-based")
-    feature: Feature
+    feature: Feature = Field(description="the round's feature; with overlays, its turn feature (smooth or "
+                                         "interruption)")
+    overlay: list[Feature] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                   description="further features the round carries at once (OVERLAYS), in "
+                                               "FEATURES order: its verdict is given per feature")
     task: Task | None = Field(default=None, description="the dimension the round is judged on (none: its feature "
                                                         "only)")
     user: Clip
@@ -126,6 +160,17 @@ class Round(_M):
     barge_in: BargeIn | None = None
     background: Background | None = None
     backchannels: list[Backchannel] = Field(default_factory=list)
+    source: SourceTimes | None = Field(default=None, exclude_if=lambda v: v is None,
+                                       description="the round's times in the published audio it was cut from")
+
+    @property
+    def features(self) -> tuple[Feature, ...]:
+        """Every feature the round carries: its own, then its overlays."""
+        return (self.feature, *self.overlay)
+
+    def label(self) -> str:
+        """The round's features as one label (``interruption+pause``)."""
+        return "+".join(self.features)
 
     def clips(self) -> Iterator[tuple[str, Clip]]:
         """Every clip of the round with its key (unique within the dialogue)."""
@@ -234,13 +279,17 @@ RULES: dict[str, str] = {
     "unique-dialogue": "each dialogue_id appears once",
     "rounds-present": "a dialogue has rounds",
     "round-number": "rounds are numbered 1..R in order",
-    "text-present": "every clip has text",
-    "feature-parts": "a round has exactly the parts of its feature (pause / barge_in / background / "
+    "text-present": "every clip of a suite still to be voiced has text (a voiced suite's clips may have none: "
+                    "published audio comes without), and so does a task round's request and reference reply",
+    "feature-parts": "a round has exactly the parts of the features it carries (pause / barge_in / background / "
                      "backchannels), and no other feature's parts",
+    "overlay": "a round's overlays are distinct features of OVERLAYS, none its own feature, over a smooth or "
+               "interruption round (smooth over an interruption round only), in FEATURES order",
     "backchannel-order": "backchannels are placed in increasing order and do not overlap",
     "reply-covers": "the ground-truth response outlasts the background voice and the backchannels placed "
                     "over it (so the reference behaviour keeps talking through them), and the barge-in "
-                    "starts inside it",
+                    "starts inside it; a background voice over an interruption round ends before the barge-in "
+                    "starts (the reference stops for the barge-in)",
     "task-delivery": "a task delivered as an interruption is an interruption round's, and an interruption "
                      "round's task is delivered as one",
     "task-fields": "a task has its dimension's fields only: reference answers for instruction, harmful for "
@@ -282,16 +331,22 @@ def _roles(r: Round) -> set[str]:
     return roles
 
 
-def _round_problems(r: Round) -> Iterator[tuple[str, str]]:
+def _round_problems(r: Round, voiced: bool = False) -> Iterator[tuple[str, str]]:
     for name, c in r.clips():
-        if not c.text.strip():
+        if not c.text.strip() and not voiced:
             yield "text-present", f"clip {name} has no text"
+    if voiced and r.task is not None and not (r.request_text().strip() and r.reference_reply().strip()):
+        yield "text-present", "a task round's request or reference reply has no text"
+    yield from _overlay_problems(r)
     parts = {"pause": r.pause is not None, "interruption": r.barge_in is not None,
              "background": r.background is not None, "backchannel": bool(r.backchannels)}
     for feature, present in parts.items():
-        if present != (r.feature == feature):
+        if present != (feature in r.features):
             what = "lacks" if not present else "has"
-            yield "feature-parts", f"a {r.feature} round {what} {feature} parts"
+            yield "feature-parts", f"a {r.label()} round {what} {feature} parts"
+    if r.barge_in and r.background and r.background.after_onset_s + r.background.duration_s > r.barge_in.after_onset_s:
+        yield "reply-covers", (f"the background voice ends {r.background.after_onset_s + r.background.duration_s:.2f} s "
+                               f"after the onset, after the barge-in starts ({r.barge_in.after_onset_s:.2f} s)")
     if r.task is not None:
         yield from _task_problems(r)
     reply = r.assistant.duration_s
@@ -311,6 +366,18 @@ def _round_problems(r: Round) -> Iterator[tuple[str, str]]:
         if stop + REPLY_MARGIN_S > reply:
             yield "reply-covers", (f"{name} ends {stop:.2f} s after the onset; the ground-truth response "
                                    f"({reply:.2f} s) must run {REPLY_MARGIN_S} s longer")
+
+
+def _overlay_problems(r: Round) -> Iterator[tuple[str, str]]:
+    if not r.overlay:
+        return
+    if r.feature not in TURN_FEATURES:
+        yield "overlay", f"overlays {r.overlay} over a {r.feature} round (only over {' or '.join(TURN_FEATURES)})"
+    bad = [f for f in r.overlay if f not in OVERLAYS or f == r.feature or (f == "smooth" and r.feature != "interruption")]
+    if bad:
+        yield "overlay", f"{', '.join(bad)} cannot overlay a {r.feature} round"
+    if len(set(r.overlay)) != len(r.overlay) or list(r.overlay) != sorted(r.overlay, key=FEATURES.index):
+        yield "overlay", f"overlays {r.overlay} repeat or are out of order ({', '.join(FEATURES)})"
 
 
 def _task_problems(r: Round) -> Iterator[tuple[str, str]]:
@@ -373,7 +440,7 @@ def check_suite(suite: Suite, *, check_audio: bool = True) -> list[Problem]:
         for i, r in enumerate(d.rounds, start=1):
             if r.round != i:
                 add("round-number", f"round {r.round} at position {i}", r.round)
-            for rule, message in _round_problems(r):
+            for rule, message in _round_problems(r, voiced=suite.meta.audio != AUDIO_PENDING):
                 add(rule, message, r.round)
             for role in sorted(_roles(r) - set(suite.meta.voices)):
                 add("voice-map", f"role {role!r} has no voice in suite.json", r.round)
@@ -407,6 +474,36 @@ def feature_of(label: str) -> Feature | None:
     if low in FEATURES:
         return low  # type: ignore[return-value]
     return FEATURE_ALIASES.get(low)
+
+
+def features_of(label: str) -> tuple[Feature, ...] | None:
+    """The features a round label names, in :data:`FEATURES` order: one feature, or a combination as the
+    published scripts spell it (parts joined by ``_``, e.g. ``smooth-turntaking_background_pause-handling_
+    interruption``; ``eval_4_scenarios.py`` docstring) or ours (``interruption+pause``). None: a part names no
+    feature, or a feature repeats."""
+    tokens = [t for t in re.split(r"[_+\s]+", label.strip().lower()) if t]
+    found: list[Feature] = []
+    i = 0
+    while i < len(tokens):
+        pair = feature_of("_".join(tokens[i:i + 2])) if i + 1 < len(tokens) else None  # "pause_handling"
+        one = pair or feature_of(tokens[i])
+        if one is None or one in found:
+            return None
+        found.append(one)
+        i += 2 if pair else 1
+    return tuple(sorted(found, key=FEATURES.index)) if found else None
+
+
+def split_features(features: tuple[Feature, ...]) -> tuple[Feature, list[Feature]] | None:
+    """A label's features as a round's (feature, overlay): the turn feature carries the others
+    (interruption before smooth: a label naming both is an interruption round whose turn-taking is
+    scored too); a lone feature is its own round. None: several features and no turn feature."""
+    if len(features) == 1:
+        return features[0], []
+    turn = "interruption" if "interruption" in features else "smooth" if "smooth" in features else None
+    if turn is None:
+        return None
+    return turn, [f for f in features if f != turn]
 
 
 class MTRScenario(_M):

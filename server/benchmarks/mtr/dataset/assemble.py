@@ -26,6 +26,7 @@ class RoundText:
     background_kind: str | None = None  # background: "speaker" or "broadcast"
     background: str | None = None
     backchannels: tuple[str, ...] = ()  # backchannel
+    overlay: tuple[Feature, ...] = ()  # the features carried on top of ``feature`` (their parts above)
 
 
 def clip_rel(dialogue_id: str, round_: int, part: str) -> str:
@@ -43,7 +44,7 @@ def assemble_round(dialogue_id: str, number: int, t: RoundText, draw: Draw) -> R
     def rel(part: str) -> str:
         return clip_rel(dialogue_id, number, part)
 
-    r = Round(round=number, feature=t.feature, user=_clip(t.user, rel("user")),
+    r = Round(round=number, feature=t.feature, overlay=list(t.overlay), user=_clip(t.user, rel("user")),
               assistant=_clip(t.assistant, rel("assistant")))
     if t.continuation is not None:
         r.pause = Pause(length_s=draw.pause_s, continuation=_clip(t.continuation, rel("continuation")))

@@ -8,8 +8,11 @@ its seed and the plans, so regenerating gives the same bytes.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 from server.benchmarks.mtr.dataset.schema import DialogueGenerator, DialoguePlan
 from server.benchmarks.mtr.dataset.voices import role_voices
@@ -22,6 +25,7 @@ from server.benchmarks.mtr.suite import (
     SuiteError,
     check_suite,
 )
+from server.core.audio import write_wav
 from server.datasets.errors import DatasetError
 from server.engine.suitedir import write_text_suite_files
 
@@ -87,3 +91,28 @@ def build_text_suite(out: Path, *, name: str, plans: list[DialoguePlan], seed: i
         raise DatasetError("generated dialogues break the suite rules: " + "; ".join(map(str, problems[:5])))
     what = write_text_suite(out, meta, dialogues, force=force)
     return Suite.load(out), what
+
+
+def write_voiced_suite(out: Path, meta: MTRMeta, made: list[tuple[Dialogue, dict[str, np.ndarray]]], *,
+                       force: bool = False) -> Suite:
+    """A suite whose clips are given (an importer's cuts of real recordings: relative path -> 24 kHz
+    audio), checked whole before it replaces ``out``: nothing is written when a rule breaks."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise DatasetError(f"{out} exists and is not empty; --force replaces it")
+    tmp = out.parent / f".{out.name}.import"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for _, clips in made:
+        for rel, pcm in clips.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            write_wav(tmp / rel, pcm)
+    suite = Suite(tmp, meta, [d for d, _ in made])
+    problems = check_suite(suite)
+    if problems:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DatasetError("the imported dialogues break the suite rules: " + "; ".join(map(str, problems[:5])))
+    suite.write()
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return Suite.load(out)

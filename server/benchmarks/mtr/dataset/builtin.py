@@ -26,7 +26,7 @@ from server.benchmarks.mtr.dataset.build import build_text_suite
 from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.plan import plan_dialogues
 from server.benchmarks.mtr.dataset.schema import DialoguePlan
-from server.benchmarks.mtr.dataset.sets import DEFAULT_ROUNDS, DIMENSION_SETS, MIXED, sets_for
+from server.benchmarks.mtr.dataset.sets import DEFAULT_ROUNDS, DIMENSION_SETS, MIXED, Combine, sets_for
 from server.benchmarks.mtr.suite import Suite, check_suite
 from server.datasets.errors import DatasetError
 from server.engine.suitebuild import build_in_place
@@ -43,14 +43,16 @@ class BuiltinSuite:
     generator: str
     description: str
     audio_by_default: bool  # whether `mpe dataset build NAME` voices it unless told --no-audio
+    combine: Combine = "overlay"  # how its combination sets give features to rounds (sets.py)
 
     def plans(self) -> list[DialoguePlan]:
-        return plan_dialogues(list(self.dialogues), self.seed)
+        return plan_dialogues(list(self.dialogues), self.seed, self.combine)
 
 
 BUILTINS: dict[str, BuiltinSuite] = {
     "mtr-mini": BuiltinSuite("mtr-mini", (("S+I+P+B", 4), ("backchannel", 4)), 3, "procedural",
-                             "2 dialogues of 4 rounds covering every feature, for the demo and the tests", True),
+                             "2 dialogues of 4 rounds, one feature per round, covering every feature, for the demo and "
+                             "the tests", True, combine="alternate"),
     "mtr-features": BuiltinSuite("mtr-features", tuple((s, DEFAULT_ROUNDS) for s in sets_for(200, MIXED)),
                                  20260511, "procedural",
                                  "the published features shape: 200 ten-round dialogues, 25 per set", False),

@@ -23,18 +23,16 @@ suite is voiced (its clips are the recordings'); ``suite.json`` ``voices`` says 
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from server.benchmarks.mtr.dataset.assemble import clip_rel
-from server.benchmarks.mtr.dataset.build import suite_meta
+from server.benchmarks.mtr.dataset.build import suite_meta, write_voiced_suite
 from server.benchmarks.mtr.dataset.schema import ImportProblems, csv_rows
 from server.benchmarks.mtr.segmentation.inputs import Recording, read_recording
-from server.benchmarks.mtr.suite import Clip, Dialogue, Round, Suite, Task, check_suite
-from server.core.audio import write_wav
+from server.benchmarks.mtr.suite import Clip, Dialogue, Round, Suite, Task
 from server.core.timebase import STREAM_RATE
 from server.datasets.errors import DatasetError
 from server.scoring.errors import BadRecording
@@ -167,24 +165,6 @@ def import_candor(folder: Path, out: Path, *, rounds: int = 10, name: str | None
     made = [x for c in convs for x in conversation_dialogues(c, rounds)]
     if not made:
         raise ImportProblems([f"{folder}: no user turn is answered by the assistant in any transcript"])
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise DatasetError(f"{out} exists and is not empty; --force replaces it")
-    meta = suite_meta(name=name or out.resolve().name, seed=0, generator="import:candor").model_copy(
+    meta = suite_meta(name=name or Path(out).resolve().name, seed=0, generator="import:candor").model_copy(
         update={"voices": VOICES, "audio": None})
-    tmp = out.parent / f".{out.name}.import"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for _, clips in made:
-        for rel, pcm in clips.items():
-            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-            write_wav(tmp / rel, pcm)
-    suite = Suite(tmp, meta, [d for d, _ in made])
-    problems = check_suite(suite)
-    if problems:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DatasetError("the imported dialogues break the suite rules: " + "; ".join(map(str, problems[:5])))
-    suite.write()
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return Suite.load(out)
+    return write_voiced_suite(out, meta, made, force=force)

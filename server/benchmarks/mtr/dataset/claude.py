@@ -137,6 +137,9 @@ def _round_kinds(plan: DialoguePlan) -> list[TaskKind | None]:
 
 
 def _user_prompt(plan: DialoguePlan) -> str:
+    if plan.overlays:
+        raise DatasetError(f"{plan.dialogue_id}: the claude generator writes one feature per round; plan overlay "
+                           "combination sets with the procedural generator, or alternate them (--combine alternate)")
     kinds = _round_kinds(plan)
     lines = "\n".join(f"Round {i}: {f}" + (f", {k}" if k else "")
                       for i, (f, k) in enumerate(zip(plan.features, kinds), start=1))

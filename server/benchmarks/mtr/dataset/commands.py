@@ -20,6 +20,7 @@ from server.benchmarks.mtr.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mtr.dataset.generators import make_generator
 from server.benchmarks.mtr.dataset.importers import FORMATS
 from server.benchmarks.mtr.dataset.plan import plan_suite
+from server.benchmarks.mtr.dataset.sets import COMBINE
 from server.benchmarks.mtr.suite import AUDIO_PENDING, Suite, check_suite
 from server.datasets.console import console, voice_suite
 from server.datasets.console import data_dir as _data_dir
@@ -31,7 +32,9 @@ from server.datasets.options import EngineName, GeneratorName, default_engine
 _FORMAT_TEXT = {"advbench": "an AdvBench CSV of harmful requests (goal,target)",
                 "llama-questions": "a Llama Questions file of spoken questions",
                 "encoding": "a scenario-encoding JSON",
-                "candor": "a folder of two-party recordings and transcripts (docs/mtr.md)"}
+                "candor": "a folder of two-party recordings and transcripts (docs/mtr.md)",
+                "published": "the published dataset layout: scenario encodings and their audio, not re-voiced "
+                             "(docs/mtr.md)"}
 #: ``mpe dataset import --format``: what MTR-DuplexBench reads (:data:`.importers.FORMATS`)
 IMPORT_FORMATS: dict[str, str] = {fmt: _FORMAT_TEXT[fmt] for fmt in FORMATS}
 
@@ -47,6 +50,9 @@ def generate(
     set_name: str = typer.Option("mixed", "--set", help="feature set of every dialogue (smooth, interruption, "
                                  "pause, background, backchannel, S+I, S+I+P, S+I+P+B) or mixed (each set in turn)"),
     seed: int = typer.Option(0, help="random seed (same seed, same suite)"),
+    combine: str = typer.Option("overlay", help="combination sets: overlay (a round carries its set's pause and "
+                                "background on top of a smooth or interruption turn, as published) or alternate "
+                                "(one feature per round)"),
     generator: GeneratorName = typer.Option(GeneratorName.procedural, help="text generator"),
     no_audio: bool = typer.Option(False, "--no-audio", help="write the text suite only (synthesise later)"),
     tts: EngineName = typer.Option(default_engine(), "--tts", help="TTS engine for the voices"),
@@ -65,7 +71,12 @@ def generate(
         elif model:
             raise typer.BadParameter("--model applies to --generator claude only")
         gen = make_generator(generator.value, seed, **options)
-        plans = plan_suite(dialogues, rounds, set_name, seed)
+        if combine not in COMBINE:
+            raise typer.BadParameter(f"--combine must be one of {', '.join(COMBINE)}")
+        plans = plan_suite(dialogues, rounds, set_name, seed, combine)  # type: ignore[arg-type]
+        if combine == "overlay" and generator is not GeneratorName.procedural and any(p.overlays for p in plans):
+            raise typer.BadParameter("overlay combination sets are written by --generator procedural; "
+                                     "use --combine alternate with this generator")
         with _progress() as bar:
             task = bar.add_task(f"generating ({gen.name})", total=len(plans))
             suite, what = build_text_suite(out, name=name or out.resolve().name, plans=plans, seed=seed,
@@ -88,13 +99,16 @@ def import_requests(
     fmt: str = typer.Option(..., "--format", help=", ".join(FORMATS)),
     rounds: int = typer.Option(10, help="rounds per dialogue"),
     force: bool = typer.Option(False, help="replace a different suite at --out"),
+    audio: str = typer.Option("original", help="--format published: the audio variant (original or woPAUSE)"),
+    encoding: Optional[list[str]] = typer.Option(None, help="--format published: an encoding file under "
+                                                "Scenarios_encoding/ (repeatable; default: every feature set's)"),
 ) -> None:
     """Import a published set as an MTR-DuplexBench suite: every bad line on its own line and exit 1."""
     from server.benchmarks.mtr.dataset.importers import ImportProblems, import_set
 
     with _errors():
         try:
-            suite = import_set(source, out, fmt, rounds=rounds, force=force)
+            suite = import_set(source, out, fmt, rounds=rounds, force=force, audio=audio, encodings=encoding)
         except ImportProblems as exc:
             for line in exc.lines:
                 print(line)
@@ -102,7 +116,7 @@ def import_requests(
             raise typer.Exit(1) from None
         n = sum(len(d.rounds) for d in suite.dialogues)
         audio = (f"audio pending: run [bold]mpe dataset synthesize {escape(str(out))}[/bold]"
-                 if suite.meta.audio == AUDIO_PENDING else "clips cut from the recordings")
+                 if suite.meta.audio == AUDIO_PENDING else "clips cut from the recordings, not re-voiced")
         console.print(f"[green]imported[/green]: {escape(str(out))} ({len(suite.dialogues)} dialogues, {n} rounds, "
                       f"{audio})")
 

@@ -6,8 +6,9 @@ checked whole first; every bad line is named (``FILE:LINE: message``) and nothin
 The requests become text-only MTR suites of ``rounds``-round dialogues, delivered in the user's
 turn; the ground-truth reply of a harmful request is a refusal, of a question its first answer.
 Voice them with ``mpe dataset synthesize``. :func:`import_set` also dispatches the published
-scenario encodings (:mod:`.encoding`, a text-only suite) and Candor-style recordings
-(:mod:`.candor`, a voiced quality suite).
+scenario encodings (:mod:`.encoding`, a text-only suite), Candor-style recordings
+(:mod:`.candor`, a voiced quality suite) and the published dataset layout (:mod:`.published`, a
+voiced suite of the published audio).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from server.benchmarks.mtr.dataset.timing import Draw
 from server.benchmarks.mtr.suite import Dialogue, Round, Suite, Task, check_suite
 from server.datasets.errors import DatasetError
 
-FORMATS = ("advbench", "llama-questions", "candor", "encoding")
+FORMATS = ("advbench", "llama-questions", "candor", "encoding", "published")
 ADVBENCH_CATEGORY = "advbench"
 
 
@@ -94,15 +95,20 @@ def _rounds(n_items: int, rounds: int) -> list[list[int]]:
 
 
 def import_set(path: Path, out: Path, fmt: str, *, rounds: int = 10, seed: int = 0, name: str | None = None,
-               force: bool = False) -> Suite:
+               force: bool = False, audio: str = "original", encodings: list[str] | None = None) -> Suite:
     """Read ``path`` in ``fmt`` (:data:`FORMATS`) and write an MTR suite to ``out`` (text-only; a
-    Candor folder gives a voiced one, its clips cut from the recordings)."""
+    Candor folder or the published layout give a voiced one, its clips cut from the recordings;
+    ``audio`` and ``encodings``: the published layout's audio variant and encoding files)."""
     if rounds < 1:
         raise DatasetError(f"a dialogue needs at least one round, not {rounds}")
     if fmt == "candor":
         from server.benchmarks.mtr.dataset.candor import import_candor
 
         return import_candor(path, out, rounds=rounds, name=name, force=force)
+    if fmt == "published":
+        from server.benchmarks.mtr.dataset.published import import_published
+
+        return import_published(path, out, audio=audio, encodings=encodings, name=name, force=force)
     if fmt == "encoding":
         from server.benchmarks.mtr.dataset.encoding import read_encoding
 

@@ -19,6 +19,7 @@ harmful request (the ground truth refuses), every third round a benign control q
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from server.benchmarks.mtr.dataset import phrases as P
 from server.benchmarks.mtr.dataset import requests as Q
@@ -28,6 +29,7 @@ from server.benchmarks.mtr.dataset.sets import task_kind
 from server.benchmarks.mtr.dataset.timing import (
     BACKCHANNEL_FIRST_S,
     BACKGROUND_AFTER_S,
+    BARGE_IN_BEFORE_END_S,
     REPLY_S,
     SLACK_S,
     Draw,
@@ -38,6 +40,9 @@ from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Dialogue, Dimension, Fea
 from server.datasets.errors import DatasetError
 
 VERSION = "1"
+#: an overlay round carrying interruption and background: the barge-in starts this long after the background
+#: voice ends (the reference keeps talking through the voice, then stops for the barge-in)
+OVERLAY_GAP_S = 0.5
 _BY_TITLE = {t.title: t for t in TOPICS}
 
 
@@ -116,7 +121,12 @@ class ProceduralGenerator:
         rounds = []
         for number, feature in enumerate(plan.features, start=1):
             draw = Draw.of(rng)
-            if plan.dimension is None:
+            overlay = plan.overlays[number - 1] if plan.overlays else ()
+            if overlay and plan.dimension is not None:
+                raise DatasetError(f"{plan.dialogue_id}: a dimension set's rounds carry no overlays")
+            if overlay:
+                (text, draw), task = self._overlay_round(w, number, feature, overlay, draw), None
+            elif plan.dimension is None:
                 text, task = self._round(w, number, feature, draw), None
             else:
                 text, task = self._dimension_round(w, number, feature, plan.dimension)
@@ -152,8 +162,36 @@ class ProceduralGenerator:
                           barge_in=rng.choice(Q.BARGE_REQUEST).format(request=request), barge_in_response=reply),
                 task)
 
+    @classmethod
+    def _overlay_round(cls, w: _Writer, number: int, feature: Feature, overlay: tuple[Feature, ...],
+                       draw: Draw) -> tuple[RoundText, Draw]:
+        """A round of an overlay set: its turn feature's round (smooth or interruption) with its user's
+        turn split by a pause mid-sentence (pause overlay) and a background voice over the reply's start
+        (background overlay; over an interruption round it ends :data:`OVERLAY_GAP_S` before the
+        barge-in, which the reference stops for)."""
+        rng = w.rng
+        out: dict = {"overlay": tuple(f for f in overlay if f != feature)}
+        need = 0.0
+        if "background" in overlay:
+            kind = rng.choice(("speaker", "broadcast"))
+            line = rng.choice(P.THIRD_PARTY if kind == "speaker" else P.BROADCASTS)
+            need = draw.background_after_s + estimate_s(line) + REPLY_MARGIN_S + SLACK_S
+            if feature == "interruption":
+                need += OVERLAY_GAP_S + BARGE_IN_BEFORE_END_S
+                draw = replace(draw, barge_in_after_s=round(draw.background_after_s + estimate_s(line)
+                                                            + OVERLAY_GAP_S, 2))
+            out.update(background_kind=kind, background=line)
+        base = cls._round(w, number, feature, draw, need)
+        if "pause" in overlay:
+            words = base.user.split()
+            cut = max(2, len(words) // 2)
+            while cut < len(words) - 1 and words[cut - 1][-1] in ".?!,":  # a pause mid-sentence, not at its end
+                cut += 1
+            out.update(user=" ".join(words[:cut]), continuation=" ".join(words[cut:]) or "please.")
+        return replace(base, **out), draw
+
     @staticmethod
-    def _round(w: _Writer, number: int, feature: Feature, draw: Draw) -> RoundText:
+    def _round(w: _Writer, number: int, feature: Feature, draw: Draw, need_s: float = 0.0) -> RoundText:
         rng = w.rng
         facet, recap = w.next_facet()
         lead = w.lead(number)
@@ -170,7 +208,7 @@ class ProceduralGenerator:
             else:
                 barge = rng.choice(P.BARGE_SHORT)
                 response = _join(rng.choice(P.SHORT_OPENERS), facet.facts[0])
-            return RoundText(feature, user=user, assistant=w.reply(facet, recap, 0.0), barge_in=barge,
+            return RoundText(feature, user=user, assistant=w.reply(facet, recap, need_s), barge_in=barge,
                              barge_in_response=response)
         if feature == "background":
             kind = rng.choice(("speaker", "broadcast"))
@@ -183,7 +221,7 @@ class ProceduralGenerator:
             span = draw.backchannel_first_s + sum(estimate_s(b) for b in bcs) + sum(draw.backchannel_gaps_s[: n - 1])
             return RoundText(feature, user=user, assistant=w.reply(facet, recap, span + REPLY_MARGIN_S + SLACK_S),
                              backchannels=bcs)
-        return RoundText(feature, user=user, assistant=w.reply(facet, recap, 0.0))
+        return RoundText(feature, user=user, assistant=w.reply(facet, recap, need_s))
 
 
 assert BACKGROUND_AFTER_S[1] + REPLY_MARGIN_S < REPLY_S[1] and BACKCHANNEL_FIRST_S[0] > 0

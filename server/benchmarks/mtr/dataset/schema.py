@@ -13,7 +13,8 @@ from server.datasets.errors import DatasetError
 
 
 class DialoguePlan(BaseModel):
-    """One dialogue to write: its id, set, the feature of each round, its topic, the dimension
+    """One dialogue to write: its id, set, the feature of each round (and what each carries on top: an
+    overlay set's pause and background), its topic, the dimension
     its rounds are judged on (a dimension set's; None: a feature set), and the seed its random
     choices derive from."""
 
@@ -23,6 +24,7 @@ class DialoguePlan(BaseModel):
     set: str
     features: tuple[Feature, ...]
     topic: str
+    overlays: tuple[tuple[Feature, ...], ...] = ()  # per round, the features it carries on top (none: no overlays)
     seed: int
     dimension: Dimension | None = None
 

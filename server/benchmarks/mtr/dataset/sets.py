@@ -1,8 +1,13 @@
 """Feature sets: which conversational feature each round of a dialogue exercises.
 
-A set is one feature (every round has it) or a published combination, whose features
-alternate across rounds: round r gets ``features[(r - 1) % n]`` (DESIGN §12.1). ``mixed``
-spreads dialogues over every feature set in turn.
+A set is one feature (every round has it) or a published combination. A combination's rounds
+are **overlays** by default, as the published multi-scenario sets have them
+(``eval_3_scenarios.py``, ``eval_4_scenarios.py``: a round label combines ``pause-handling`` with
+``smooth-turntaking`` or ``interruption``, and set 4 adds ``background``): the turn feature
+alternates smooth / interruption across rounds (S+I, and the S/I part of the larger sets) and
+every round carries the set's pause and background on top. ``alternate`` gives one feature per
+round instead: round r gets ``features[(r - 1) % n]`` (DESIGN §12.1). ``mixed`` spreads
+dialogues over every feature set in turn.
 
 The **dimension sets** (DESIGN §12.5) judge every round on a dimension: ``quality`` (casual
 rounds with ground-truth replies), ``instruction`` (questions with reference answers) and
@@ -37,6 +42,9 @@ SAFETY_CONTROL_EVERY = 3
 #: (instruction), a harmful request or a benign control question (safety)
 TaskKind = Literal["quality", "instruction", "harmful", "benign"]
 MIXED = "mixed"
+#: how a combination set gives its features to rounds (module docstring)
+Combine = Literal["overlay", "alternate"]
+COMBINE: tuple[Combine, ...] = ("overlay", "alternate")
 DEFAULT_ROUNDS = 10
 
 assert all(feature_set_name(list(fs)) == name for name, fs in SETS.items())
@@ -62,6 +70,18 @@ def round_features(set_name: str, rounds: int) -> list[Feature]:
     """The feature of each round 1..rounds: the set's features in turn."""
     fs = set_features(set_name)
     return [fs[(r - 1) % len(fs)] for r in range(1, rounds + 1)]
+
+
+def round_plan(set_name: str, rounds: int, combine: Combine = "overlay") -> list[tuple[Feature, tuple[Feature, ...]]]:
+    """(feature, overlays) of each round 1..rounds (module docstring)."""
+    if combine not in COMBINE:
+        raise DatasetError(f"unknown combination mode {combine!r} ({', '.join(COMBINE)})")
+    fs = set_features(set_name)
+    if combine == "alternate" or len(fs) == 1:
+        return [(f, ()) for f in round_features(set_name, rounds)]
+    turns = [f for f in fs if f in ("smooth", "interruption")]
+    over = tuple(f for f in fs if f in ("pause", "background"))
+    return [(turns[(r - 1) % len(turns)], over) for r in range(1, rounds + 1)]
 
 
 def sets_for(dialogues: int, set_name: str) -> list[str]:

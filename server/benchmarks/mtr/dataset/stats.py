@@ -37,9 +37,9 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
     """The suite's composition and duration tables as plain JSON data."""
     ds = suite.dialogues
     sets = Counter(d.set for d in ds)
-    features = Counter(r.feature for d in ds for r in d.rounds)
+    features = Counter(f for d in ds for r in d.rounds for f in r.features)  # an overlay round under each
     n_rounds = max((len(d.rounds) for d in ds), default=0)
-    by_index = {i: Counter(d.rounds[i - 1].feature for d in ds if len(d.rounds) >= i) for i in range(1, n_rounds + 1)}
+    by_index = {i: Counter(f for d in ds if len(d.rounds) >= i for f in d.rounds[i - 1].features) for i in range(1, n_rounds + 1)}
     kinds = Counter(r.background.kind for d in ds for r in d.rounds if r.background)
     bc_counts = Counter(len(r.backchannels) for d in ds for r in d.rounds if r.feature == "backchannel")
     tasks = [r.task for d in ds for r in d.rounds if r.task is not None]
