@@ -33,7 +33,7 @@ class TurnLength(str, Enum):
 MAX_TURN_CHARS = 300  # stays below the speakable-text limit of the script rules
 
 # Words per turn (inclusive range) for the paper length, drawn per turn; T has its own.
-PAPER_TURN_WORDS = (16, 38)
+PAPER_TURN_WORDS = (15, 36)
 PAPER_T_WORDS = (21, 34)
 
 # ----------------------------------------------------------------------------- topic remarks
@@ -390,7 +390,7 @@ MENTION_TAILS = (
     "{absent} thought that was absolutely hilarious.", "{other} got used to it quicker than me.",
     "I'm not complaining, {other}, it's just a bit odd.", "{other} uses it for pretty much everything now.",
     "{absent} says it's practically part of the furniture now.", "{absent} still isn't sure how to feel about it.",
-    "Anyway, that's a story for another time.", "{other} will back me up on this one.",
+    "Anyway, {absent} tells that story better.", "{other} will back me up on this one.",
     "{absent} should really read the instructions one day.",
 )
 DEVICE_TAILS = (
@@ -497,6 +497,7 @@ class Elaborator:
                 if chars() + len(filled) > MAX_TURN_CHARS:
                     break
                 after.append(_cap(filled))
+                addressed = addressed or "{other}" in src
                 continue
             options = [pool for pool in (extra if p is OWN else self.topic if p is TOPIC else p for p in slot) if pool]
             if not options:
@@ -507,13 +508,16 @@ class Elaborator:
                 continue
             vocative = _VOCATIVE.get(role, "{other}")
             if pool is self.topic and vocative and self.rng.random() < ADDRESS_RATE:
-                filled, addressed = subst(self._address(s, vocative)), True
+                # someone else than a name already said in the turn, where the room allows
+                who = "{other2}" if addressed and vocative == "{other}" else vocative
+                filled, addressed = subst(self._address(s, who)), True
             else:
                 filled = subst(s)
             if chars() + len(filled) > MAX_TURN_CHARS:
                 break
             self.used.add(s)
             after.append(_cap(filled))
+            addressed = addressed or "{other}" in s or "{name}" in s  # one name in passing is enough
         sentences = [x for part in (*before, _cap(core) if before else core, *after) for x in split_sentences(part)]
         vocative = _VOCATIVE.get(role, "{other}")
         if (vocative and not addressed and (len(sentences) > 1 or _names_nobody(sentences[0]))

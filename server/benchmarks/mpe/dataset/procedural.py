@@ -378,6 +378,7 @@ def task_movie(c: Ctx) -> Task:
     follow = ["okay, I'll get the blankets.", "{name}, can you dim the lights when it starts?",
               "I'm making popcorn either way."]
     openers = ["movie night! What are we watching?", "okay, we need to pick a film for tonight.",
+               "whose turn is it to choose the film, anyway?",
                "right, film tonight. I've got two options."]
     return Task(openers, facts, q, gold, keys, n4, follow)
 
@@ -541,7 +542,7 @@ def task_weather(c: Ctx) -> Task:
           ("is there a shop near the campsite?", "there's a little one by the entrance.", "I can see one on the map.")]
     follow = ["okay, I'm packing the big tent.", "{name}, don't forget the torches this time.",
               "I'll bring extra socks, just in case."]
-    openers = ["okay, camping this weekend. Let's check the weather.", "so, which day should we do the long hike?", "{name}, have you seen the forecast for the weekend?",
+    openers = ["okay, camping this weekend. Let's check the weather.", "so, which day should we do the long hike?", "has anyone looked at the forecast for the weekend?",
                "right, I've got the forecast up for the weekend."]
     return Task(openers, facts, q, gold, keys, n4, follow)
 
@@ -720,6 +721,9 @@ LEAD_INS = (
 )
 # The share of pairs whose turn before T is revised for the implicit version (the paper: 42 of 2,000).
 REVISED_SHARE = 0.021
+# Of the rest, the share with an N1 mention among the facts (version 3's share of pairs whose
+# implicit context was an earlier N1), so the layouts keep their turn counts.
+EARLY_MENTION_SHARE = 0.45
 GENERIC_N3_SHARE = 0.3  # self-talk not tied to the place or the mood
 GENERIC_N3 = (
     "hmm, where's my phone gone, it was just here.",
@@ -886,9 +890,13 @@ class ProceduralGenerator:
         # The implicit version's context: the revised turn before T (about 2 %), else T itself.
         r = rng.random()
         lead_in = r < REVISED_SHARE
+        # A mention of Aria among the facts, in the share of pairs that carried the implicit
+        # context there before the cue moved into T: the turn counts and the N1 share stay.
+        mention_first = not lead_in and r < REVISED_SHARE + EARLY_MENTION_SHARE * (1 - REVISED_SHARE)
 
         # ---- the lines every scenario of this plan needs
-        opener = Line("N2", rng.choice(task.openers), to="group", role="opener")
+        opener_text = rng.choice(task.openers)
+        opener = Line("N2", opener_text, to="one" if "{name}" in opener_text else "group", role="opener")
         t_line = Line("T", _fill(rng.choice(EXPLICIT_T), task.question), to="Aria", role="t")
         t_line.text = t_line.text.replace("{t_open}", rng.choice(reg.t_openers) if reg.t_openers else "")
         lead: Line | None = None
@@ -899,6 +907,9 @@ class ProceduralGenerator:
             t_line.implicit = _fill(rng.choice(IMPLICIT_T_PLAIN), task.question)
         else:
             t_line.implicit = _cue(rng, task.question, ARIA_SPOT[setting.value])
+        if mention_first:
+            n1 = rng.choice(GENERIC_N1)
+            setup = Line("N1", n1, to="one" if "{name}" in n1 else "group")
         n4_events = self._n4(rng, task, plan.n4_events, setting)
         follow_text = rng.choice(task.followups if rng.random() < 0.8 else GENERIC_FOLLOW)
         follow = Line("N2", follow_text, to="one" if "{name}" in follow_text else "group", role="followup")
@@ -908,7 +919,7 @@ class ProceduralGenerator:
         pre_fixed = 1 + len(task.facts) + (1 if lead or setup else 0)
         post_fixed = 2 * len(n4_events) + 1
         musts = [self._n3(rng, setting, reg)]
-        if lead is None and setup is None:  # the lead-in and the setup are N1s already
+        if lead is None and setup is None:  # the lead-in and the early mention are N1s already
             n1 = rng.choice(GENERIC_N1)
             musts.append(Line("N1", n1, to="one" if "{name}" in n1 else "group"))
         base = (8, 12) if plan.n_speakers == 3 else (9, 13)
@@ -936,7 +947,7 @@ class ProceduralGenerator:
         if not use_opener:  # the opener and the first fact become one turn
             first = body[0]
             body[0] = replace(first, text=opener.text + " " + _cap(first.text))
-        if setup is not None:  # somewhere among the facts, said in both versions
+        if setup is not None:  # the early mention: somewhere among the facts, said in both versions
             body.insert(rng.randrange(1, len(body) + 1), setup)
         for group in pre_fill:  # small talk between the facts
             body.insert(rng.randrange(0 if use_opener else 1, len(body) + 1), group)
@@ -1114,7 +1125,9 @@ class ProceduralGenerator:
             ln = s.line
             others = [x for x in speakers if x not in (s.speaker, s.addressee)]
             name = names.get(s.addressee or "", "")
-            extra = {"name": name, "other": names[rng.choice(others)] if others else absent, "absent": absent,
+            other = names[rng.choice(others)] if others else absent
+            second = [names[x] for x in others if names[x] != other]
+            extra = {"name": name, "other": other, "other2": rng.choice(second) if second else other, "absent": absent,
                      "voc": f"{name}, " if name and rng.random() < 0.5 else "",
                      "num": words(rng.choice((5, 10, 20, 25, 30, 40, 45))),
                      "clock": say_time(rng.choice((390, 420, 435, 450, 480)))}
