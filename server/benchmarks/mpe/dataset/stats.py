@@ -233,7 +233,7 @@ def side_question(text: str) -> str:
     """The side question of an N4Q turn: its last question sentence without the address
     ("Aria", "hey Aria"), so the same question asked by name or not counts once."""
     questions = [s for s in split_sentences(text) if s.endswith("?")] or [text]
-    words = normalise(questions[-1]).split()
+    words = normalise(questions[-1].split(": ")[-1]).split()  # "while your light's on: is it ...?"
     if "aria" in words:  # "oh and Aria, is it ...?" / "is it ..., Aria?": the words on the question's side
         i = words.index("aria")
         words = words[i + 1:] if 2 * i < len(words) else words[:i]
