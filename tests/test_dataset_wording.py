@@ -30,7 +30,9 @@ def test_sentences_vary_and_none_is_everywhere(suite):
 def test_side_questions_are_spread_over_the_scenes(suite):
     w = wording(suite)
     assert w["side_questions"] > 150
-    assert w["top_side_questions_share"] <= 0.10, w["top_side_questions"]
+    # 2,000 pairs: at most 10 %; on 200 pairs the commonest five are a few events each
+    assert w["top_side_questions_share"] <= 0.15, w["top_side_questions"]
+    assert max(q["count"] for q in w["top_side_questions"]) <= 0.04 * w["side_questions"]
 
 
 def test_the_implicit_cue_is_in_t_and_its_forms_vary(suite):
