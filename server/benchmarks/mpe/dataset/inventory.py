@@ -260,7 +260,8 @@ DEVICE_CONTEXTS: tuple[DeviceContext, ...] = (
                    "Navigation, find a car park near the centre.", "Navigation, cancel the route.")),
     DeviceContext("a smartwatch with Google Assistant", "Hey Google", None,
                   ("Hey Google, start a {num} minute timer.", "Hey Google, how many steps have I done today?",
-                   "Hey Google, remind me to buy batteries.", "Hey Google, what's my heart rate?",
+                   "Hey Google, remind me to buy batteries.",
+                   "Hey Google, remind me to text {absent} later.", "Hey Google, how far have I walked today?", "Hey Google, what's my heart rate?",
                    "Hey Google, set an alarm for {clock}.")),
 )
 

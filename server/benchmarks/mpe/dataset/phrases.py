@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 
+from server.benchmarks.mpe.dataset.inventory import NAMES as _NAMES
 from server.datasets.realism import split_sentences
 
 
@@ -114,7 +115,7 @@ TOPIC: dict[str, tuple[str, ...]] = {
         "I hope they haven't already bought one for themselves.",
         "They've been talking about it for months.",
         "We should get a card that everyone signs.",
-        "I can pick it up on my way home.",
+        "{other}, I can pick it up on my way home.",
         "They always get us such nice things, so it's only fair.",
         "Let's keep it a secret until the party.",
         "I'll wrap it, I'm actually good at that.",
@@ -395,8 +396,8 @@ MENTION_TAILS = (
 )
 DEVICE_TAILS = (
     "Sorry, {other}, carry on.", "That's for later, don't let me forget, {other}.",
-    "Okay, sorry, go on, {other}, I'm listening.", "Right, sorry, {other}, where were we?", "That's just so I don't forget.",
-    "Sorry, that's been bugging me since {absent} left.", "Okay, done, sorry about that.", "Right, carry on, {other}.",
+    "Okay, sorry, go on, {other}, I'm listening.", "Right, sorry, {other}, where were we?", "That's so I don't forget to tell {absent}.",
+    "Sorry, that's been bugging me since {absent} left.", "Okay, done, sorry about that, {other}.", "Right, carry on, {other}.",
 )
 N4Q_LEADS = (
     "Oh, while I think of it.", "Sorry, one more thing.", "Before I forget.", "Completely different question.",
@@ -526,7 +527,8 @@ class Elaborator:
             first = 0 if _names_nobody(sentences[0]) else 1
             i = self.rng.randrange(first, len(sentences))
             sentences[i] = subst(self._address(sentences[i], vocative))
-        return " ".join(self._join(sentences, SELF_JOIN_RATE if role == "self" else JOIN_RATE))
+        rate = 0.0 if role == "device" else SELF_JOIN_RATE if role == "self" else JOIN_RATE  # a command stands alone
+        return " ".join(self._join(sentences, rate))
 
     def _address(self, s: str, vocative: str) -> str:
         """A sentence said to someone by name: "Ben, ..." or "..., Ben?"."""
@@ -601,8 +603,10 @@ _VOCATIVE = {"ask": "{name}", "reply": "{name}", "self": "", "t": "", "n4q": "",
 SELF_JOIN_RATE = 0.85  # self-talk trails on from one thought to the next
 JOIN_RATE = 0.6  # the chance that a statement runs on into the next sentence of its turn
 _GLUES = (", and ", " - ", " - ", ", and anyway, ", ", and, well, ", " - ")
-_KEEP_FIRST = ("I ", "I'", "Aria", "Alexa", "Hey ", "Navigation", "Grandma", "Mum", "Sunday", "Saturday",
-               "Friday", "Monday", "Tuesday", "Wednesday", "Thursday")
+_KEEP_FIRST = frozenset({"I", "I'm", "I've", "I'll", "I'd", "Aria", "Aria's", "Alexa", "Hey", "Navigation", "Grandma",
+                         "Grandma's", "Grandpa's", "Mum", "Mum's", "Sunday", "Saturday", "Friday", "Monday", "Tuesday",
+                         "Wednesday", "Thursday", "Christmas", "Tokyo", "Brighton", "Oxford", "Cambridge", "York",
+                         "Bath", "Edinburgh", "Thai", "Greek", "French"})
 
 
 def _names_nobody(s: str) -> bool:
@@ -612,26 +616,11 @@ def _names_nobody(s: str) -> bool:
 
 def _decap_first(s: str) -> str:
     """A sentence lower-cased at its start to run on after a comma, unless it starts with a
-    name, "I" or a day."""
-    if s.startswith(_KEEP_FIRST) or (s.split(" ", 1)[0].rstrip(",.?!").istitle() and len(s.split(" ", 1)[0]) > 1
-                                     and s.split(" ", 1)[0].rstrip(",.?!").lower() not in _COMMON_STARTS):
+    name (a speaker's, Aria's, a place's), "I" or a day."""
+    first = s.split(" ", 1)[0].rstrip(",.?!:;")
+    if first in _KEEP_FIRST or first.removesuffix("'s") in _NAMES:
         return s
     return s[:1].lower() + s[1:]
-
-
-_COMMON_STARTS = {"the", "that", "this", "it", "it's", "we", "we're", "we'll", "we've", "let's", "last", "my", "don't",
-                  "and", "so", "or", "if", "as", "at", "honestly", "somebody", "someone", "whoever", "nobody",
-                  "careful", "maybe", "next", "they", "they've", "there's", "there", "hang", "tell", "unless",
-                  "same", "thanks", "anyway", "remind", "why", "you", "your", "you're", "sorry", "okay", "right",
-                  "yes", "no", "not", "just", "what", "how", "when", "where", "which", "who", "everyone", "everyone's",
-                  "i've", "its", "one", "only", "even", "still", "easy", "mystery", "deep", "later", "concentrate",
-                  "mental", "later,", "a", "an", "all", "our", "his", "her", "grandma", "lots", "loads", "some",
-                  "somewhere", "as", "let", "keep", "make", "hope", "can", "could", "would", "should", "does", "do",
-                  "did", "is", "are", "was", "were", "have", "had", "has", "will", "won't", "now", "then", "here",
-                  "first", "also", "again", "for", "from", "in", "on", "of", "to", "with", "without", "plus",
-                  "these", "those", "each", "every", "either", "neither", "both", "much", "many", "more", "most",
-                  "less", "least", "few", "fewer", "other", "another", "such", "very", "too", "quite", "rather",
-                  "pretty", "really", "actually", "probably", "definitely", "certainly", "surely", "perhaps"}
 
 
 def _cap(s: str) -> str:
