@@ -119,7 +119,7 @@ TOPIC: dict[str, tuple[str, ...]] = {
         "They always get us such nice things, so it's only fair.",
         "Let's keep it a secret until the party.",
         "I'll wrap it, I'm actually good at that.",
-        "I think it's a really good choice.",
+        "I think {absent} will really like it.",
         "I hope it arrives in time.",
         "It's so much easier when we all chip in.",
         "Let's not tell {absent} anything, they're terrible at surprises.",
@@ -229,8 +229,8 @@ TOPIC: dict[str, tuple[str, ...]] = {
         "Somebody is definitely cheating.",
         "We should play this more often.",
         "I love this game, even when I'm losing.",
-        "Let's take a short break after this round.",
-        "Careful, I'm watching all of you.",
+        "Let's take a short break after this round, {other}, I'll make tea.",
+        "Careful, {other}, I'm watching you.",
         "{absent} would hate this game.",
         "Whoever loses does the washing up, that's the rule.",
         "I've had terrible cards all night.",
@@ -464,9 +464,11 @@ class Elaborator:
         fresh = [s for s in pool if s not in self.used]
         return self.rng.choice(fresh) if fresh else None
 
-    def turn(self, core: str, role: str, subst, extra: tuple = (), lead_rate: float = 0.0) -> str:
+    def turn(self, core: str, role: str, subst, extra: tuple = (), lead_rate: float = 0.0,
+             second_other: bool = True) -> str:
         """``core`` (already filled in) grown to a drawn length; ``subst`` fills a sentence;
-        ``extra``: the scene's own lines for the role (self-talk, remarks of the register)."""
+        ``extra``: the scene's own lines for the role (self-talk, remarks of the register);
+        ``second_other``: the room has a second person besides {other} ({other2})."""
         if self.length is TurnLength.short:
             return core
         lo, hi = PAPER_T_WORDS if role == "t" else PAPER_TURN_WORDS
@@ -508,9 +510,9 @@ class Elaborator:
             if s is None:
                 continue
             vocative = _VOCATIVE.get(role, "{other}")
-            if pool is self.topic and vocative and self.rng.random() < ADDRESS_RATE:
-                # someone else than a name already said in the turn, where the room allows
-                who = "{other2}" if addressed and vocative == "{other}" else vocative
+            # someone else than a name already said in the turn, where the room has one
+            who = ("{other2}" if second_other else "") if addressed and vocative == "{other}" else vocative
+            if pool is self.topic and who and self.rng.random() < ADDRESS_RATE:
                 filled, addressed = subst(self._address(s, who)), True
             else:
                 filled = subst(s)

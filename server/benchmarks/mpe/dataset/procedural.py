@@ -1133,7 +1133,8 @@ class ProceduralGenerator:
                      "clock": say_time(rng.choice((390, 420, 435, 450, 480)))}
             text = subst(ln.text, extra)
             implicit = subst(ln.implicit, extra) if ln.implicit is not None else None
-            text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting)
+            text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting,
+                                        bool(second))
             was_prefixed, prefixed = prefixed, False
             if ln.label in ("N2", "N3") and ln.who != "reply" and not was_prefixed and rng.random() < reg.prefix_rate:
                 first = text.split(" ", 1)[0].rstrip(",.?!:;")
@@ -1152,7 +1153,7 @@ class ProceduralGenerator:
 
 
     @staticmethod
-    def _grow(talk: Elaborator, ln: Line, text: str, implicit: str | None, fill, reg, setting
+    def _grow(talk: Elaborator, ln: Line, text: str, implicit: str | None, fill, reg, setting, second: bool
               ) -> tuple[str, str | None]:
         """A line grown into a turn of the generator's length; both versions of T (and of a
         revised turn before it) get the same sentences around what differs."""
@@ -1167,7 +1168,7 @@ class ProceduralGenerator:
             extra = setting.self_talk + reg.self_talk
         elif role == "remark":
             extra = reg.remarks
-        grown = talk.turn(text, role, fill, extra, _LEAD_RATES.get(role, 0.0))
+        grown = talk.turn(text, role, fill, extra, _LEAD_RATES.get(role, 0.0), second_other=second)
         if implicit is not None:  # the revised turn before T: the same continuation
             implicit = implicit + grown[len(text):] if grown.startswith(text) else implicit
         return grown, implicit
