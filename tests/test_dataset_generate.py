@@ -16,9 +16,9 @@ from server.benchmarks.mpe.dataset import inventory as inv
 from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
 from server.benchmarks.mpe.dataset.builtin import BUILTINS, build_builtin
 from server.benchmarks.mpe.dataset.compose import Composition, apportion, plan_pairs
-from server.benchmarks.mpe.dataset.procedural import IMPLICIT_T_CUE, SETUP_N1, ProceduralGenerator
+from server.benchmarks.mpe.dataset.procedural import ProceduralGenerator
 from server.benchmarks.mpe.dataset.rules import check_script
-from server.benchmarks.mpe.dataset.stats import PAPER_CONVERSATION_S, PAPER_T_S, realism
+from server.benchmarks.mpe.dataset.stats import PAPER_CONVERSATION_S, PAPER_T_S, implicit_cue, realism
 from server.benchmarks.mpe.suite import Suite, bucket_of, check_suite, mentions_aria
 from server.cli import app
 from server.datasets.errors import DatasetError
@@ -77,34 +77,21 @@ def test_scenarios_have_every_kind_of_turn_and_the_right_addressing(full):
         assert {"N1", "N2", "N3"} <= set(ex.labels)
         if "N4Q" in ex.labels:
             q = ex.labels.index("N4Q")
-            assert q > t and ex.labels[q + 1] == "N4R" and mentions_aria(ex.turns[q].text)
+            assert q > t and ex.labels[q + 1] == "N4R" and ex.turns[q].addressee == "Aria"
+            # asked by name, or pointed at the device ("while your light's on: ...")
+            assert mentions_aria(ex.turns[q].text) or implicit_cue("", ex.turns[q].text) is not None
         # the implicit version stays inferable: the revised turn just before T hands the
-        # question over (an N1 naming Aria), or T carries the cue, or an earlier turn that both
-        # versions share sets Aria up to answer
+        # question over (an N1 naming Aria), or T itself carries a cue spoken to the device
         if ex.turns[t - 1].text != im.turns[t - 1].text:
             assert im.turns[t - 1].label == "N1" and mentions_aria(im.turns[t - 1].text)
         else:
-            assert _cue_in(im.turns[t].text) or any(
-                _setup_in(x.text) and x.label == "N1" and x.text == y.text
-                for x, y in zip(ex.turns[:t], im.turns[:t])), ex.scenario_id
+            assert implicit_cue(ex.turns[t].text, im.turns[t].text) is not None, ex.scenario_id
     strategies = Counter(
         "revised" if p["explicit"].turns[p["explicit"].t_index - 1].text
-        != p["implicit"].turns[p["implicit"].t_index - 1].text
-        else "cue-in-t" if _cue_in(p["implicit"].turns[p["implicit"].t_index].text) else "earlier"
+        != p["implicit"].turns[p["implicit"].t_index - 1].text else "cue-in-t"
         for p in pairs.values())
-    assert strategies["revised"] <= 0.05 * 2000  # the paper revised the turn before T in 42 of 2,000
-    assert strategies["revised"] > 0 and min(strategies["cue-in-t"], strategies["earlier"]) > 600
-
-
-_CUES = [form.split("{")[0].strip().lower() for form in IMPLICIT_T_CUE]
-
-
-def _cue_in(text: str) -> bool:
-    return any(c in text.lower() for c in _CUES)
-
-
-def _setup_in(text: str) -> bool:
-    return any(line.lower() in text.lower() for line in SETUP_N1)
+    assert 0 < strategies["revised"] <= 0.05 * 2000  # the paper revised the turn before T in 42 of 2,000
+    assert strategies["cue-in-t"] >= 0.95 * 2000  # and put the cue in T in the other 1,958
 
 
 CHOICE_TASKS = {"finding a day for a get-together", "booking a weekend away", "packing for a camping weekend",
@@ -167,10 +154,11 @@ def test_turn_length_paper_meets_the_targets_and_short_keeps_the_conversations(t
     paper, _ = build_text_suite(tmp_path / "p", name="p", pairs=300, seed=11, generator=ProceduralGenerator(11))
     short, _ = build_text_suite(tmp_path / "s", name="s", pairs=300, seed=11,
                                 generator=make_generator("procedural", 11, turn_length="short"))
-    assert (paper.meta.generator_version, short.meta.generator_version) == ("3/paper", "3/short")
+    assert (paper.meta.generator_version, short.meta.generator_version) == ("4/paper", "4/short")
     rp, rs = realism(paper), realism(short)
     _meets_the_paper_targets(rp)
-    assert rs["conversation_mean_s"] < 0.6 * PAPER_CONVERSATION_S and rs["t_mean_s"] < 0.6 * PAPER_T_S
+    # short T keeps its implicit cue ("You've been listening on the counter the whole time, so ...")
+    assert rs["conversation_mean_s"] < 0.6 * PAPER_CONVERSATION_S and rs["t_mean_s"] < 0.7 * PAPER_T_S
     for a, b in zip(paper.scenarios, short.scenarios):
         assert (a.gold_answer, a.labels, [t.speaker for t in a.turns]) == (b.gold_answer, b.labels,
                                                                              [t.speaker for t in b.turns])
@@ -299,7 +287,8 @@ def test_cli_generate_stats_export(tmp_path):
     assert comp["labels"]["explicit"]["T"] == 40 == comp["labels"]["implicit"]["T"]
     real = stats["realism"]
     assert real["paper"] == {"conversation_mean_s": 99.8, "t_mean_s": 8.0, "preceding_revised_pairs": 42,
-                             "pairs": 2000, "preceding_revised_share": 0.021}
+                             "pairs": 2000, "preceding_revised_share": 0.021,
+                             "cue_in_t_pairs": 1958, "cue_in_t_share": 0.979}
     assert real["durations_from"] == "words" and real["distinct_share"] > 0.6
     assert 0 <= real["preceding_revised_pairs"] == comp["implicit_cue"]["revised_turn_before_t"] <= 2
     assert 60 < real["conversation_mean_s"] < 140 and set(real["turn_mean_s_by_label"]) >= {"T", "N2"}
@@ -315,7 +304,7 @@ def test_cli_generate_stats_export(tmp_path):
     r = runner.invoke(app, ["dataset", "generate", "--out", str(short), "--pairs", "40", "--seed", "3", "--no-audio",
                             "--turn-length", "short"])
     assert r.exit_code == 0, r.output
-    assert Suite.load(short).meta.generator_version == "3/short"
+    assert Suite.load(short).meta.generator_version == "4/short"
     assert json.loads(runner.invoke(app, ["dataset", "stats", str(short), "--json"]).stdout)["realism"][
         "conversation_mean_s"] < 0.6 * real["conversation_mean_s"]
 

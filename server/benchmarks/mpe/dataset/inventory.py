@@ -26,6 +26,7 @@ class DeviceContext:
     wake: str | None  # None: no other assistant in the room
     kinds: frozenset[str] | None  # None: fits every setting
     commands: tuple[str, ...] = ()
+    not_kinds: frozenset[str] = frozenset()  # setting kinds it never fits (no TV in the garden)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,93 @@ SETTINGS: tuple[Setting, ...] = (
              ('{name}, can you hold the torch for a second?', 'Sure, point it where?'))),
 )
 
+#: Side questions each place raises, for N4 events: (question core, someone's answer, the
+#: asker's own resolution). The answer has a source in the place itself.
+SIDE_QUESTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "dorm common room": (
+        ("what time does the laundry room lock tonight?", "eleven, it's on the notice by the door.",
+         "it's on the notice by the door, eleven."),
+        ("when is the fire alarm test this week?", "Wednesday morning, the warden emailed.", "I've got the email, Wednesday."),
+        ("how long does the dryer take on the hot setting?", "about an hour, mine took an hour.", "I'll just set it for an hour."),
+        ("is the common room booked on Friday?", "no, the sheet on the door is empty.", "I'll check the sheet on the door."),
+        ("what's the wifi password for guests?", "it's on the card by the kettle.", "oh, it's on the card by the kettle."),
+    ),
+    "shared flat kitchen": (
+        ("when is the recycling collected?", "Thursday mornings, the bins go out Wednesday night.",
+         "it's on the fridge calendar, Thursday."),
+        ("how long does cooked rice keep in the fridge?", "a day, two at most.", "I'll just eat it tomorrow."),
+        ("can the frying pan go in the dishwasher?", "no, it ruins the coating.", "it says hand wash on the bottom."),
+        ("how do you descale a kettle?", "vinegar and water, let it sit an hour.", "I'll look it up later."),
+        ("when does the corner shop close tonight?", "ten, I was just in there.", "I'll just go now, then."),
+    ),
+    "family kitchen": (
+        ("how long do hard-boiled eggs keep?", "about a week in the fridge.", "Grandma's book says a week."),
+        ("what temperature should the fridge be at?", "about four degrees, it's on the dial.", "the dial says four."),
+        ("when is the dishwasher tablet delivery coming?", "tomorrow, the text said before noon.", "I've got the text, tomorrow."),
+        ("can you freeze leftover gravy?", "yes, in the little tubs, Mum always does.", "I'll just freeze it and see."),
+        ("what's the number for the plumber who fixed the sink?", "it's on the magnet on the fridge.",
+         "oh, it's on the fridge magnet."),
+    ),
+    "living room": (
+        ("when does the football start tonight?", "quarter to eight, it's in the TV guide.", "it's in the TV guide, I'll look."),
+        ("how do you clean a velvet sofa?", "just a brush and a damp cloth.", "the label on the cushion says brush only."),
+        ("what's the name of the actor in that advert?", "no idea, but it's driving me mad too.", "it'll come to me."),
+        ("when do the clocks go forward?", "last Sunday in March, every year.", "it's the end of March, I remember now."),
+        ("how much is the TV licence now?", "about a hundred and seventy, the letter came last week.",
+         "the letter's on the side, I'll check."),
+    ),
+    "back garden on a summer evening": (
+        ("what time is sunset tonight?", "about nine, it's getting dark after nine.", "it's about nine, I looked at the sky app."),
+        ("are these tomatoes ready to pick?", "not yet, they need to go properly red.", "they're still green, so no."),
+        ("is there a hosepipe ban at the moment?", "not here, the water company said no.", "the letter said no ban."),
+        ("what's that bird singing in the hedge?", "a blackbird, it's there every evening.", "it's the blackbird again."),
+        ("how often should you water the lawn in summer?", "twice a week, in the evening.", "I'll just do it twice a week."),
+    ),
+    "car on the motorway": (
+        ("how far is the next service station?", "twenty miles, it was on the last sign.", "the sign said twenty miles."),
+        ("what's the speed limit through the roadworks?", "fifty, there's cameras all the way.", "it's fifty, I just saw the sign."),
+        ("is there traffic at the next junction?", "it looks clear on the map.", "the map's showing green, it's fine."),
+        ("which lane do we need for the turn-off?", "the left one, in about two miles.", "left lane, I can see the sign now."),
+        ("how much is the toll on the bridge?", "a few pounds, there's a card machine.", "they take cards, it's fine."),
+    ),
+    "office meeting room": (
+        ("who's got the room after us?", "the design team, at three.", "the screen outside says design, at three."),
+        ("how do you get the projector to switch inputs?", "the button on the left of the remote.", "oh, the left button, got it."),
+        ("is the all-hands still on Thursday?", "yes, the invite hasn't changed.", "the invite still says Thursday."),
+        ("when's the deadline for the expense claims?", "the twenty-fifth, finance sent a reminder.", "finance emailed, the twenty-fifth."),
+        ("can we book this room for the whole afternoon tomorrow?", "it's free after one, I looked.",
+         "the booking system shows it free after one."),
+    ),
+    "open-plan office": (
+        ("when is the printer getting fixed?", "someone's coming tomorrow morning.", "the note on it says tomorrow."),
+        ("is the canteen open late today?", "until seven on Thursdays.", "the board says until seven."),
+        ("how do I book a desk for next week?", "through the app, the floor plan tab.", "I found it, the floor plan tab."),
+        ("who do I ask about a new monitor?", "the IT desk, just raise a ticket.", "I'll just raise a ticket."),
+        ("what's the guest wifi password today?", "it's on the screen at reception.", "reception has it on the screen."),
+    ),
+    "library group-study room": (
+        ("what time does the library close tonight?", "ten, it's on the door.", "the sign on the door says ten."),
+        ("how long can we keep this room?", "two hours, then we have to rebook.", "the booking says two hours."),
+        ("can we print in colour here?", "only on the second floor.", "the sign says second floor."),
+        ("how many books can I take out at once?", "twelve on a student card.", "my card says twelve."),
+        ("is the cafe downstairs still open?", "until six, they close early on Fridays.", "it closes at six, I remember now."),
+    ),
+    "hotel room on holiday": (
+        ("what time is checkout on the last day?", "eleven, it's on the key card holder.", "the key card holder says eleven."),
+        ("does the pool have towels or do we bring ours?", "they give you towels at the pool.", "the folder says they give towels."),
+        ("is breakfast included in our rate?", "yes, until ten, downstairs.", "the booking says breakfast included."),
+        ("how do you say thank you in the local language?", "the phrasebook's on the bed, page one.", "I'll check the phrasebook."),
+        ("can we get a late checkout?", "ask at reception, they usually say yes.", "I'll just ask at reception."),
+    ),
+    "campsite by the lake": (
+        ("what time does the campsite shop shut?", "six, it says on the hut.", "the hut says six."),
+        ("can you swim in the lake here?", "only by the jetty, there's a sign.", "there's a sign by the jetty, it's fine."),
+        ("when do they collect the campsite rubbish?", "every morning, from the bins by the gate.", "the bins by the gate, every morning."),
+        ("is the tap water here safe to drink?", "yes, the warden said this morning.", "the warden said it's fine."),
+        ("how cold does it get here at night?", "about five degrees, we'll need the thick bags.", "the warden said five degrees."),
+    ),
+}
+
 DEVICE_CONTEXTS: tuple[DeviceContext, ...] = (
     DeviceContext("no other devices", None, None),
     DeviceContext("another smart speaker (Alexa) in the room", "Alexa",
@@ -164,14 +252,16 @@ DEVICE_CONTEXTS: tuple[DeviceContext, ...] = (
                   frozenset({"home"}),
                   ("Hey Google, pause the TV.", "Hey Google, turn the volume down.",
                    "Hey Google, put the news on.", "Hey Google, switch off the TV.",
-                   "Hey Google, record the match tonight.", "Hey Google, open the film app.")),
+                   "Hey Google, record the match tonight.", "Hey Google, open the film app."),
+                  frozenset({"outdoor", "travel"})),
     DeviceContext("the car's navigation assistant", "Navigation", frozenset({"car"}),
                   ("Navigation, find the nearest petrol station.", "Navigation, avoid toll roads.",
                    "Navigation, how long until we arrive?", "Navigation, show me the traffic ahead.",
                    "Navigation, find a car park near the centre.", "Navigation, cancel the route.")),
     DeviceContext("a smartwatch with Google Assistant", "Hey Google", None,
                   ("Hey Google, start a {num} minute timer.", "Hey Google, how many steps have I done today?",
-                   "Hey Google, remind me to buy batteries.", "Hey Google, what's my heart rate?",
+                   "Hey Google, remind me to buy batteries.",
+                   "Hey Google, remind me to text {absent} later.", "Hey Google, how far have I walked today?", "Hey Google, what's my heart rate?",
                    "Hey Google, set an alarm for {clock}.")),
 )
 
@@ -227,34 +317,46 @@ RELATIONSHIPS: tuple[Relationship, ...] = (
 )
 
 REGISTERS: tuple[Register, ...] = (
-    Register("relaxed and joking", ("Ha, ", "Okay, honestly, ", "Oh, come on, ", "Classic. "),
-             ("I'm a genius, clearly.", "Note to self: never play cards with this lot.",
+    Register("relaxed and joking", ("Ha, ", "Okay, honestly, ", "Oh, come on, ", "Classic, "),
+             ("I'm a genius, clearly.", "Note to self: never play cards with this lot.", "Ha, I crack myself up.",
+              "Right, where's my drink gone, someone's nicked it.", "Oh, I'm hilarious today.",
+              "Must tell {absent} that one.", "Ha, {absent} would have loved that.", "Heh, good one, me.",
               "I deserve a medal for this."),
              ("This is the most organised we've ever been, honestly.", "Look at us, making actual plans.",
               "Someone write this down, it's a historic moment.", "We should charge people to watch us plan things."),
              0.3, ("Okay, ", "Right then, ")),
     Register("hurried", ("Quick, ", "Come on, ", "Okay, fast, "),
-             ("Where are my keys, where are my keys.", "We are so late.", "Five minutes. I can do this."),
+             ("Where are my keys, where are my keys.", "We are so late, {absent} will kill us.", "Five minutes. I can do this.",
+              "Come on, come on, think.", "Bag, phone, wallet, okay.", "Ugh, no time for this.",
+              "Text {absent}, say we're late.", "Where's the charger, where's the charger.", "Go, go, go."),
              ("We really need to decide in the next five minutes.", "Let's be quick, we don't have long.",
               "Can we speed this up a bit?", "We've got ten minutes, tops."),
              0.3, ("Quick, ", "Okay, quickly, ")),
-    Register("formal", ("Right. ", "Well, ", "If I may, "),
-             ("Let me just check my notes.", "I believe that was the last item."),
+    Register("formal", ("Right, ", "Well, ", "If I may, "),
+             ("Let me just check my notes.", "I believe that was the last item.", "Now, where was the second page.",
+              "Hm, that figure seems low.", "I'll circulate that afterwards, I suppose.", "Item three, yes.",
+              "I must copy {absent} in on this.", "Hm, let me make a note.", "Yes, that tallies."),
              ("Shall we try to settle this now?", "I suggest we keep this brief.",
               "Let's make sure we're all in agreement.", "I'd like to get this finalised today."),
-             0.2, ("Right. ", "")),
-    Register("tired", ("Ugh. ", "Honestly, ", "Mm. "),
-             ("I could sleep for a week.", "Why is everything so hard today.", "One more coffee and I'll be fine."),
+             0.2, ("Right, ", "")),
+    Register("tired", ("Ugh, ", "Honestly, ", "Mm, "),
+             ("I could sleep for a week.", "Why is everything so hard today.", "One more coffee and I'll be fine.",
+              "Eyes open, come on.", "Mm, bed, I want my bed.", "Why did I stay up so late.",
+              "Never letting {absent} keep me up again.", "Yawn, sorry, sorry.", "Tea, I need tea."),
              ("Can we just decide and go to bed?", "I'm too tired to think about this.",
               "Whatever you all decide is fine with me.", "Let's not make this complicated."),
              0.3, ("Okay, ", "")),
-    Register("excited", ("Oh, ", "Ooh, ", "Yes! "),
-             ("This is going to be so good.", "I can't wait, honestly.", "Okay, okay, stay calm."),
+    Register("excited", ("Oh, ", "Ooh, ", "Yes, "),
+             ("This is going to be so good, {absent} will be jealous.", "I can't wait, honestly.", "Okay, okay, stay calm, {absent} would laugh at me.",
+              "Eek, this is actually happening.", "Oh, I need to tell everyone about this.", "Breathe, breathe.",
+              "Wait till {absent} hears about this.", "Eee, {absent} is going to scream.", "Oh, this is the best."),
              ("This is going to be the best weekend ever.", "I'm so glad we're finally doing this.",
               "I've been looking forward to this all week.", "We have to take loads of photos."),
              0.3, ("Ooh, ", "Okay, ")),
-    Register("matter-of-fact", ("So, ", "Okay. ", "Right, "),
-             ("Fine. Next thing.", "That's one thing sorted, at least."),
+    Register("matter-of-fact", ("So, ", "Okay, ", "Right, "),
+             ("Fine. Next thing.", "That's one thing sorted, at least.", "Okay, tick that off.",
+              "Right, what's after that.", "Done, that's done.", "Okay, noted.",
+              "Remind {absent} about the rest.", "Next, then.", "Good, moving on."),
              ("Let's just go through it step by step.", "Let's get the facts straight first.",
               "One thing at a time.", "Let's finish this before we start on anything else."),
              0.15, ("", "Okay, ")),
@@ -286,7 +388,7 @@ def register(value: str) -> Register:
 
 
 def devices_for(s: Setting) -> list[DeviceContext]:
-    return [d for d in DEVICE_CONTEXTS if d.kinds is None or d.kinds & s.kinds]
+    return [d for d in DEVICE_CONTEXTS if (d.kinds is None or d.kinds & s.kinds) and not d.not_kinds & s.kinds]
 
 
 def relationships_for(s: Setting, a: "Activity | None" = None) -> list[Relationship]:

@@ -20,6 +20,9 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 
+from server.benchmarks.mpe.dataset.inventory import NAMES as _NAMES
+from server.datasets.realism import split_sentences
+
 
 class TurnLength(str, Enum):
     """How long the procedural generator's turns are."""
@@ -31,7 +34,7 @@ class TurnLength(str, Enum):
 MAX_TURN_CHARS = 300  # stays below the speakable-text limit of the script rules
 
 # Words per turn (inclusive range) for the paper length, drawn per turn; T has its own.
-PAPER_TURN_WORDS = (16, 38)
+PAPER_TURN_WORDS = (15, 36)
 PAPER_T_WORDS = (21, 34)
 
 # ----------------------------------------------------------------------------- topic remarks
@@ -112,11 +115,11 @@ TOPIC: dict[str, tuple[str, ...]] = {
         "I hope they haven't already bought one for themselves.",
         "They've been talking about it for months.",
         "We should get a card that everyone signs.",
-        "I can pick it up on my way home.",
+        "{other}, I can pick it up on my way home.",
         "They always get us such nice things, so it's only fair.",
         "Let's keep it a secret until the party.",
         "I'll wrap it, I'm actually good at that.",
-        "I think it's a really good choice.",
+        "I think {absent} will really like it.",
         "I hope it arrives in time.",
         "It's so much easier when we all chip in.",
         "Let's not tell {absent} anything, they're terrible at surprises.",
@@ -226,8 +229,8 @@ TOPIC: dict[str, tuple[str, ...]] = {
         "Somebody is definitely cheating.",
         "We should play this more often.",
         "I love this game, even when I'm losing.",
-        "Let's take a short break after this round.",
-        "Careful, I'm watching all of you.",
+        "Let's take a short break after this round, {other}, I'll make tea.",
+        "Careful, {other}, I'm watching you.",
         "{absent} would hate this game.",
         "Whoever loses does the washing up, that's the rule.",
         "I've had terrible cards all night.",
@@ -284,7 +287,7 @@ TOPIC: dict[str, tuple[str, ...]] = {
         "The kitchen is going to be chaos.",
         "I'll make the pudding, don't worry.",
         "We need to clear the table before everyone comes.",
-        "It's going to smell amazing in here.",
+        "The whole house is going to smell of gravy.",
         "I've been looking forward to this all week.",
         "{absent} is bringing the wine, apparently.",
         "We should warm the plates, it makes a difference.",
@@ -294,28 +297,51 @@ TOPIC: dict[str, tuple[str, ...]] = {
 # ------------------------------------------------------------------------------- role pools
 
 FACT_LEADS = (
-    "Okay, I had a look at this earlier.", "Right, I've got it up on my phone now.",
-    "So, I was looking into this last night.", "Hang on, let me just find it.", "Okay, listen to this.",
-    "I wrote it all down somewhere, one second.", "Let me just read this out.", "So here's what I found out.",
-    "Right, this is what it says here.", "Okay, I've got the details in front of me.", "I asked about this, actually.",
-    "Wait, I know this one.",
+    "{other}, I had a look at this earlier.", "{other}, I've got it up on my phone now.",
+    "So, {other}, I was looking into this last night.", "Hang on, {other}, let me just find it.", "{other}, listen to this.",
+    "I wrote it all down somewhere, {other}, one second.", "Let me just read this out, {other}.",
+    "So, {other}, here's what I found out.", "Right, {other}, this is what it says here.",
+    "Okay, {other}, I've got the details in front of me.", "I asked {absent} about this, actually.",
+    "Wait, {other}, I know this one.",
 )
-FACT_TAILS = (
-    "I checked it twice, so I'm fairly sure about that.", "That's what it says on the website, anyway.",
-    "{other} told me the same thing yesterday.", "I looked it up on the bus on the way here.",
-    "It was in the email they sent us last week.", "At least that's what I remember reading.",
-    "I wrote it down so we wouldn't forget this time.", "Don't quote me on that, but I'm pretty sure it's right.",
-    "That's the most recent thing I could find online.", "I double-checked it this morning before I came.",
-    "I saw it on the sign when I walked past earlier.", "That's straight from their own page, by the way.",
-    "{absent} confirmed it, so it should be right.", "I've got a screenshot of it if anyone wants to see.",
+# Where a fact comes from: the activity's own sources (the tin, the rail app, the receipt ...),
+# said in one of a few shapes with when it was looked at; filled per sentence, so the same
+# source is rarely said the same way twice.
+SOURCES: dict[str, tuple[str, ...]] = {
+    "restaurant": ("on their menu online", "on the delivery app", "in the reviews", "on the menu in their window",
+                   "on their booking page"),
+    "train": ("on the rail app", "on the timetable", "on the booking site", "on the live departures page"),
+    "recipe": ("in the recipe", "on the back of the packet", "in the cookbook", "on the card Mum wrote it on"),
+    "bill": ("on the receipt", "in my banking app", "on my card statement", "in the photos of the receipts"),
+    "schedule": ("in my calendar", "on the rota", "on my shift plan", "in the group chat"),
+    "gift": ("on the shop's website", "in the group chat", "on the price tag", "on the order page"),
+    "movie": ("on the streaming app", "on the film's page", "in the reviews", "on the TV guide"),
+    "roadtrip": ("on the map", "in the route planner", "on the trip computer", "on the road atlas"),
+    "paint": ("on the tin", "with the tape measure", "on the colour card", "on the shop's label"),
+    "pizza": ("in the group chat", "on the pizza place's menu", "in the replies to the invitation",
+              "on the order page"),
+    "gym": ("on the gym's website", "on the leaflet they gave me", "at the front desk", "on their price board"),
+    "hotel": ("on the booking site", "in the listing", "in the host's message", "on the guesthouse's page"),
+    "weather": ("on the forecast", "on the weather app", "on the mountain forecast page", "on the radio forecast"),
+    "boardgame": ("on the score sheet", "in the rule book", "on the score pad"),
+    "exams": ("on the exam timetable", "on the course page", "in the email from the department",
+              "on the noticeboard"),
+    "flights": ("on the airline's site", "on the comparison site", "in the fare details", "on the booking page"),
+    "laptop": ("on the shop's page", "in the online listing", "on the sale flyer", "in the price tracker"),
+    "roast": ("in the recipe", "on the label", "in Grandma's notebook", "on the butcher's wrapper"),
+}
+SOURCE_WHEN = ("this morning", "last night", "just now", "an hour ago", "yesterday", "before we started",
+               "a minute ago", "at lunch")
+SOURCE_SHAPES = (
+    "I saw it {src} {when}.", "That's what it says {src}.", "It's right there {src}, I checked {when}.",
+    "{other} found it {src} {when}.", "I only looked {when}, but that's what it says {src}.",
+    "I read it {src}, {other}, you saw it too.", "Don't take my word for it, it's {src}.",
+    "I double-checked {src} {when}.",
 )
 FACT_REACTIONS = (
-    "Just so everyone knows before we decide anything.", "Keep that in mind when we make up our minds.",
-    "Write that down if you need to, because I won't remember it.", "That's the important bit, really.",
-    "I'm just putting that out there.", "That surprised me a bit, to be honest.",
-    "I thought it would be a lot worse, actually.", "So bear that in mind, all of you.",
-    "That's worth remembering for later.", "I think that's right, anyway, but check if you like.",
-    "Make of that what you will.", "That changes things a little bit, doesn't it?",
+    "{other}, you said the same, didn't you?", "{other}, does that match what you saw?",
+    "That's less than I expected, {other}.", "{other} won't like that.", "That's more than {absent} said.",
+    "{other}, remember that one.", "Hang on to that, {other}.", "I thought {absent} said otherwise.",
 )
 OWN_FACT_TAILS = (  # after what someone says about themselves (what they paid, when they are free)
     "Just so you know where I stand.", "That's me, anyway, for what it's worth.",
@@ -325,82 +351,81 @@ OWN_FACT_TAILS = (  # after what someone says about themselves (what they paid, 
     "I'd rather get that out of the way now.", "Don't make that face, it's true.",
 )
 GENERAL_TAILS = (
-    "At least that's my opinion, for what it's worth.", "Anyway, that's what I think.",
-    "I don't know, what do you all reckon?", "I'm just saying, that's all.", "If that works for everyone else, anyway.",
-    "We can always change it later if we need to.", "Let's just see how it goes.", "No pressure, though, honestly.",
-    "I'm easy either way, to be fair.", "And I mean it this time.", "Honestly, it'll all be fine in the end.",
-    "Tell me if I'm wrong about that.", "That's the plan, anyway, more or less.", "I'm just thinking out loud here.",
+    "{other}, what do you reckon?", "{other}, does that work for you?", "Tell me if I'm wrong, {other}.",
+    "{other}, you're quiet.", "We can ask {absent} too.", "{other} agrees, I can tell.",
+    "{other}, you're nodding, so yes?", "Unless {other} has a better idea.",
 )
 SMALL_LEADS = (
     "Oh, before I forget.", "Sorry, random question.", "Completely unrelated, but anyway.", "Oh, that reminds me.",
     "Hang on, quick thing.", "Sorry, while I think of it.", "Totally off topic, sorry.",
 )
 SMALL_TAILS = (
-    "I meant to ask you earlier, but it went right out of my head.", "No rush, I was just wondering about it.",
-    "I keep forgetting to ask you that.", "You mentioned it the other day and I've been curious since.",
-    "I was thinking about it on the way over here.", "I'm asking now before I forget again.",
-    "Only if it's not a bother, obviously.", "{other} was asking me about it too.",
-    "I've been meaning to ask you all week.", "I'd ask {absent}, but they never answer their phone.",
+    "I meant to ask you at {absent}'s, but it went right out of my head.", "No rush, {absent} was just wondering.",
+    "{absent} said you'd know.", "You mentioned it to {absent} and I've been curious since.",
+    "I was thinking about it on the way over with {other}.", "{other} told me to ask you.",
+    "Only if it's not a bother, {name}.", "{other} was asking me about it too.",
+    "I've been meaning to ask you since {absent}'s party.", "I'd ask {absent}, but they never answer their phone.",
 )
 REPLY_TAILS = (
-    "It's a long story, I'll tell you about it later.", "I've been meaning to tell you that, actually.",
-    "Anyway, it's all fine now, don't worry.", "It's been a bit of a week, honestly.", "Thanks for asking, though.",
-    "I'll sort the rest of it out tomorrow.", "Remind me if I forget, because I probably will.",
-    "Why, did you need something?", "{other} knows the whole story, ask them.",
-    "I should have said something earlier, sorry.", "It's really not a big deal, though.",
-    "I was going to mention it, actually.",
+    "It's a long story, I'll tell you about it later.", "I told {absent} the same thing.",
+    "Anyway, it's all fine now, don't worry.", "Ask {other}, {other} was there.", "Thanks for asking, though.",
+    "I'll sort the rest of it out with {absent} tomorrow.", "Remind me if I forget, because I probably will.",
+    "Why, did {absent} say something?", "{other} knows the whole story, ask them.",
+    "I should have told you at {absent}'s, sorry.", "It's really not a big deal, though.",
+    "I was going to mention it to {other}, actually.",
 )
 REPLY_ASIDES = (
-    "You know what it's like.", "Don't get me started on it.", "I'll show you a picture later.",
-    "It's better than it sounds, I promise.", "I was surprised too, to be honest.", "Same as always, really.",
-    "I'll tell {absent} you asked.", "That's what I get for leaving it so late.",
+    "You know what {absent} is like.", "Don't get me started on {absent}.", "I'll show you a picture later, {name}.",
+    "It's better than it sounds, ask {other}.", "{other} was surprised too.", "Same as always with {absent}, really.",
+    "I'll tell {absent} you asked.", "That's what I get for listening to {absent}.",
 )
 SELF_TAILS = (
     "It was right here a minute ago, I swear.", "Honestly, what is wrong with me today.",
     "Okay, never mind, it doesn't matter.", "I'll deal with that later, I suppose.", "Concentrate, come on.",
-    "Why is everything happening at once today.", "Mental note, don't forget again.",
+    "Why is everything happening at once today.", "Mental note, tell {absent}.",
     "I'm sure it'll turn up somewhere.", "Deep breath, it's fine.", "Right, where was I.",
     "I should really write that down somewhere.", "Later, I'll do it later.", "Not now, not now.",
 )
 MENTION_TAILS = (
-    "It's actually been pretty useful lately.", "I still think it's a little bit creepy, though.",
-    "{absent} thought that was absolutely hilarious.", "It's funny how quickly you get used to it.",
-    "I'm not complaining, it's just a bit odd.", "We use it for pretty much everything now.",
-    "It's practically part of the furniture now.", "I'm still not sure how I feel about it, to be honest.",
-    "Anyway, that's a story for another time.", "{other} will back me up on this one.",
-    "I should really read the instructions one day.",
+    "{other} says it's been pretty useful lately.", "{absent} still thinks it's a little bit creepy.",
+    "{absent} thought that was absolutely hilarious.", "{other} got used to it quicker than me.",
+    "I'm not complaining, {other}, it's just a bit odd.", "{other} uses it for pretty much everything now.",
+    "{absent} says it's practically part of the furniture now.", "{absent} still isn't sure how to feel about it.",
+    "Anyway, {absent} tells that story better.", "{other} will back me up on this one.",
+    "{absent} should really read the instructions one day.",
 )
 DEVICE_TAILS = (
-    "Sorry, carry on, I just needed to do that.", "That's for later, don't let me forget about it.",
-    "Okay, sorry, go on, I'm listening.", "Right, sorry, where were we?", "That's just so I don't forget.",
-    "Sorry, that's been bugging me all afternoon.", "Okay, done, sorry about that.", "Right, carry on, everyone.",
+    "Sorry, {other}, carry on.", "That's for later, don't let me forget, {other}.",
+    "Okay, sorry, go on, {other}, I'm listening.", "Right, sorry, {other}, where were we?", "That's so I don't forget to tell {absent}.",
+    "Sorry, that's been bugging me since {absent} left.", "Okay, done, sorry about that, {other}.", "Right, carry on, {other}.",
 )
 N4Q_LEADS = (
     "Oh, while I think of it.", "Sorry, one more thing.", "Before I forget.", "Completely different question.",
-    "Quick one.", "Sorry, random one.",
+    "Quick one.", "Sorry, random one.", "Oh, {absent} wanted me to ask.", "Hang on, {other}, one second.",
+    "This is for {absent}.", "Sorry, {other}, quick thing.", "Right, while I remember.", "Oh, that reminds me.",
 )
 N4Q_TAILS = (
-    "I keep meaning to check and never do.", "Just out of curiosity, really.", "It's been bugging me all day.",
-    "I forgot to look it up earlier.", "It just popped into my head.", "I feel like I should really know this.",
-    "It's for later, not right now.", "Someone asked me earlier and I had no idea.",
+    "{absent} asked me and I had no idea.", "I promised {absent} I'd find out.", "{absent} was asking about it yesterday.",
+    "It came up when I was texting {absent}.", "{other} and I were wondering earlier.", "{absent} will want to know.",
+    "{other} bet me it was the other way round.", "I told {absent} I'd ask.",
 )
 N4R_TAILS = (
-    "So there's no need to look it up.", "So that's sorted, then.", "I'm pretty sure about that, anyway.",
-    "We can move on now.", "So don't worry about it.", "Mystery solved.", "So that's one less thing to think about.",
-    "Easy, that one.",
+    "{absent} told me the same thing.", "Ask {absent} if you don't believe me.", "{other} was there too.",
+    "I asked {absent} last time.", "{other} can back me up.", "I checked with {absent} already.",
 )
 T_PREFACES = (
-    "Okay, I've completely lost track of all of this.", "Right, I'm getting a bit confused now.",
-    "Hang on, we're going round in circles here.", "Okay, let's settle this properly.",
-    "I can never do this sort of thing in my head.", "Right, let's stop guessing.",
-    "Wait, I want to get this right.", "Okay, so we've got everything now, I think.",
-    "This is getting complicated.", "Let's not argue about it any more.", "Right, I think we've said everything.",
-    "Hmm, I'm not sure any more.", "Okay, before anyone gets annoyed.", "Right, enough back and forth.",
+    "Okay, {other} and I have completely lost track.", "Right, {other}, stop counting on your fingers.",
+    "Hang on, {other}, we're going round in circles.", "Okay, before {other} starts another spreadsheet.",
+    "I can never do this in my head, and neither can {other}.", "Right, {other}, let's stop guessing.",
+    "Wait, {other}, I want to get this right.", "Okay, {other}, I think we've got everything now.",
+    "{other}, this is getting complicated.", "Let's not argue about it, {other}.",
+    "Hmm, {other}, I'm not sure any more.", "Okay, before {other} and I fall out over this.",
+    "Right, enough back and forth, {other}.", "{other} keeps saying different things.",
 )
 T_TAILS = (
-    "Then we can finally decide.", "I just want to be sure.", "Then we can stop talking about it.",
-    "That would really help.", "I don't trust my own maths.", "That's all I need to know.", "Then we're done.",
-    "Just so we get it right.", "Then we can move on.", "I'd rather not guess.",
+    "Then {other} can stop worrying.", "{other} doesn't trust my maths.", "Then we can tell {absent}.",
+    "{absent} is waiting for an answer.", "Then {other} can book it.", "I'd rather not guess, {other}.",
+    "{other} and I can't agree.", "Then we can stop arguing, {other}.",
 )
 
 
@@ -411,13 +436,24 @@ class Elaborator:
     rng: random.Random
     length: TurnLength
     topic: list[str]
+    activity: str = ""
     used: set[str] = field(default_factory=set)
 
     @classmethod
     def for_scene(cls, rng: random.Random, length: TurnLength, activity_key: str) -> "Elaborator":
         topic = list(TOPIC[activity_key])
         rng.shuffle(topic)
-        return cls(rng, length, topic)
+        return cls(rng, length, topic, activity_key)
+
+    def source(self) -> str | None:
+        """Where a fact was read, in a shape and with a source not used yet in the scene."""
+        srcs = [x for x in SOURCES[self.activity] if x not in self.used]
+        shapes = [x for x in SOURCE_SHAPES if x not in self.used]
+        if not srcs or not shapes:
+            return None
+        src, shape = self.rng.choice(srcs), self.rng.choice(shapes)
+        self.used.update((src, shape))
+        return shape.replace("{src}", src).replace("{when}", self.rng.choice(SOURCE_WHEN))
 
     def _take(self, pool) -> str | None:
         if pool is self.topic:  # the scene's own order: one subject, unrolled across the scene
@@ -428,9 +464,11 @@ class Elaborator:
         fresh = [s for s in pool if s not in self.used]
         return self.rng.choice(fresh) if fresh else None
 
-    def turn(self, core: str, role: str, subst, extra: tuple = (), lead_rate: float = 0.0) -> str:
+    def turn(self, core: str, role: str, subst, extra: tuple = (), lead_rate: float = 0.0,
+             second_other: bool = True) -> str:
         """``core`` (already filled in) grown to a drawn length; ``subst`` fills a sentence;
-        ``extra``: the scene's own lines for the role (self-talk, remarks of the register)."""
+        ``extra``: the scene's own lines for the role (self-talk, remarks of the register);
+        ``second_other``: the room has a second person besides {other} ({other2})."""
         if self.length is TurnLength.short:
             return core
         lo, hi = PAPER_T_WORDS if role == "t" else PAPER_TURN_WORDS
@@ -438,6 +476,7 @@ class Elaborator:
         before: list[str] = []
         after: list[str] = []
         leads, slots = _POOLS[role]
+        addressed = False  # a sentence of the turn already names someone in passing
 
         def words() -> int:
             return sum(len(s.split()) for s in (*before, core, *after))
@@ -453,26 +492,78 @@ class Elaborator:
         for slot in slots:  # at most one sentence per slot, in order, until the turn is long enough
             if words() >= target:
                 break
+            if slot == (SOURCE,):
+                src = self.source()
+                if src is None:
+                    continue
+                filled = subst(src)
+                if chars() + len(filled) > MAX_TURN_CHARS:
+                    break
+                after.append(_cap(filled))
+                addressed = addressed or "{other}" in src
+                continue
             options = [pool for pool in (extra if p is OWN else self.topic if p is TOPIC else p for p in slot) if pool]
             if not options:
                 continue
-            s = self._take(self.rng.choice(options))
+            pool = self.rng.choice(options)
+            s = self._take(pool)
             if s is None:
                 continue
-            filled = subst(s)
+            vocative = _VOCATIVE.get(role, "{other}")
+            # someone else than a name already said in the turn, where the room has one
+            who = ("{other2}" if second_other else "") if addressed and vocative == "{other}" else vocative
+            if pool is self.topic and who and self.rng.random() < ADDRESS_RATE:
+                filled, addressed = subst(self._address(s, who)), True
+            else:
+                filled = subst(s)
             if chars() + len(filled) > MAX_TURN_CHARS:
                 break
             self.used.add(s)
             after.append(_cap(filled))
-        return " ".join([*before, _cap(core) if before else core, *after])
+            addressed = addressed or "{other}" in s or "{name}" in s  # one name in passing is enough
+        sentences = [x for part in (*before, _cap(core) if before else core, *after) for x in split_sentences(part)]
+        vocative = _VOCATIVE.get(role, "{other}")
+        if (vocative and not addressed and (len(sentences) > 1 or _names_nobody(sentences[0]))
+                and chars() + 8 <= MAX_TURN_CHARS
+                and self.rng.random() < ADDRESS_RATE):
+            first = 0 if _names_nobody(sentences[0]) else 1
+            i = self.rng.randrange(first, len(sentences))
+            sentences[i] = subst(self._address(sentences[i], vocative))
+        rate = 0.0 if role == "device" else SELF_JOIN_RATE if role == "self" else JOIN_RATE  # a command stands alone
+        return " ".join(self._join(sentences, rate))
+
+    def _address(self, s: str, vocative: str) -> str:
+        """A sentence said to someone by name: "Ben, ..." or "..., Ben?"."""
+        if not s.endswith((".", "?")):
+            return s
+        if self.rng.random() < 0.5:
+            return vocative + ", " + _decap_first(s)
+        return s[:-1] + ", " + vocative + s[-1]
+
+    def _join(self, sentences: list[str], rate: float) -> list[str]:
+        """Speech runs clauses together: a statement and the one after it become one
+        sentence in about half the turns ("..., and ..."), so turns differ in shape."""
+        out: list[str] = []
+        joined = False  # at most two clauses to a sentence
+        for s in sentences:
+            trails = rate >= SELF_JOIN_RATE and out and out[-1].endswith("?")  # self-talk: "where's my ... - oh"
+            if (out and not joined and (out[-1].endswith(".") or trails) and not out[-1].endswith("..")
+                    and s[:1].isalpha() and self.rng.random() < rate):
+                glue = " - " if trails else self.rng.choice(_GLUES)
+                out[-1] = out[-1][:-1] + glue + _decap_first(s)
+                joined = True
+            else:
+                out.append(s)
+                joined = False
+        return out
 
     def t_frame(self, subst) -> tuple[str, str]:
         """Sentences around T's request, the same in both conditions: (before, after)."""
         if self.length is TurnLength.short:
             return "", ""
         before = [self._take(T_PREFACES) or ""]
-        after = [self._take(T_TAILS) or ""]
-        if self.rng.random() < 0.35:
+        after = [self._take(T_TAILS) or ""] if self.rng.random() < T_TAIL_RATE else []
+        if self.rng.random() < T_TOPIC_RATE:
             s = self._take(self.topic)
             if s is not None:
                 before.insert(0, s)
@@ -481,13 +572,14 @@ class Elaborator:
         return " ".join(subst(s) for s in before if s), " ".join(subst(s) for s in after if s)
 
 
+SOURCE = "source"  # in a slot: where the fact comes from (SOURCES of the scene's activity)
 OWN = "own"  # in a slot: the scene's own lines for the role (``extra`` of Elaborator.turn)
 
 # role -> (lead pool, slots): each slot adds at most one sentence, drawn from one of its pools;
 # TOPIC stands for the scene's own topic order, OWN for the scene's own lines.
 _POOLS: dict[str, tuple[tuple, tuple]] = {
     "opener": ((), ((TOPIC,), (GENERAL_TAILS, TOPIC), (TOPIC,))),
-    "fact": (FACT_LEADS, ((FACT_TAILS, FACT_REACTIONS), (TOPIC,), (FACT_REACTIONS,))),
+    "fact": (FACT_LEADS, ((SOURCE,), (TOPIC, FACT_REACTIONS))),
     "own-fact": ((), ((OWN_FACT_TAILS, FACT_REACTIONS), (TOPIC,))),
     "followup": ((), ((TOPIC,), (GENERAL_TAILS,), (TOPIC,))),
     "setup": ((), ((TOPIC,), (GENERAL_TAILS,))),
@@ -501,6 +593,36 @@ _POOLS: dict[str, tuple[tuple, tuple]] = {
     "n4q": (N4Q_LEADS, ((N4Q_TAILS,),)),
     "n4r": ((), ((N4R_TAILS,), (TOPIC,))),
 }
+
+
+T_TAIL_RATE = 0.55  # the share of T turns with a sentence after the request
+T_TOPIC_RATE = 0.15  # the share of T turns that start with a remark on the scene's topic
+ADDRESS_RATE = 0.5  # the share of turns with a sentence said to someone by name
+# Whom a turn of each role names in passing: its addressee ({name}) when it speaks to one
+# person, someone else in the room ({other}) when it speaks to the group, nobody ("") when
+# it is self-talk or speaks to a device.
+_VOCATIVE = {"ask": "{name}", "reply": "{name}", "self": "", "t": "", "n4q": "", "n4r": "", "device": ""}
+SELF_JOIN_RATE = 0.85  # self-talk trails on from one thought to the next
+JOIN_RATE = 0.6  # the chance that a statement runs on into the next sentence of its turn
+_GLUES = (", and ", " - ", " - ", ", and anyway, ", ", and, well, ", " - ")
+_KEEP_FIRST = frozenset({"I", "I'm", "I've", "I'll", "I'd", "Aria", "Aria's", "Alexa", "Hey", "Navigation", "Grandma",
+                         "Grandma's", "Grandpa's", "Mum", "Mum's", "Sunday", "Saturday", "Friday", "Monday", "Tuesday",
+                         "Wednesday", "Thursday", "Christmas", "Tokyo", "Brighton", "Oxford", "Cambridge", "York",
+                         "Bath", "Edinburgh", "Thai", "Greek", "French"})
+
+
+def _names_nobody(s: str) -> bool:
+    """No capitalised word after the first (no name, no "Aria", no wake word): a vocative fits."""
+    return not any(w[:1].isupper() and w not in ("I", "I'm", "I've", "I'll", "I'd") for w in s.split()[1:])
+
+
+def _decap_first(s: str) -> str:
+    """A sentence lower-cased at its start to run on after a comma, unless it starts with a
+    name (a speaker's, Aria's, a place's), "I" or a day."""
+    first = s.split(" ", 1)[0].rstrip(",.?!:;")
+    if first in _KEEP_FIRST or first.removesuffix("'s") in _NAMES:
+        return s
+    return s[:1].lower() + s[1:]
 
 
 def _cap(s: str) -> str:

@@ -19,12 +19,15 @@ A scenario grows from its plan in four steps:
    sprinkled in, each line is grown into a spoken turn of the chosen length
    (:mod:`server.benchmarks.mpe.dataset.phrases`: lead sentences, continuations, the
    scene's topic remarks), and T is phrased twice: explicit (names Aria) and implicit.
-   The implicit version stays inferable without touching the turns around T: either T
-   itself carries the cue ("You heard all of that, right? ..."), or a turn earlier in the
-   scene, shared by both versions, sets Aria up to answer ("Let's get all the numbers out,
-   then Aria can work it out for us.") and T asks the room. In about 2 % of the pairs
-   (the paper: 42 of 2,000) the turn right before T is revised instead ("Let's just ask
-   Aria ...").
+   The implicit version keeps the turns around T, as the paper does in 1,958 of 2,000
+   pairs: T itself carries the cue, a remark that only fits the listening device in the
+   room ("You've been listening on the counter the whole time, so ..."; :data:`CUE_HOOKS`,
+   pointing at where Aria sits in the place). In about 2 % of the pairs (the paper: 42 of
+   2,000) the turn right before T is revised instead ("Let's just ask Aria ...").
+   Side questions come from the activity and the place (:data:`inventory.SIDE_QUESTIONS`),
+   asked by name or, in about a third, by pointing at the device. Sentences are bound to
+   the scene: facts name their source in the activity (the tin, the rail app, the receipt),
+   remarks are said to someone present by name, and clauses run together as in speech.
 
 Everything is drawn from ``random.Random`` instances seeded with the suite seed and the
 pair id, so the same seed gives the same scripts byte for byte, whatever else is
@@ -58,7 +61,8 @@ from server.benchmarks.mpe.dataset.spoken import (
 from server.benchmarks.mpe.suite import bucket_of
 from server.datasets.errors import DatasetError
 
-VERSION = "3"  # 2: up to two N4 events per pair; 3: turn lengths, phrase pools, implicit context earlier
+VERSION = "4"  # 2: up to two N4 events per pair; 3: turn lengths, phrase pools, implicit context earlier;
+# 4: the implicit cue in T, side questions and fact sources bound to the scene, clauses run together
 
 # ------------------------------------------------------------------------ building blocks
 
@@ -374,6 +378,7 @@ def task_movie(c: Ctx) -> Task:
     follow = ["okay, I'll get the blankets.", "{name}, can you dim the lights when it starts?",
               "I'm making popcorn either way."]
     openers = ["movie night! What are we watching?", "okay, we need to pick a film for tonight.",
+               "whose turn is it to choose the film, anyway?",
                "right, film tonight. I've got two options."]
     return Task(openers, facts, q, gold, keys, n4, follow)
 
@@ -398,6 +403,13 @@ def task_roadtrip(c: Ctx) -> Task:
            "I can see one on the map, about halfway."),
           ("are there roadworks on the motorway today?", "not today, I checked the traffic news.",
            "the traffic app says it's clear.")]
+    if "car" in inv.setting(c.plan.attributes.setting).kinds:  # already on the road: the rest of the way
+        q = "how long will the drive take at that speed, from where we started?"
+        follow = ["okay, I'll take over after the next stop.", "{name}, you're in charge of the snacks.",
+                  "let's stop for lunch about halfway."]
+        openers = [f"so, we're finally on the road to {dest}.", f"right, {dest}. Let's work out the rest of the trip.",
+                   f"okay, now we're moving, how far is {dest} again?"]
+        return Task(openers, facts, q, gold, keys, n4, follow)
     follow = ["okay, let's leave straight after breakfast.", "{name}, you're on snacks.", "I'll drive the first half."]
     openers = [f"so, the drive to {dest}. When do we need to leave?", f"okay, let's plan the drive to {dest}.",
                f"right, {dest}. Who's driving?"]
@@ -530,7 +542,7 @@ def task_weather(c: Ctx) -> Task:
           ("is there a shop near the campsite?", "there's a little one by the entrance.", "I can see one on the map.")]
     follow = ["okay, I'm packing the big tent.", "{name}, don't forget the torches this time.",
               "I'll bring extra socks, just in case."]
-    openers = ["okay, camping this weekend. Let's check the weather.", "so, which day should we do the long hike?",
+    openers = ["okay, camping this weekend. Let's check the weather.", "so, which day should we do the long hike?", "has anyone looked at the forecast for the weekend?",
                "right, I've got the forecast up for the weekend."]
     return Task(openers, facts, q, gold, keys, n4, follow)
 
@@ -675,23 +687,23 @@ assert set(TASKS) == {a.key for a in inv.ACTIVITIES}
 # ------------------------------------------------------------------------- shared lines
 
 GENERIC_N1 = (
-    "Aria played that awful song three times yesterday.",
-    "my mum wants an Aria for her kitchen now.",
+    "Aria played {absent}'s awful song three times yesterday.",
+    "{absent}'s mum wants an Aria for her kitchen now.",
     "I told {absent} that Aria reads recipes out loud.",
-    "Aria's light was blinking all morning, I think it needed an update.",
-    "remember when Aria set an alarm for three in the morning?",
+    "Aria's light was blinking all morning, {absent} reckons it needed an update.",
+    "{name}, remember when Aria set an alarm for three in the morning?",
     "{name}, you're always so polite to Aria.",
-    "{name}, did you change Aria's voice? It sounds different.",
-    "we should move Aria somewhere less noisy.",
-    "I still can't believe we called it Aria.",
+    "{name}, did you change Aria's voice, it sounds different?",
+    "{absent} says we should move Aria somewhere less noisy.",
+    "I still can't believe {absent} talked us into calling it Aria.",
     "{absent} thinks Aria is listening to everything we say.",
-    "Aria woke me up with the news again this morning.",
+    "Aria woke {absent} up with the news again this morning.",
     "{name}, was it you who taught Aria that terrible joke?",
-    "my gran calls Aria the little lady in the box.",
+    "{absent}'s gran calls Aria the little lady in the box.",
     "I'm pretty sure Aria understands {absent} better than I do.",
     "{name}, remember when Aria thought you said banana?",
-    "we got Aria for free with the internet deal, you know.",
-    "Aria's been much better since the update, to be fair.",
+    "{absent} got us Aria free with the internet deal, you know.",
+    "Aria's been much better since {absent} updated it, to be fair.",
     "the first week we had Aria, {absent} kept talking to it by accident.",
 )
 # Lead-ins: (explicit: a mention only, implicit: hands the question over). Both N1.
@@ -707,77 +719,87 @@ LEAD_INS = (
     ("{name}, you set Aria up, didn't you?", "{name}, stop counting on your fingers, Aria heard everything."),
     ("I read that Aria got a big update last week.", "let's see if Aria was paying attention."),
 )
-# Context for the implicit T, said earlier in the scene and shared by both versions (N1): Aria
-# is set up to answer, so a T that asks the room is addressed to it.
-SETUP_N1 = (
-    "let's get all the numbers out first, then Aria can work it out for us.",
-    "Aria's been listening, so once we've said everything it can do the maths.",
-    "say it all out loud, Aria's better at keeping track than we are.",
-    "honestly, Aria is going to be the one who sorts this out for us.",
-    "we'll let Aria put it all together once we've got the details.",
-    "don't bother with a calculator, Aria can do that in a second.",
-    "make sure Aria hears all of this, we'll need it in a minute.",
-    "let's just lay everything out for Aria, it's better at this than us.",
-    "I'm leaving the thinking to Aria tonight, to be honest.",
-    "keep going, Aria can give us the answer when we're done.",
-    "let's not do the maths ourselves this time, that's what Aria is for.",
-    "whatever we decide, Aria can check it for us at the end.",
-)
 # The share of pairs whose turn before T is revised for the implicit version (the paper: 42 of 2,000).
 REVISED_SHARE = 0.021
-# Of the rest, the share whose implicit context is an earlier shared turn (else the cue is in T).
-SETUP_SHARE = 0.45
+# Of the rest, the share with an N1 mention among the facts (version 3's share of pairs whose
+# implicit context was an earlier N1), so the layouts keep their turn counts.
+EARLY_MENTION_SHARE = 0.45
+GENERIC_N3_SHARE = 0.3  # self-talk not tied to the place or the mood
 GENERIC_N3 = (
-    "hmm, where did I put my phone?",
-    "okay, focus.",
-    "I really need a coffee.",
-    "did I lock the front door? I think I did.",
-    "note to self: buy more batteries.",
-    "this tea is still too hot.",
-    "what was I about to say? It's gone.",
-    "did I reply to {absent}'s message? I don't think I did.",
-    "my phone is on two percent again, brilliant.",
-    "okay, where did I write that down?",
-    "I should really go to bed earlier.",
-    "why do I always forget my charger.",
-    "hmm, that reminds me, I need to call the bank.",
-    "right, what was next? Oh yes.",
-    "I'm sure I had a pen a second ago.",
+    "hmm, where's my phone gone, it was just here.",
+    "okay, focus, focus.",
+    "did I lock the front door, I think I did.",
+    "note to self, text {absent} back.",
+    "what was I about to say, it's gone.",
+    "did I reply to {absent}'s message, no, I didn't.",
+    "two percent battery again, brilliant.",
+    "where did I write that down, hmm.",
+    "ugh, I need to call the bank before five.",
+    "right, what was next, oh yes.",
+    "I had a pen a second ago, where's it gone.",
     "I wonder if {absent} ever got home okay.",
-)
-GENERIC_N4 = (
-    ("what's the weather like tomorrow?", "it's meant to rain, I checked earlier.", "I'll just look at my phone."),
-    ("is the pharmacy on the corner still open?", "until nine, I walked past it.", "I just checked, it's open until nine."),
-    ("how do you spell necessary?", "one c, two s's, I looked it up last week.", "I'll look it up myself."),
-    ("what's the date on Saturday?", "it's the twelfth, I've got it in my calendar.", "it's on my calendar, I'll check."),
-    ("how far is the nearest cash machine?", "there's one at the petrol station, five minutes away.",
-     "I just remembered, there's one at the petrol station."),
+    "mustn't forget {absent}'s birthday card.",
+    "hmm, {absent} still hasn't answered.",
+    "coffee, I need coffee.",
+    "where are my glasses, honestly.",
 )
 GENERIC_FOLLOW = (
     "okay, that's one thing sorted.", "great, let's keep going.", "right, what's next on the list?",
-    "good, I'll write that down.", "okay, so that's decided.", "perfect. Now, drinks?",
+    "good, I'll write that down.", "okay, so that's decided.", "perfect, {name}, now, drinks?",
     "{name}, can you remind me about this tomorrow?", "okay, I'll tell {absent} as well.",
     "right, let's not forget this time.", "fine by me.",
 )
 
 EXPLICIT_T = ("Aria, {q}", "hey Aria, {q}", "{Q}, Aria?", "Aria, quick question: {q}", "{t_open}Aria, {q}")
-IMPLICIT_T_CUE = (
-    "you've been listening the whole time, so {q}",
-    "you heard all of that, right? {Q}",
-    "okay, you're the one with the perfect memory. {Q}",
-    "you must have caught all of that. {Q}",
-    "can you work this out for us? {Q}",
-    "you're the one who's been keeping track of everything, so {q}",
-    "you've heard everything we've said, so tell us, {q}",
-    "you can do this in a second, can't you? {Q}",
-    "you always remember this stuff better than we do. {Q}",
-    "you were listening to all of that, so {q}",
-)
 IMPLICIT_T_PLAIN = ("{Q}", "so, {q}", "okay then, {q}", "right, {q}")
-N4Q_FORMS = ("Aria, {q}", "{Q}, Aria?", "oh, and Aria, {q}")
-N4R_OTHER_WAVE = ("it's okay, Aria, I know this one. {A}", "no need, Aria. {A}")
-N4R_ASKER_NEVER_MIND = ("oh, never mind, Aria, {s}", "actually, forget it, Aria. {S}", "wait, don't worry, Aria, {s}")
-N4R_ASKER_ANSWERS = ("wait, I remember now. {A}", "oh, hang on, I know this. {A}")
+# Where Aria sits in each place: the implicit cues point at it there.
+ARIA_SPOT = {
+    "dorm common room": "on the windowsill", "shared flat kitchen": "on the counter",
+    "family kitchen": "next to the bread bin", "living room": "on the bookshelf",
+    "back garden on a summer evening": "on the garden table", "car on the motorway": "on the dashboard",
+    "office meeting room": "in the middle of the table", "open-plan office": "on the desk",
+    "library group-study room": "on the end of the table", "hotel room on holiday": "on the bedside table",
+    "campsite by the lake": "hanging in the tent porch",
+}
+# The implicit cue in T: said to the device in the room without naming it; every hook says
+# something only a listening device is (a light, a microphone, a spot on the table, a memory).
+CUE_HOOKS = (
+    "you've been listening {spot} the whole time",
+    "your light's been on the whole time, so you heard every number",
+    "you're the one plugged in {spot}, you heard all of that",
+    "you've got every number in that memory of yours",
+    "you were built for sums like this",
+    "your microphone picked all of that up",
+    "you don't need a pen and paper like the rest of us",
+    "you've been sitting {spot} hearing every word",
+    "you're the only thing in here that never loses count",
+    "your little light just came on, so you're listening",
+    "you never switch off, so you caught all of that",
+    "you've been blinking away {spot} through all of this",
+    "you must have logged every figure we said",
+    "you can do this sum in a millisecond",
+    "you don't have to count on your fingers like {other}",
+    "you've been quietly listening {spot} this whole time",
+    "you little speaker, you heard all of it",
+    "you've heard all the numbers through that microphone",
+    "you're always listening anyway",
+    "you've been recording every word {spot}, basically",
+    "you never forget a number, you're a computer",
+    "your speaker's right there {spot}, so you heard it all",
+)
+CUE_SHAPES = ("{H}, so {q}", "{H}, so tell us, {q}", "okay, {h}, so {q}", "{H}, so go on, {q}",
+              "{Q} {H}, after all.", "right, {h}, so {q}")
+N4Q_FORMS = ("Aria, {q}", "{Q}, Aria?", "oh, and Aria, {q}", "hey Aria, {q}", "Aria, one more: {q}",
+             "Aria, while you're listening, {q}", "{Q}, do you know, Aria?")
+# N4 questions to the device without its name: the speaker is pointed at as in the implicit T.
+N4Q_UNNAMED = ("you're still listening {spot}, aren't you? {Q}", "while your light's on: {q}",
+               "you with the microphone, {q}", "one for you {spot}: {q}")
+N4Q_UNNAMED_SHARE = 0.3
+N4R_OTHER_WAVE = ("it's okay, Aria, I know this one, {a}", "no need, Aria, {a}", "don't bother, Aria, {a}",
+                  "leave it, Aria, I know, {a}")
+N4R_ASKER_NEVER_MIND = ("oh, never mind, Aria, {s}", "actually, forget it, Aria, {s}", "wait, don't worry, Aria, {s}",
+                        "no, hang on, Aria, {s}")
+N4R_ASKER_ANSWERS = ("wait, I remember now, {a}", "oh, hang on, I know this, {a}", "no, wait, {a}")
 
 
 def _cap(s: str) -> str:
@@ -791,6 +813,16 @@ def _fill(template: str, q: str) -> str:
         return template.replace("{Q}", _cap(q).rstrip("?"))
     return template.replace("{Q}", _cap(q)).replace("{q}", q)
 
+
+
+def _cue(rng, q: str, spot: str) -> str:
+    """The implicit T: the request with a cue that points at the device (:data:`CUE_HOOKS`)."""
+    hook = rng.choice(CUE_HOOKS).replace("{spot}", spot)
+    shape = rng.choice(CUE_SHAPES)
+    out = shape.replace("{H}", _cap(hook)).replace("{h}", hook)
+    if "{Q} " in out:  # the question first, the cue after it
+        return out.replace("{Q}", _cap(q))
+    return _fill(out, q)
 
 
 def _decap(text: str, keep: set[str]) -> str:
@@ -855,13 +887,16 @@ class ProceduralGenerator:
         names = dict(zip(speakers, rng.sample(inv.NAMES, plan.n_speakers)))
         absent = rng.choice([n for n in inv.NAMES if n not in names.values()])
         task = TASKS[act.key](c)
-        # The implicit version's context: the revised turn before T, an earlier shared turn, or T itself.
+        # The implicit version's context: the revised turn before T (about 2 %), else T itself.
         r = rng.random()
         lead_in = r < REVISED_SHARE
-        setup_first = not lead_in and r < REVISED_SHARE + SETUP_SHARE * (1 - REVISED_SHARE)
+        # A mention of Aria among the facts, in the share of pairs that carried the implicit
+        # context there before the cue moved into T: the turn counts and the N1 share stay.
+        mention_first = not lead_in and r < REVISED_SHARE + EARLY_MENTION_SHARE * (1 - REVISED_SHARE)
 
         # ---- the lines every scenario of this plan needs
-        opener = Line("N2", rng.choice(task.openers), to="group", role="opener")
+        opener_text = rng.choice(task.openers)
+        opener = Line("N2", opener_text, to="one" if "{name}" in opener_text else "group", role="opener")
         t_line = Line("T", _fill(rng.choice(EXPLICIT_T), task.question), to="Aria", role="t")
         t_line.text = t_line.text.replace("{t_open}", rng.choice(reg.t_openers) if reg.t_openers else "")
         lead: Line | None = None
@@ -870,13 +905,13 @@ class ProceduralGenerator:
             ex_lead, im_lead = rng.choice(LEAD_INS)
             lead = Line("N1", ex_lead, to="one" if "{name}" in ex_lead else "group", role="leadin", implicit=im_lead)
             t_line.implicit = _fill(rng.choice(IMPLICIT_T_PLAIN), task.question)
-        elif setup_first:
-            setup = Line("N1", rng.choice(SETUP_N1), to="group", role="setup")
-            t_line.implicit = _fill(rng.choice(IMPLICIT_T_PLAIN), task.question)
         else:
-            t_line.implicit = _fill(rng.choice(IMPLICIT_T_CUE), task.question)
-        n4_events = self._n4(rng, task, plan.n4_events)
-        follow_text = rng.choice(task.followups if rng.random() < 0.6 else GENERIC_FOLLOW)
+            t_line.implicit = _cue(rng, task.question, ARIA_SPOT[setting.value])
+        if mention_first:
+            n1 = rng.choice(GENERIC_N1)
+            setup = Line("N1", n1, to="one" if "{name}" in n1 else "group")
+        n4_events = self._n4(rng, task, plan.n4_events, setting)
+        follow_text = rng.choice(task.followups if rng.random() < 0.8 else GENERIC_FOLLOW)
         follow = Line("N2", follow_text, to="one" if "{name}" in follow_text else "group", role="followup")
 
         # ---- layout: turn count and T position for the bucket
@@ -884,7 +919,7 @@ class ProceduralGenerator:
         pre_fixed = 1 + len(task.facts) + (1 if lead or setup else 0)
         post_fixed = 2 * len(n4_events) + 1
         musts = [self._n3(rng, setting, reg)]
-        if lead is None and setup is None:  # the lead-in and the setup are N1s already
+        if lead is None and setup is None:  # the lead-in and the early mention are N1s already
             n1 = rng.choice(GENERIC_N1)
             musts.append(Line("N1", n1, to="one" if "{name}" in n1 else "group"))
         base = (8, 12) if plan.n_speakers == 3 else (9, 13)
@@ -912,7 +947,7 @@ class ProceduralGenerator:
         if not use_opener:  # the opener and the first fact become one turn
             first = body[0]
             body[0] = replace(first, text=opener.text + " " + _cap(first.text))
-        if setup is not None:  # somewhere among the facts, said in both versions
+        if setup is not None:  # the early mention: somewhere among the facts, said in both versions
             body.insert(rng.randrange(1, len(body) + 1), setup)
         for group in pre_fill:  # small talk between the facts
             body.insert(rng.randrange(0 if use_opener else 1, len(body) + 1), group)
@@ -943,35 +978,39 @@ class ProceduralGenerator:
         return out
 
     @classmethod
-    def _n4(cls, rng, task: Task, count: int) -> list[list[Line]]:
+    def _n4(cls, rng, task: Task, count: int, setting) -> list[list[Line]]:
         """``count`` N4 events on distinct side questions (§2: each N4Q immediately
         followed by its N4R)."""
         if not count:
             return []
-        return [cls._n4_event(rng, q) for q in rng.sample(task.n4 + list(GENERIC_N4), count)]
+        spot = ARIA_SPOT[setting.value]
+        return [cls._n4_event(rng, q, spot)
+                for q in rng.sample(task.n4 + list(inv.SIDE_QUESTIONS[setting.value]), count)]
 
     @staticmethod
-    def _n4_event(rng, side: tuple[str, str, str]) -> list[Line]:
-        """N4Q to Aria, then its human resolution: an answer or a "no need", by the asker
-        or by someone else."""
+    def _n4_event(rng, side: tuple[str, str, str], spot: str) -> list[Line]:
+        """N4Q to Aria (by name, or pointed at where it sits), then its human resolution: an
+        answer or a "no need", by the asker or by someone else."""
         q4, answer, own = side
-        n4q = Line("N4Q", _fill(rng.choice(N4Q_FORMS), q4), to="Aria", role="n4q")
+        forms = N4Q_UNNAMED if rng.random() < N4Q_UNNAMED_SHARE else N4Q_FORMS
+        n4q = Line("N4Q", _fill(rng.choice(forms), q4).replace("{spot}", spot), to="Aria", role="n4q")
         mode = rng.choice(("other-answers", "other-waves-off", "asker-never-mind", "asker-answers"))
         if mode == "other-answers":
             n4r = Line("N4R", "{voc}" + answer, to="asker", role="n4r")
         elif mode == "other-waves-off":
-            n4r = Line("N4R", rng.choice(N4R_OTHER_WAVE).replace("{A}", _cap(answer)), to="Aria", role="n4r")
+            n4r = Line("N4R", rng.choice(N4R_OTHER_WAVE).replace("{a}", answer), to="Aria", role="n4r")
         elif mode == "asker-never-mind":
             form = rng.choice(N4R_ASKER_NEVER_MIND)
             n4r = Line("N4R", form.replace("{s}", own).replace("{S}", _cap(own)), to="Aria", role="n4r", who="asker")
         else:
-            n4r = Line("N4R", rng.choice(N4R_ASKER_ANSWERS).replace("{A}", _cap(answer)), to="group", role="n4r",
+            n4r = Line("N4R", rng.choice(N4R_ASKER_ANSWERS).replace("{a}", answer), to="group", role="n4r",
                        who="asker")
         return [n4q, n4r]
 
     @staticmethod
     def _n3(rng, setting, reg) -> Line:
-        return Line("N3", rng.choice(GENERIC_N3 + setting.self_talk + reg.self_talk), to=None)
+        own = setting.self_talk + reg.self_talk  # the place's and the mood's own self-talk, mostly
+        return Line("N3", rng.choice(GENERIC_N3 if rng.random() < GENERIC_N3_SHARE else own), to=None)
 
     def _fillers(self, rng, count: int, musts: list[Line], setting, device, rel, reg) -> list:
         """Exactly ``count`` turns of small talk including ``musts``; a request and its
@@ -1086,13 +1125,16 @@ class ProceduralGenerator:
             ln = s.line
             others = [x for x in speakers if x not in (s.speaker, s.addressee)]
             name = names.get(s.addressee or "", "")
-            extra = {"name": name, "other": names[rng.choice(others)] if others else absent, "absent": absent,
+            other = names[rng.choice(others)] if others else absent
+            second = [names[x] for x in others if names[x] != other]
+            extra = {"name": name, "other": other, "other2": rng.choice(second) if second else other, "absent": absent,
                      "voc": f"{name}, " if name and rng.random() < 0.5 else "",
                      "num": words(rng.choice((5, 10, 20, 25, 30, 40, 45))),
                      "clock": say_time(rng.choice((390, 420, 435, 450, 480)))}
             text = subst(ln.text, extra)
             implicit = subst(ln.implicit, extra) if ln.implicit is not None else None
-            text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting)
+            text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting,
+                                        bool(second))
             was_prefixed, prefixed = prefixed, False
             if ln.label in ("N2", "N3") and ln.who != "reply" and not was_prefixed and rng.random() < reg.prefix_rate:
                 first = text.split(" ", 1)[0].rstrip(",.?!:;")
@@ -1111,7 +1153,7 @@ class ProceduralGenerator:
 
 
     @staticmethod
-    def _grow(talk: Elaborator, ln: Line, text: str, implicit: str | None, fill, reg, setting
+    def _grow(talk: Elaborator, ln: Line, text: str, implicit: str | None, fill, reg, setting, second: bool
               ) -> tuple[str, str | None]:
         """A line grown into a turn of the generator's length; both versions of T (and of a
         revised turn before it) get the same sentences around what differs."""
@@ -1123,10 +1165,10 @@ class ProceduralGenerator:
             return frame(text), frame(implicit) if implicit is not None else None
         extra: tuple = ()
         if role == "self":
-            extra = setting.self_talk + reg.self_talk + GENERIC_N3
+            extra = setting.self_talk + reg.self_talk
         elif role == "remark":
             extra = reg.remarks
-        grown = talk.turn(text, role, fill, extra, _LEAD_RATES.get(role, 0.0))
+        grown = talk.turn(text, role, fill, extra, _LEAD_RATES.get(role, 0.0), second_other=second)
         if implicit is not None:  # the revised turn before T: the same continuation
             implicit = implicit + grown[len(text):] if grown.startswith(text) else implicit
         return grown, implicit

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from server.benchmarks.mpe.scheduler import GAP_S, N4_GAP_S  # §3: silence after each clip / after N4Q
-from server.benchmarks.mpe.suite import CONDITIONS, LABELS, T_BUCKETS, Suite, audio_pending
+from server.benchmarks.mpe.suite import CONDITIONS, LABELS, T_BUCKETS, Suite, audio_pending, mentions_aria
+from server.datasets.realism import normalise, sentence_spread, split_sentences, top_share
 
 # Words per second of the default piper voices as the suites use them (joe at four pitches):
 # 1,123 words in 339.4 s over 48 turns of a paper-length suite, each in its speaker's voice
@@ -46,6 +47,15 @@ SPEAKING_RATE_WPS = 3.3
 PAPER_CONVERSATION_S = 99.8
 PAPER_T_S = 8.0
 PAPER_REVISED_PAIRS, PAPER_PAIRS = 42, 2000
+# The paper's implicit versions whose cue is in T itself (1,958 of 2,000; the other 42 revise
+# the turn before T).
+PAPER_CUE_IN_T = 1958
+
+#: How many side questions / sentences the wording block lists.
+TOP_SIDE_QUESTIONS = 5
+TOP_SENTENCES = 10
+_SECOND_PERSON = frozenset({"you", "your", "you're", "you've", "you'll", "you'd", "yours", "yourself"})
+_ADDRESS = frozenset({"aria", "hey"})
 
 
 def _summary(values: list[float]) -> dict[str, float | int]:
@@ -206,13 +216,90 @@ def realism(suite: Suite, revised: int | None = None) -> dict[str, Any]:
         "turn_mean_s_by_label": {lab: mean(ds) for lab, ds in by_label.items()},
         "preceding_revised_pairs": revised,
         "preceding_revised_share": round(revised / len(pairs), 4) if pairs else 0.0,
+        **wording(suite),
         "paper": {
             "conversation_mean_s": PAPER_CONVERSATION_S,
             "t_mean_s": PAPER_T_S,
             "preceding_revised_pairs": PAPER_REVISED_PAIRS,
             "pairs": PAPER_PAIRS,
             "preceding_revised_share": round(PAPER_REVISED_PAIRS / PAPER_PAIRS, 4),
+            "cue_in_t_pairs": PAPER_CUE_IN_T,
+            "cue_in_t_share": round(PAPER_CUE_IN_T / PAPER_PAIRS, 4),
         },
+    }
+
+
+def side_question(text: str) -> str:
+    """The side question of an N4Q turn: its last question sentence without the address
+    ("Aria", "hey Aria"), so the same question asked by name or not counts once."""
+    questions = [s for s in split_sentences(text) if s.endswith("?")] or [text]
+    words = normalise(questions[-1].split(": ")[-1]).split()  # "while your light's on: is it ...?"
+    if "aria" in words:  # "oh and Aria, is it ...?" / "is it ..., Aria?": the words on the question's side
+        i = words.index("aria")
+        words = words[i + 1:] if 2 * i < len(words) else words[:i]
+    return " ".join(w for w in words if w not in _ADDRESS)
+
+
+def implicit_cue(explicit_t: str, implicit_t: str) -> str | None:
+    """The cue the implicit T adds to the request: its words that the explicit T does not
+    have, in order, when they speak to someone ("you ..."); None when the implicit T only
+    drops the name (a bare question to the room)."""
+    left = Counter(normalise(explicit_t).split())
+    extra = []
+    for w in normalise(implicit_t).split():
+        if left[w] > 0:
+            left[w] -= 1
+        else:
+            extra.append(w)
+    return " ".join(extra) if _SECOND_PERSON & set(extra) else None
+
+
+def wording(suite: Suite) -> dict[str, Any]:
+    """Sentence-level wording figures: how varied the sentences are, how widespread the
+    commonest ones, how concentrated the side questions, where the implicit cue sits and
+    how varied its forms are."""
+    pairs = suite.pairs()
+    by_pair: dict[str, list[str]] = {}
+    seen: set[tuple[str, int, str]] = set()
+    for sc in suite.scenarios:
+        for i, t in enumerate(sc.turns):
+            if (sc.pair_id, i, t.text) not in seen:
+                seen.add((sc.pair_id, i, t.text))
+                by_pair.setdefault(sc.pair_id, []).append(t.text)
+    spread = sentence_spread(list(by_pair.values()), top=TOP_SENTENCES)
+    first = {pid: v.get("explicit") or next(iter(v.values())) for pid, v in pairs.items()}
+    side = [side_question(t.text) for sc in first.values() for t in sc.turns if t.label == "N4Q"]
+    side_share, side_top = top_share(side, TOP_SIDE_QUESTIONS)
+    cues: Counter[str] = Counter()
+    with_implicit = 0
+    for p in pairs.values():
+        if not set(p) >= set(CONDITIONS):
+            continue
+        try:
+            ex, im = p["explicit"], p["implicit"]
+            te, ti = ex.turns[ex.t_index], im.turns[im.t_index]
+        except ValueError:
+            continue
+        with_implicit += 1
+        cue = implicit_cue(te.text, ti.text) if not mentions_aria(ti.text) else None
+        if cue is not None:
+            cues[cue] += 1
+    in_t = sum(cues.values())
+    form, form_n = cues.most_common(1)[0] if cues else ("", 0)
+    return {
+        "sentences": spread.sentences,
+        "distinct_sentences": spread.distinct,
+        "sentence_distinct_share": round(spread.distinct_share, 4),
+        "top_sentences": [{"sentence": c.sentence, "scenes": c.scenes, "share": c.share} for c in spread.top],
+        "side_questions": len(side),
+        "distinct_side_questions": len(set(side)),
+        "top_side_questions_share": side_share,
+        "top_side_questions": [{"question": q, "count": n} for q, n in side_top],
+        "cue_in_t_pairs": in_t,
+        "cue_in_t_share": round(in_t / with_implicit, 4) if with_implicit else 0.0,
+        "cue_forms": len(cues),
+        "top_cue_form": form,
+        "top_cue_form_share": round(form_n / len(pairs), 4) if pairs else 0.0,
     }
 
 
@@ -243,7 +330,34 @@ def _render_realism(r: dict[str, Any], console) -> None:
                f"{r['preceding_revised_pairs']} ({100 * r['preceding_revised_share']:.2f} %)",
                f"{paper['preceding_revised_pairs']} of {paper['pairs']} "
                f"({100 * paper['preceding_revised_share']:.2f} %)")
+    rt.add_row("distinct sentences", f"{r['distinct_sentences']} of {r['sentences']} "
+               f"({100 * r['sentence_distinct_share']:.1f} %)", "not published")
+    if r["top_sentences"]:
+        top = r["top_sentences"][0]
+        rt.add_row("most widespread sentence (scenes)", f"{top['scenes']} ({100 * top['share']:.1f} %)",
+                   "not published")
+    rt.add_row(f"top {TOP_SIDE_QUESTIONS} side questions (of N4 events)",
+               f"{100 * r['top_side_questions_share']:.1f} % ({r['distinct_side_questions']} distinct "
+               f"of {r['side_questions']})", "not published")
+    rt.add_row("implicit cue in T (pairs)", f"{r['cue_in_t_pairs']} ({100 * r['cue_in_t_share']:.1f} %)",
+               f"{paper['cue_in_t_pairs']} of {paper['pairs']} ({100 * paper['cue_in_t_share']:.1f} %)")
+    rt.add_row("implicit cue forms / commonest form's share of pairs",
+               f"{r['cue_forms']} / {100 * r['top_cue_form_share']:.1f} %", "not published")
     console.print(rt)
+    if r["top_sentences"]:
+        st = Table(title=f"The {len(r['top_sentences'])} most widespread sentences (scenes they occur in)")
+        st.add_column("sentence")
+        st.add_column("scenes", justify="right")
+        for c in r["top_sentences"]:
+            st.add_row(c["sentence"], f"{c['scenes']} ({100 * c['share']:.1f} %)")
+        console.print(st)
+    if r["top_side_questions"]:
+        qt = Table(title=f"The {len(r['top_side_questions'])} commonest side questions (N4 events)")
+        qt.add_column("question")
+        qt.add_column("events", justify="right")
+        for q in r["top_side_questions"]:
+            qt.add_row(q["question"], str(q["count"]))
+        console.print(qt)
 
 
 def render_stats(stats: dict[str, Any], console) -> None:
