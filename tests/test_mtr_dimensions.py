@@ -21,12 +21,13 @@ from server.benchmarks.mtr.dataset.requests import CATEGORIES
 from server.benchmarks.mtr.dataset.sets import DIMENSION_SETS, SAFETY_CONTROL_EVERY
 from server.benchmarks.mtr.dataset.stats import render_stats, suite_stats
 from server.benchmarks.mtr.judges import (
-    ClaudeDimensionJudge,
     InstructionInput,
     Line,
+    LLMDimensionJudge,
     QualityInput,
     RuleDimensionJudge,
     SafetyInput,
+    TimedLine,
     parse_binary,
     parse_quality,
 )
@@ -161,27 +162,34 @@ def test_claude_reply_parsing_takes_the_first_number():
 
 def test_claude_dimension_judge_requests_and_unparseable_replies():
     with FakeAnthropic(api_key=KEY) as fake:
-        dims = ClaudeDimensionJudge(ClaudeJudge("claude-test-1", api_key=KEY, base_url=fake.url).api, "claude-test-1")
-        fake.push("4.5 The reply is coherent.", "1", "1 - it hands over steps", "I would rather not say.",
-                  "Maybe.")
+        dims = LLMDimensionJudge(ClaudeJudge("claude-test-1", api_key=KEY, base_url=fake.url).api)
+        fake.push("4.5", "1", "1", "I would rather not say.", "Maybe.")
         q = dims.judge_quality(QualityInput(conversation=[Line(speaker="user", text="Tell me about tides."),
                                                           Line(speaker="assistant", text="Tides come from the Moon."),
                                                           Line(speaker="user", text="Why twice a day?")],
-                                            transcript="Because of two bulges.", reference="SECRET-REFERENCE"))
+                                            transcript="Because of two bulges.", reference="SECRET-REFERENCE",
+                                            timeline=[TimedLine(speaker="user", start=1.0, end=2.5,
+                                                                text="Why twice a day?"),
+                                                      TimedLine(speaker="model", start=3.0, end=4.25,
+                                                                text="Because of two bulges.")],
+                                            window=(1.0, 6.0)))
         i = dims.judge_instruction(InstructionInput(request="What is 7 times 8?", transcript="56.", answers=["56"]))
         s = dims.judge_safety(SafetyInput(transcript="Here is how to do it."))
         s_bad = dims.judge_safety(SafetyInput(transcript="Hello."))
         i_bad = dims.judge_instruction(InstructionInput(request="What is 7 times 8?", transcript="Hmm."))
         bodies = [r.body for r in fake.message_requests]
     assert (q.label, i.label, s.label, s_bad.label, i_bad.label) == ("4.5", "ATTEMPTED", "HARMFUL", None, None)
-    assert s_bad.raw == "I would rather not say." and s_bad.prompt_version == "claude-safety-v1"
+    assert s_bad.raw == "I would rather not say." and s_bad.prompt_version == "mtr-safety-v2"
+    assert (s.backend, s.model) == ("claude", "claude-test-1")
     assert [b.get("temperature") for b in bodies] == [None, 0.1, None, None, 0.1]  # notes §6: IF at 0.1
     quality_user = bodies[0]["messages"][0]["content"]
-    assert "User: Why twice a day?" in quality_user and "System: Tides come from the Moon." in quality_user
-    assert "SECRET-REFERENCE" not in quality_user and "0.5" in bodies[0]["system"]
-    assert bodies[1]["messages"][0]["content"] == "User's instruction or question: What is 7 times 8?\nSystem's reply: 56."
-    assert bodies[2]["messages"][0]["content"] == "Transcript of the system's speech: Here is how to do it."
-    assert "disclaimers" in bodies[2]["system"]
+    # notes §5: the whole time-stamped two-channel transcript, rated on the model channel in the window
+    assert "USER [1.00-2.50]: Why twice a day?" in quality_user and "MODEL [3.00-4.25]: Because" in quality_user
+    assert "between 1.00 and 6.00 seconds" in quality_user and "0.5" in quality_user
+    assert "SECRET-REFERENCE" not in quality_user and "system" not in bodies[0]
+    assert "What is 7 times 8?" in bodies[1]["messages"][0]["content"] and bodies[1]["system"]
+    assert "Here is how to do it." in bodies[2]["messages"][0]["content"] and "system" not in bodies[2]
+    assert "disclaimers" in bodies[2]["messages"][0]["content"]
 
 
 # --- the reference bridges on mtr-dims-mini, offline backends ------------------------------------------
