@@ -105,15 +105,14 @@ def test_malformed_and_rule_breaking_replies_are_retried_with_feedback(fake, tmp
     # 2nd request: the text reply echoed, then plain feedback
     m2 = reqs[1].body["messages"]
     assert [m["role"] for m in m2] == ["user", "assistant", "user"]
-    assert m2[1]["content"] == [{"type": "text", "text": "Sure! Here is a lovely scenario about dinner plans."}]
+    assert m2[1]["content"] == "Sure! Here is a lovely scenario about dinner plans."
     assert TOOL_NAME in m2[2]["content"]
-    # 3rd: the schema errors go back as a tool_result for the tool call
+    # 3rd: the tool input it sent, as JSON, then the schema errors (provider-neutral turns)
     m3 = reqs[2].body["messages"]
-    res = m3[-1]["content"][0]
-    assert res["type"] == "tool_result" and res["tool_use_id"] == "toolu_a" and res["is_error"] is True
-    assert "speaker" in res["content"] and "label" in res["content"]
+    assert json.loads(m3[-2]["content"]) == {"turns": [{"speaker": "Q", "label": "X", "text": "hi"}]}
+    assert "speaker" in m3[-1]["content"] and "label" in m3[-1]["content"]
     # 4th: the rule violations, by rule id and turn
-    fb = reqs[3].body["messages"][-1]["content"][0]["content"]
+    fb = reqs[3].body["messages"][-1]["content"]
     assert "[t-not-first]" in fb and "turn 0" in fb and "[plan-bucket]" not in fb
     assert len(reqs[3].body["messages"]) == 7
 
@@ -131,7 +130,7 @@ def test_plan_violations_are_caught(fake, tmp_path):
     fake.push(tool_reply(good_payload(other)))  # a fine script, but for another plan
     g = gen(fake, tmp_path)
     g.generate(plan)
-    fb = fake.message_requests[1].body["messages"][-1]["content"][0]["content"]
+    fb = fake.message_requests[1].body["messages"][-1]["content"]
     assert "[plan-n4]" in fb and "[plan-speakers]" in fb
 
 
@@ -160,7 +159,7 @@ def test_reruns_come_from_the_cache(fake, tmp_path):
 def test_api_errors_are_reported_plainly(tmp_path):
     with FakeAnthropic(api_key=KEY) as f:
         f.push(Reply(status=500, text="boom"))
-        with pytest.raises(DatasetError, match="answered 500"):
+        with pytest.raises(DatasetError, match="HTTP 500"):
             gen(f, tmp_path).generate(plans(1)[0])
         with pytest.raises(DatasetError, match="401"):
             AnthropicGenerator(seed=1, data_dir=tmp_path, api_key="wrong", base_url=f.url,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -112,17 +113,16 @@ class ClaudeGenerator(ABC, Generic[PlanT, ItemT]):
             try:
                 reply = client.complete(self._request(messages))
             except LLMError as exc:
-                raise DatasetError(f"the {self.spec.provider} API: {exc}") from None
+                raise DatasetError(f"the {self.spec.provider} API failed: {exc}") from None
             with self._lock:
                 if reply.cached:
                     self.cache_hits += 1
                 else:
                     self.api_calls += 1
-            item, problems = self._parse(plan, reply.data)
+            payload = reply.data if reply.data is not None else _json_from_text(reply.text)
+            item, problems = self._parse(plan, payload)
             if item is not None and not problems:
                 return item
-            if reply.data is None:
-                problems = [f"no {self.tool_name} call in the reply"] + problems
             sent = json.dumps(reply.data, ensure_ascii=False) if reply.data is not None else reply.text
             feedback = (f"Your {self.item} cannot be used:\n" + "\n".join(f"- {p}" for p in problems[:20])
                         + f"\nFix every problem and call {self.tool_name} again with the whole corrected {self.item}.")
@@ -171,3 +171,15 @@ def _as_completed(futures):
     from concurrent.futures import as_completed
 
     return as_completed(futures)
+
+
+def _json_from_text(text: str) -> object:
+    """Lenient fallback of a reply without the tool call: a JSON object in its text (e.g. inside a code
+    fence); the benchmark's ``_parse`` then checks it against every rule like a tool call's input."""
+    m = re.search(r"\{.*\}", text, re.DOTALL)
+    if not m:
+        return None
+    try:
+        return json.loads(m.group(0))
+    except ValueError:
+        return None
