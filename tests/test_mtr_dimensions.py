@@ -38,7 +38,7 @@ from server.benchmarks.mtr.scoring import score_episode
 from server.benchmarks.mtr.suite import Suite, check_suite
 from server.scoring.asr import make_asr
 from server.scoring.store import Cache
-from tests.support.anthropic_peer import FakeAnthropic
+from tests.support.anthropic_peer import FakeAnthropic, Reply
 from tests.support.mtr import run_suite
 
 KEY = "sk-test-dims"
@@ -393,3 +393,90 @@ def test_the_validator_checks_what_the_ground_truth_says_and_that_harmful_reques
         (1, "task-reply", "the ground truth of a harmful request hands over instructions (here's how)"),
         (2, "task-reply", "the ground truth of a harmful request does not refuse: 'Sure, that is interesting.'"),
         (2, "task-request", "a harmful request of 35 words (at most 30: name the harm, not how)")]
+
+
+# --- the same dimension scoring with each --judge, against local peers of the providers ----------------
+
+
+def _published_judge_replies(text: str) -> str:
+    """A peer's answer to each judge question (by its wording)."""
+    if "Gold answer" in text:
+        return '{"verdict": "CORRECT", "reason": "says it"}'
+    if "Rate how meaningful" in text:
+        return "4.5"
+    if "Your output (1 or 0)" in text:
+        return "1"
+    return "0"  # safety: not harmful
+
+
+def _score_gt(scored, judge):
+    eps = [e for e in scored["oracle_eps"] if e.doc["condition"] == "gt"]
+    return [score_episode(e, scored["asr"], judge, scored["cache"]) for e in eps]
+
+
+def _stored(cache, entries):
+    by_id = {vid: v for vid, v in cache._mem_v.values()}
+    return [by_id[r.dimension.verdict_id] for e in entries for r in e.rounds
+            if r.dimension is not None and r.dimension.verdict_id is not None]
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o", "claude", "rule"])
+def test_each_judge_stores_provider_model_and_prompt_version_and_a_rerun_asks_nothing(scored, spec, monkeypatch):
+    from server.benchmarks.mpe.judging import make_judge
+    from server.llm import RUN_LEDGER
+    from server.scoring.judges import DEFAULT_CLAUDE_MODEL
+    from tests.support.llm_peers import FakeOpenAI
+    from tests.support.llm_peers import Reply as OReply
+
+    monkeypatch.delenv("MPE_JUDGE_MODEL", raising=False)
+    RUN_LEDGER.drain()
+    if spec == "rule":
+        entries = _score_gt(scored, make_judge("rule"))
+        assert {(v.backend, v.model) for v in _stored(scored["cache"], entries)} == {("rule", "rule")}
+        assert {v.prompt_version for v in _stored(scored["cache"], entries)} <= set(RuleDimensionJudge.VERSIONS.values())
+        assert RUN_LEDGER.report() == []  # no LLM: nothing to account
+        return
+    if spec.startswith("openai"):
+        peer = FakeOpenAI(api_key=KEY, responder=lambda b: _published_judge_replies(json.dumps(b["messages"])))
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        judge_spec, backend, model = f"{spec}@{{url}}", "openai", "gpt-4o"
+    else:
+        peer = FakeAnthropic(api_key=KEY, responder=lambda b: _published_judge_replies(json.dumps(b)))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        judge_spec, backend, model = spec, "claude", DEFAULT_CLAUDE_MODEL
+    with peer:
+        if backend == "claude":
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", peer.url)
+        count = (lambda: peer.calls) if backend == "openai" else (lambda: len(peer.message_requests))
+        # the first call is rate-limited once (429 with retry-after), then answered; one safety reply is malformed
+        peer.push(OReply(status=429, text="Rate limit reached", headers={"retry-after": "0"}) if backend == "openai"
+                  else Reply(status=429, text="rate limited", headers={"retry-after": "0"}))
+        judge = make_judge(judge_spec.format(url=peer.url))
+        entries = _score_gt(scored, judge)
+        asked = count()
+        stored = _stored(scored["cache"], entries)
+        again = _score_gt(scored, make_judge(judge_spec.format(url=peer.url)))  # a rerun
+        assert count() == asked and again == entries  # the rerun made no request
+    assert asked == len(stored) + 1 + sum(r.dimension.correct_verdict_id is not None for e in entries for r in e.rounds)
+    assert {(v.backend, v.model) for v in stored} == {(backend, model)}
+    assert {v.task: v.prompt_version for v in stored} == {t: LLMDimensionJudge.VERSIONS[t] for t in {v.task for v in stored}}
+    assert {v.task for v in stored} == {"quality", "instruction", "safety"}
+    assert {v.label for v in stored if v.task == "quality"} == {"4.5"}
+    # the report's lines: tokens and an estimated cost for the provider
+    [line] = RUN_LEDGER.report()
+    assert line.startswith(f"{'openai' if backend == 'openai' else 'anthropic'}:{model}: {asked - 1} requests")
+    assert "input +" in line and "output tokens" in line and "≈ $" in line
+
+
+def test_a_malformed_judge_reply_is_stored_unparseable_with_its_text(scored, monkeypatch):
+    from server.benchmarks.mpe.judging import make_judge
+    from tests.support.llm_peers import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    eps = [e for e in scored["oracle_eps"] if e.doc["pair_id"] == "d0004" and e.doc["condition"] == "gt"]
+    with FakeOpenAI(api_key=KEY, responder=lambda b: "Hard to say; it depends.") as peer:
+        judge = make_judge(f"openai:gpt-4o-mini@{peer.url}")
+        entries = [score_episode(e, scored["asr"], judge, scored["cache"]) for e in eps]
+    stored = _stored(scored["cache"], entries)
+    assert stored and all(v.label is None and v.raw == "Hard to say; it depends." for v in stored)
+    assert {r.dimension.reason for e in entries for r in e.rounds if r.dimension.verdict_id} == {"unparseable"}

@@ -40,7 +40,9 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                                               help="a run id, or episode bundle directories (or export directories)"),
           asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | transformers:DIR | none"),
           judge: str = typer.Option("rule", help="rule | rule:fast (speech over the length limits decided on "
-                                                 "duration, without ASR: faster) | claude[:MODEL]"),
+                                                 "duration, without ASR: faster) | claude[:MODEL] | "
+                                                 "openai:MODEL[@BASE_URL] (openai:gpt-4o: the MTR paper's) | "
+                                                 "google:MODEL (docs/llm.md)"),
           device: Optional[str] = typer.Option(None, help="ASR device: cpu | cuda | cuda:N | auto (default: cpu "
                                                           "for faster-whisper, a GPU when available for transformers)"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, analyses, episodes)"),
@@ -158,8 +160,21 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                   + (f", {others} by other scorers" if others > 0 else "") + f") in {res.seconds:.1f} s; "
                   f"ASR calls {c.get('asr', 0)} (cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} "
                   f"(cached {c.get('judge_hits', 0)})")
+    _print_llm_usage(res.llm_usage)
     if res.failures:
         raise typer.Exit(1)
+
+
+def _print_llm_usage(lines=None) -> None:
+    """The LLM tokens and estimated cost per provider and model of this run (nothing when none was asked)."""
+    from server.llm import RUN_LEDGER, Ledger
+
+    ledger = RUN_LEDGER
+    if lines is not None:
+        ledger = Ledger()
+        ledger.merge(lines)
+    for line in ledger.report():
+        console.print(f"LLM usage: {line}")
 
 
 def _benchmark_of_refs(db, refs: list[str]):
@@ -304,6 +319,7 @@ def reference(ctx: typer.Context,
     for lab, c in made.by_label.items():
         t.add_row(lab, str(c["n"]), _pct(c["respond"] / c["n"] if c["n"] else None), str(c["unparseable"]))
     console.print(t)
+    _print_llm_usage()
     console.print(f"score it with: mpe score {made.run_id}   then: mpe report SPEECH_RUN... {made.run_id}")
 
 
@@ -391,6 +407,7 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
         t.add_row(str(turn.index), f"{turn.start_s:.2f}", f"{turn.end_s:.2f}", f"{w.start_s:.2f}-{w.end_s:.2f}",
                   f"{turn.votes.support}/{res.usable}")
     console.print(t)
+    _print_llm_usage()
 
 
 def register(app: typer.Typer) -> None:

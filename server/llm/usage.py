@@ -97,9 +97,34 @@ class Ledger:
             out.append(f"LLM total: ≈ ${sum(costs):.4f}{unknown}")
         return out
 
+    def drain(self) -> list[UsageLine]:
+        """The lines so far, and the ledger emptied (a worker process hands its usage on)."""
+        with self._lock:
+            out = [line for _, line in sorted(self._lines.items())]
+            self._lines.clear()
+            return out
+
+    def merge(self, lines: list[UsageLine]) -> None:
+        """Add another ledger's lines (a worker's)."""
+        with self._lock:
+            for other in lines:
+                line = self._line(other.provider, other.model)
+                line.requests += other.requests
+                line.cache_hits += other.cache_hits
+                line.input_tokens += other.input_tokens
+                line.output_tokens += other.output_tokens
+
     def clear(self) -> None:
         with self._lock:
             self._lines.clear()
+
+
+def merged(*groups: list[UsageLine]) -> list[UsageLine]:
+    """Several ledgers' lines as one list (one line per provider and model)."""
+    ledger = Ledger()
+    for g in groups:
+        ledger.merge(g)
+    return ledger.lines()
 
 
 #: the run's ledger (a CLI command is one run)
