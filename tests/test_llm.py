@@ -142,3 +142,17 @@ def test_unknown_model_prints_cost_unknown():
 
     ledger.add("openai", "qwen2.5-7b", Usage(input_tokens=10, output_tokens=2))
     assert ledger.report() == ["openai:qwen2.5-7b: 1 requests, 0 cached, 10 input + 2 output tokens, cost unknown"]
+
+
+def test_one_sdk_client_per_provider_only_inside_the_layer():
+    """Every LLM call site goes through server/llm: the SDKs are imported in its providers alone."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sdk = re.compile(r"^\s*(import (anthropic|openai)\b|from (anthropic|openai)\b|from google(\.genai)? import genai"
+                     r"|from google\.genai\b|import google\.genai)", re.M)
+    found = sorted(str(p.relative_to(root)) for d in ("server", "clients", "model_bridges")
+                   for p in (root / d).rglob("*.py") if sdk.search(p.read_text("utf-8")))
+    assert found == ["server/llm/providers/anthropic_api.py", "server/llm/providers/google_api.py",
+                     "server/llm/providers/openai_api.py"]

@@ -303,7 +303,7 @@ def reference(ctx: typer.Context,
             made = create_reference_run(db, suite_path=str(suite), backend=ref, model_name=model_name,
                                         conditions=[c.strip() for c in conditions.split(",") if c.strip()]
                                         if conditions else None, limit=limit, team=team, repeat=repeat,
-                                        concurrency=concurrency if ref.name == "claude" else 1,
+                                        concurrency=concurrency if ref.name != "rule" else 1,
                                         progress=lambda i, n: bar.update(task, completed=i, total=n))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: answered decisions are cached; run the same command again")
