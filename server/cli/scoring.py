@@ -275,7 +275,8 @@ def reference(ctx: typer.Context,
                                                    help="suite directory (only its script is read: a text-only "
                                                         "suite will do)"),
               backend: Optional[str] = typer.Option(None, help="rule (a name-detection rule baseline, offline) | "
-                                                               "claude[:MODEL] (ANTHROPIC_API_KEY)"),
+                                                               "claude[:MODEL] | google:MODEL (Gemini, the paper's) | "
+                                                               "openai:MODEL[@BASE_URL] (docs/llm.md)"),
               model_name: Optional[str] = typer.Option(None, help="the run's model name, text-ref:NAME (default: "
                                                                   "text-ref:rule-baseline, or text-ref:MODEL)"),
               conditions: Optional[str] = typer.Option(None, help="comma-separated (default: explicit,implicit)"),
@@ -284,7 +285,7 @@ def reference(ctx: typer.Context,
               repeat: int = typer.Option(0, min=0, help="ask every decision again as a new repetition (another "
                                                         "run for the run-to-run agreement); 0: the first"),
               concurrency: int = typer.Option(4, min=1, help="claude: requests in flight"),
-              max_retries: int = typer.Option(4, min=0, help="claude: retries of a rate-limited or failed request "
+              max_retries: int = typer.Option(4, min=0, help="an LLM backend: retries of a rate-limited or failed request "
                                                              "(the SDK's, honouring retry-after)"),
               as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Decide a suite with the text reference and store it as a finished run; print its id."""
@@ -361,7 +362,7 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
                 "a stereo audio file (left = user, right = model), two mono files USER MODEL, or an episode "
                 "bundle directory")),
             backend: str = typer.Option("offline", help="offline (rules on the speech segments) | claude[:MODEL] "
-                                                        "(ANTHROPIC_API_KEY)"),
+                                                        "| openai:gpt-4o (the paper's) | google:MODEL (docs/llm.md)"),
             n: int = typer.Option(6, "--n", min=1, help="proposals voted on (the paper: 6)"),
             min_support: Optional[int] = typer.Option(None, min=1, help=(
                 "runs a turn needs to be kept (default: a strict majority of the usable runs; 2 is the published "
@@ -370,7 +371,8 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
             asr: str = typer.Option("none", help="transcribe the speech segments for the prompt: none | "
                                                  "faster-whisper[:DIR] | transformers:DIR"),
             out_file: Optional[Path] = typer.Option(None, "--out", help="write the JSON here (default: print it)"),
-            max_retries: int = typer.Option(4, min=0, help="claude: the SDK's retries of a failed request")) -> None:
+            max_retries: int = typer.Option(4, min=0, help="an LLM backend: retries of a rate-limited or failed "
+                                                            "request")) -> None:
     """Segment a two-channel recording into user turns and response windows (docs/segmentation.md)."""
     from server.benchmarks.mtr.segmentation.backends import make_proposer
     from server.benchmarks.mtr.segmentation.inputs import read_recording, recording_input
