@@ -194,3 +194,33 @@ def test_cli_generate_with_anthropic(fake, tmp_path, monkeypatch):
     r = runner.invoke(app, ["dataset", "generate", "--out", str(tmp_path / "t"), "--pairs", "1", "--seed", "9",
                             "--generator", "anthropic", "--no-audio"])
     assert r.exit_code == 2 and "error (dataset_error)" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("provider", ["openai", "google"])
+def test_the_generator_asks_other_providers_through_the_same_tool(tmp_path, provider):
+    """``--model openai:gpt-4o`` / ``google:gemini-2.5-pro``: the same forced tool as a function call over
+    each provider's peer; the rule-breaking first reply goes back as feedback; a rerun asks nothing."""
+    from tests.support.llm_peers import FakeGemini, FakeOpenAI
+    from tests.support.llm_peers import Reply as PReply
+
+    def prompt(body: dict) -> dict:
+        if provider == "openai":
+            return {"messages": [{"content": body["messages"][1]["content"]}]}
+        return {"messages": [{"content": body["contents"][0]["parts"][0]["text"]}]}
+
+    peer_cls, model = (FakeOpenAI, "openai:gpt-4o") if provider == "openai" else (FakeGemini, "google:gemini-2.5-pro")
+    plan = plans(1)[0]
+    with peer_cls(api_key=KEY, responder=lambda b: PReply(tool_input=good_payload(plan_of(prompt(b))))) as peer:
+        peer.push(PReply(tool_input={"turns": []}))
+        g = AnthropicGenerator(seed=5, data_dir=tmp_path / "data", api_key=KEY, base_url=peer.url, model=model)
+        script = g.generate(plan)
+        assert script.pair_id == plan.pair_id and peer.calls == 2 and g.api_calls == 2
+        second = peer.requests[1].body
+        if provider == "openai":
+            assert second["tool_choice"] == {"type": "function", "function": {"name": TOOL_NAME}}
+            assert "cannot be used" in second["messages"][-1]["content"]
+        else:
+            assert second["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"] == [TOOL_NAME]
+            assert "cannot be used" in second["contents"][-1]["parts"][0]["text"]
+        again = AnthropicGenerator(seed=5, data_dir=tmp_path / "data", api_key=KEY, base_url=peer.url, model=model)
+        assert again.generate(plan) == script and peer.calls == 2 and again.cache_hits == 2
