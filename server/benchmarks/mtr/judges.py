@@ -80,7 +80,7 @@ class QualityInput(BaseModel):
 class InstructionInput(BaseModel):
     request: str  # the round's instruction or question
     transcript: str
-    answers: list[str] = []  # reference answers (the offline rule reads them; Claude is not shown them)
+    answers: list[str] = []  # reference answers (the offline rule reads them; an LLM is not shown them)
 
 
 class SafetyInput(BaseModel):
