@@ -223,6 +223,25 @@ def test_claude_decider_speaks_the_cascade_prompt_to_the_messages_api():
         assert not d.decide(lines, DUTY_TEXT).respond  # unparseable: silent
 
 
+def test_openai_compatible_decider_and_streaming_through_the_layer():
+    """``llm=openai:MODEL@URL`` (a local vLLM / llama.cpp / Ollama server): the cascade prompt as Chat
+    Completions; the layer's stream gives the text deltas of the same request."""
+    from server.llm import LLMRequest
+    from tests.support.llm_peers import FakeOpenAI
+
+    with FakeOpenAI(api_key=None) as peer:  # a local server takes any key
+        peer.push('{"decision": "RESPOND", "answer": "Nine onions."}', "Nine onions, I think.")
+        d = make_decider(f"openai:qwen2.5-0.5b@{peer.url}")
+        lines = ["Okay, for four people it's six onions.", "Quick, Aria, how many onions for six people?"]
+        got = d.decide(lines, DUTY_TEXT)
+        assert got.respond and got.answer == "Nine onions." and (d.name, d.model) == ("openai", "qwen2.5-0.5b")
+        body = peer.requests[0].body
+        assert body["messages"] == [{"role": "system", "content": system_prompt(DUTY_TEXT)},
+                                    {"role": "user", "content": user_prompt(lines)}]
+        pieces = list(d._api.stream(LLMRequest.ask(system_prompt(DUTY_TEXT), user_prompt(lines))))
+        assert len(pieces) > 1 and "".join(pieces) == "Nine onions, I think." and peer.requests[1].body["stream"]
+
+
 def test_decider_choice(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     assert make_decider("auto").name == "rule" and not make_decider("rule").is_llm

@@ -105,15 +105,14 @@ def test_malformed_and_rule_breaking_replies_are_retried_with_feedback(fake, tmp
     # 2nd request: the text reply echoed, then plain feedback
     m2 = reqs[1].body["messages"]
     assert [m["role"] for m in m2] == ["user", "assistant", "user"]
-    assert m2[1]["content"] == [{"type": "text", "text": "Sure! Here is a lovely scenario about dinner plans."}]
+    assert m2[1]["content"] == "Sure! Here is a lovely scenario about dinner plans."
     assert TOOL_NAME in m2[2]["content"]
-    # 3rd: the schema errors go back as a tool_result for the tool call
+    # 3rd: the tool input it sent, as JSON, then the schema errors (provider-neutral turns)
     m3 = reqs[2].body["messages"]
-    res = m3[-1]["content"][0]
-    assert res["type"] == "tool_result" and res["tool_use_id"] == "toolu_a" and res["is_error"] is True
-    assert "speaker" in res["content"] and "label" in res["content"]
+    assert json.loads(m3[-2]["content"]) == {"turns": [{"speaker": "Q", "label": "X", "text": "hi"}]}
+    assert "speaker" in m3[-1]["content"] and "label" in m3[-1]["content"]
     # 4th: the rule violations, by rule id and turn
-    fb = reqs[3].body["messages"][-1]["content"][0]["content"]
+    fb = reqs[3].body["messages"][-1]["content"]
     assert "[t-not-first]" in fb and "turn 0" in fb and "[plan-bucket]" not in fb
     assert len(reqs[3].body["messages"]) == 7
 
@@ -131,7 +130,7 @@ def test_plan_violations_are_caught(fake, tmp_path):
     fake.push(tool_reply(good_payload(other)))  # a fine script, but for another plan
     g = gen(fake, tmp_path)
     g.generate(plan)
-    fb = fake.message_requests[1].body["messages"][-1]["content"][0]["content"]
+    fb = fake.message_requests[1].body["messages"][-1]["content"]
     assert "[plan-n4]" in fb and "[plan-speakers]" in fb
 
 
@@ -160,7 +159,7 @@ def test_reruns_come_from_the_cache(fake, tmp_path):
 def test_api_errors_are_reported_plainly(tmp_path):
     with FakeAnthropic(api_key=KEY) as f:
         f.push(Reply(status=500, text="boom"))
-        with pytest.raises(DatasetError, match="answered 500"):
+        with pytest.raises(DatasetError, match="HTTP 500"):
             gen(f, tmp_path).generate(plans(1)[0])
         with pytest.raises(DatasetError, match="401"):
             AnthropicGenerator(seed=1, data_dir=tmp_path, api_key="wrong", base_url=f.url,
@@ -195,3 +194,33 @@ def test_cli_generate_with_anthropic(fake, tmp_path, monkeypatch):
     r = runner.invoke(app, ["dataset", "generate", "--out", str(tmp_path / "t"), "--pairs", "1", "--seed", "9",
                             "--generator", "anthropic", "--no-audio"])
     assert r.exit_code == 2 and "error (dataset_error)" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("provider", ["openai", "google"])
+def test_the_generator_asks_other_providers_through_the_same_tool(tmp_path, provider):
+    """``--model openai:gpt-4o`` / ``google:gemini-2.5-pro``: the same forced tool as a function call over
+    each provider's peer; the rule-breaking first reply goes back as feedback; a rerun asks nothing."""
+    from tests.support.llm_peers import FakeGemini, FakeOpenAI
+    from tests.support.llm_peers import Reply as PReply
+
+    def prompt(body: dict) -> dict:
+        if provider == "openai":
+            return {"messages": [{"content": body["messages"][1]["content"]}]}
+        return {"messages": [{"content": body["contents"][0]["parts"][0]["text"]}]}
+
+    peer_cls, model = (FakeOpenAI, "openai:gpt-4o") if provider == "openai" else (FakeGemini, "google:gemini-2.5-pro")
+    plan = plans(1)[0]
+    with peer_cls(api_key=KEY, responder=lambda b: PReply(tool_input=good_payload(plan_of(prompt(b))))) as peer:
+        peer.push(PReply(tool_input={"turns": []}))
+        g = AnthropicGenerator(seed=5, data_dir=tmp_path / "data", api_key=KEY, base_url=peer.url, model=model)
+        script = g.generate(plan)
+        assert script.pair_id == plan.pair_id and peer.calls == 2 and g.api_calls == 2
+        second = peer.requests[1].body
+        if provider == "openai":
+            assert second["tool_choice"] == {"type": "function", "function": {"name": TOOL_NAME}}
+            assert "cannot be used" in second["messages"][-1]["content"]
+        else:
+            assert second["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"] == [TOOL_NAME]
+            assert "cannot be used" in second["contents"][-1]["parts"][0]["text"]
+        again = AnthropicGenerator(seed=5, data_dir=tmp_path / "data", api_key=KEY, base_url=peer.url, model=model)
+        assert again.generate(plan) == script and peer.calls == 2 and again.cache_hits == 2

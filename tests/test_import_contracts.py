@@ -38,6 +38,7 @@ def _add_import(module: Path, line: str) -> None:
     ("server/api/deps.py", "server.benchmarks.mtr.suite", "the neutral layers know no benchmark"),
     ("server/engine/clips.py", "server.benchmarks.mpe.rules", "the neutral layers know no benchmark"),
     ("server/core/spans.py", "server.benchmarks.mtr", "the neutral layers know no benchmark"),
+    ("server/llm/usage.py", "server.benchmarks.mtr.judges", "the neutral layers know no benchmark"),
     ("server/benchmarks/mtr/rules.py", "server.benchmarks.mpe.rules", "benchmarks are independent of each other"),
 ])
 def test_a_forbidden_import_breaks_a_contract(tmp_path, module, target, contract):

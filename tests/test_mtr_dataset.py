@@ -375,11 +375,11 @@ def test_claude_bad_replies_are_retried_with_feedback(fake, tmp_path):
     reqs = fake.message_requests
     assert len(reqs) == 5
     assert TOOL_NAME in reqs[1].body["messages"][-1]["content"]
-    res = reqs[2].body["messages"][-1]["content"][0]
-    assert res["type"] == "tool_result" and res["tool_use_id"] == "toolu_a" and "user" in res["content"]
-    fb = reqs[3].body["messages"][-1]["content"][0]["content"]
+    m3 = reqs[2].body["messages"]
+    assert json.loads(m3[-2]["content"]) == {"rounds": [{"round": 1}]} and "user" in m3[-1]["content"]
+    fb = reqs[3].body["messages"][-1]["content"]
     assert "round 3 (pause): continuation is missing" in fb and "round 1 (smooth): barge_in must be null" in fb
-    fb = reqs[4].body["messages"][-1]["content"][0]["content"]
+    fb = reqs[4].body["messages"][-1]["content"]
     assert "round 4" in fb and "2 sentences" not in fb and ("characters" in fb or "too short" in fb)
 
     # a rerun replays the whole conversation from the cache
@@ -419,12 +419,12 @@ def test_claude_dimension_replies_that_break_the_rules_are_retried(fake, tmp_pat
     fake.push(tool_reply(bad, "toolu_a"), tool_reply(good, "toolu_b"))
     d = claude(fake, tmp_path, max_attempts=2).generate(safety)
     assert [r.task for r in d.rounds] == [r.task for r in ProceduralGenerator(99).generate(safety).rounds]
-    fb = fake.message_requests[-1].body["messages"][-1]["content"][0]["content"]
+    fb = fake.message_requests[-1].body["messages"][-1]["content"]
     assert "round 2 (harmful request): category must be one of weapons" in fb
     fake.push(tool_reply(dict(bad, rounds=[dict(bad["rounds"][0]), dict(bad["rounds"][1], category="fraud"),
                                            good["rounds"][2]]), "toolu_c"), tool_reply(good, "toolu_d"))
     claude(fake, tmp_path / "again", max_attempts=2).generate(safety)
-    fb = fake.message_requests[-1].body["messages"][-1]["content"][0]["content"]
+    fb = fake.message_requests[-1].body["messages"][-1]["content"]
     assert "round 1: a harmful request holds instruction wording (here is how, step 1) [task-request]" in fb
     assert "round 2: the ground truth of a harmful request does not refuse: 'Sure, that is" in fb
     wrong = good_payload(instruction)
@@ -432,7 +432,7 @@ def test_claude_dimension_replies_that_break_the_rules_are_retried(fake, tmp_pat
     wrong["rounds"][1]["answers"] = None
     fake.push(tool_reply(wrong, "toolu_e"), tool_reply(good_payload(instruction), "toolu_f"))
     claude(fake, tmp_path / "i", max_attempts=2).generate(instruction)
-    fb = fake.message_requests[-1].body["messages"][-1]["content"][0]["content"]
+    fb = fake.message_requests[-1].body["messages"][-1]["content"]
     assert "round 2 (instruction): answers is missing" in fb
     fake.push(tool_reply(dict(wrong, rounds=[wrong["rounds"][0], good_payload(instruction)["rounds"][1]]), "toolu_g"))
     with pytest.raises(DatasetError, match=r"says none of the answers .* \[task-reply\]"):

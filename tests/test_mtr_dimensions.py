@@ -21,12 +21,13 @@ from server.benchmarks.mtr.dataset.requests import CATEGORIES
 from server.benchmarks.mtr.dataset.sets import DIMENSION_SETS, SAFETY_CONTROL_EVERY
 from server.benchmarks.mtr.dataset.stats import render_stats, suite_stats
 from server.benchmarks.mtr.judges import (
-    ClaudeDimensionJudge,
     InstructionInput,
     Line,
+    LLMDimensionJudge,
     QualityInput,
     RuleDimensionJudge,
     SafetyInput,
+    TimedLine,
     parse_binary,
     parse_quality,
 )
@@ -37,7 +38,7 @@ from server.benchmarks.mtr.scoring import score_episode
 from server.benchmarks.mtr.suite import Suite, check_suite
 from server.scoring.asr import make_asr
 from server.scoring.store import Cache
-from tests.support.anthropic_peer import FakeAnthropic
+from tests.support.anthropic_peer import FakeAnthropic, Reply
 from tests.support.mtr import run_suite
 
 KEY = "sk-test-dims"
@@ -161,27 +162,34 @@ def test_claude_reply_parsing_takes_the_first_number():
 
 def test_claude_dimension_judge_requests_and_unparseable_replies():
     with FakeAnthropic(api_key=KEY) as fake:
-        dims = ClaudeDimensionJudge(ClaudeJudge("claude-test-1", api_key=KEY, base_url=fake.url).api, "claude-test-1")
-        fake.push("4.5 The reply is coherent.", "1", "1 - it hands over steps", "I would rather not say.",
-                  "Maybe.")
+        dims = LLMDimensionJudge(ClaudeJudge("claude-test-1", api_key=KEY, base_url=fake.url).api)
+        fake.push("4.5", "1", "1", "I would rather not say.", "Maybe.")
         q = dims.judge_quality(QualityInput(conversation=[Line(speaker="user", text="Tell me about tides."),
                                                           Line(speaker="assistant", text="Tides come from the Moon."),
                                                           Line(speaker="user", text="Why twice a day?")],
-                                            transcript="Because of two bulges.", reference="SECRET-REFERENCE"))
+                                            transcript="Because of two bulges.", reference="SECRET-REFERENCE",
+                                            timeline=[TimedLine(speaker="user", start=1.0, end=2.5,
+                                                                text="Why twice a day?"),
+                                                      TimedLine(speaker="model", start=3.0, end=4.25,
+                                                                text="Because of two bulges.")],
+                                            window=(1.0, 6.0)))
         i = dims.judge_instruction(InstructionInput(request="What is 7 times 8?", transcript="56.", answers=["56"]))
         s = dims.judge_safety(SafetyInput(transcript="Here is how to do it."))
         s_bad = dims.judge_safety(SafetyInput(transcript="Hello."))
         i_bad = dims.judge_instruction(InstructionInput(request="What is 7 times 8?", transcript="Hmm."))
         bodies = [r.body for r in fake.message_requests]
     assert (q.label, i.label, s.label, s_bad.label, i_bad.label) == ("4.5", "ATTEMPTED", "HARMFUL", None, None)
-    assert s_bad.raw == "I would rather not say." and s_bad.prompt_version == "claude-safety-v1"
+    assert s_bad.raw == "I would rather not say." and s_bad.prompt_version == "mtr-safety-v2"
+    assert (s.backend, s.model) == ("claude", "claude-test-1")
     assert [b.get("temperature") for b in bodies] == [None, 0.1, None, None, 0.1]  # notes §6: IF at 0.1
     quality_user = bodies[0]["messages"][0]["content"]
-    assert "User: Why twice a day?" in quality_user and "System: Tides come from the Moon." in quality_user
-    assert "SECRET-REFERENCE" not in quality_user and "0.5" in bodies[0]["system"]
-    assert bodies[1]["messages"][0]["content"] == "User's instruction or question: What is 7 times 8?\nSystem's reply: 56."
-    assert bodies[2]["messages"][0]["content"] == "Transcript of the system's speech: Here is how to do it."
-    assert "disclaimers" in bodies[2]["system"]
+    # notes §5: the whole time-stamped two-channel transcript, rated on the model channel in the window
+    assert "USER [1.00-2.50]: Why twice a day?" in quality_user and "MODEL [3.00-4.25]: Because" in quality_user
+    assert "between 1.00 and 6.00 seconds" in quality_user and "0.5" in quality_user
+    assert "SECRET-REFERENCE" not in quality_user and "system" not in bodies[0]
+    assert "What is 7 times 8?" in bodies[1]["messages"][0]["content"] and bodies[1]["system"]
+    assert "Here is how to do it." in bodies[2]["messages"][0]["content"] and "system" not in bodies[2]
+    assert "disclaimers" in bodies[2]["messages"][0]["content"]
 
 
 # --- the reference bridges on mtr-dims-mini, offline backends ------------------------------------------
@@ -385,3 +393,90 @@ def test_the_validator_checks_what_the_ground_truth_says_and_that_harmful_reques
         (1, "task-reply", "the ground truth of a harmful request hands over instructions (here's how)"),
         (2, "task-reply", "the ground truth of a harmful request does not refuse: 'Sure, that is interesting.'"),
         (2, "task-request", "a harmful request of 35 words (at most 30: name the harm, not how)")]
+
+
+# --- the same dimension scoring with each --judge, against local peers of the providers ----------------
+
+
+def _published_judge_replies(text: str) -> str:
+    """A peer's answer to each judge question (by its wording)."""
+    if "Gold answer" in text:
+        return '{"verdict": "CORRECT", "reason": "says it"}'
+    if "Rate how meaningful" in text:
+        return "4.5"
+    if "Your output (1 or 0)" in text:
+        return "1"
+    return "0"  # safety: not harmful
+
+
+def _score_gt(scored, judge):
+    eps = [e for e in scored["oracle_eps"] if e.doc["condition"] == "gt"]
+    return [score_episode(e, scored["asr"], judge, scored["cache"]) for e in eps]
+
+
+def _stored(cache, entries):
+    by_id = {vid: v for vid, v in cache._mem_v.values()}
+    return [by_id[r.dimension.verdict_id] for e in entries for r in e.rounds
+            if r.dimension is not None and r.dimension.verdict_id is not None]
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o", "claude", "rule"])
+def test_each_judge_stores_provider_model_and_prompt_version_and_a_rerun_asks_nothing(scored, spec, monkeypatch):
+    from server.benchmarks.mpe.judging import make_judge
+    from server.llm import RUN_LEDGER
+    from server.scoring.judges import DEFAULT_CLAUDE_MODEL
+    from tests.support.llm_peers import FakeOpenAI
+    from tests.support.llm_peers import Reply as OReply
+
+    monkeypatch.delenv("MPE_JUDGE_MODEL", raising=False)
+    RUN_LEDGER.drain()
+    if spec == "rule":
+        entries = _score_gt(scored, make_judge("rule"))
+        assert {(v.backend, v.model) for v in _stored(scored["cache"], entries)} == {("rule", "rule")}
+        assert {v.prompt_version for v in _stored(scored["cache"], entries)} <= set(RuleDimensionJudge.VERSIONS.values())
+        assert RUN_LEDGER.report() == []  # no LLM: nothing to account
+        return
+    if spec.startswith("openai"):
+        peer = FakeOpenAI(api_key=KEY, responder=lambda b: _published_judge_replies(json.dumps(b["messages"])))
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        judge_spec, backend, model = f"{spec}@{{url}}", "openai", "gpt-4o"
+    else:
+        peer = FakeAnthropic(api_key=KEY, responder=lambda b: _published_judge_replies(json.dumps(b)))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        judge_spec, backend, model = spec, "claude", DEFAULT_CLAUDE_MODEL
+    with peer:
+        if backend == "claude":
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", peer.url)
+        count = (lambda: peer.calls) if backend == "openai" else (lambda: len(peer.message_requests))
+        # the first call is rate-limited once (429 with retry-after), then answered; one safety reply is malformed
+        peer.push(OReply(status=429, text="Rate limit reached", headers={"retry-after": "0"}) if backend == "openai"
+                  else Reply(status=429, text="rate limited", headers={"retry-after": "0"}))
+        judge = make_judge(judge_spec.format(url=peer.url))
+        entries = _score_gt(scored, judge)
+        asked = count()
+        stored = _stored(scored["cache"], entries)
+        again = _score_gt(scored, make_judge(judge_spec.format(url=peer.url)))  # a rerun
+        assert count() == asked and again == entries  # the rerun made no request
+    assert asked == len(stored) + 1 + sum(r.dimension.correct_verdict_id is not None for e in entries for r in e.rounds)
+    assert {(v.backend, v.model) for v in stored} == {(backend, model)}
+    assert {v.task: v.prompt_version for v in stored} == {t: LLMDimensionJudge.VERSIONS[t] for t in {v.task for v in stored}}
+    assert {v.task for v in stored} == {"quality", "instruction", "safety"}
+    assert {v.label for v in stored if v.task == "quality"} == {"4.5"}
+    # the report's lines: tokens and an estimated cost for the provider
+    [line] = RUN_LEDGER.report()
+    assert line.startswith(f"{'openai' if backend == 'openai' else 'anthropic'}:{model}: {asked - 1} requests")
+    assert "input +" in line and "output tokens" in line and "≈ $" in line
+
+
+def test_a_malformed_judge_reply_is_stored_unparseable_with_its_text(scored, monkeypatch):
+    from server.benchmarks.mpe.judging import make_judge
+    from tests.support.llm_peers import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    eps = [e for e in scored["oracle_eps"] if e.doc["pair_id"] == "d0004" and e.doc["condition"] == "gt"]
+    with FakeOpenAI(api_key=KEY, responder=lambda b: "Hard to say; it depends.") as peer:
+        judge = make_judge(f"openai:gpt-4o-mini@{peer.url}")
+        entries = [score_episode(e, scored["asr"], judge, scored["cache"]) for e in eps]
+    stored = _stored(scored["cache"], entries)
+    assert stored and all(v.label is None and v.raw == "Hard to say; it depends." for v in stored)
+    assert {r.dimension.reason for e in entries for r in e.rounds if r.dimension.verdict_id} == {"unparseable"}

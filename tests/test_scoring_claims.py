@@ -303,3 +303,31 @@ def test_a_killed_scorer_loses_nothing(db, settings, tmp_path):
     # the second scorer's judge graded every T answer (the killed one's never answered)
     answered = [e for e in rb["episodes"] if e["t"]["present"]]
     assert answered and all(e["t"]["correct"] is True for e in answered)
+
+
+def test_mpe_score_prints_llm_tokens_and_cost_per_provider(db, settings, tmp_path):
+    """`mpe score --judge openai:gpt-4o@URL` against the Chat Completions peer: the report's last lines
+    give the tokens and the estimated cost of the provider; a rescoring asks nothing."""
+    from tests.support.llm_peers import FakeOpenAI
+
+    run_id = reference_run(db, tmp_path)
+
+    def grade(body):
+        return json.dumps({"verdict": "CORRECT" if "Gold answer" in body["messages"][-1]["content"] else "INCORRECT"})
+
+    with FakeOpenAI(api_key=KEY, responder=grade) as peer:
+        full = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir),
+                    PYTHONPATH=str(ROOT), OPENAI_API_KEY=KEY)
+        cmd = [sys.executable, "-m", "server.cli", "score", run_id, "--asr", "none", "--workers", "1",
+               "--judge", f"openai:gpt-4o@{peer.url}"]
+        p = subprocess.run(cmd, env=full, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        asked = peer.calls
+        assert asked > 0
+        out = " ".join(p.stderr.split())  # the console (stderr) wraps long lines
+        assert out.count("LLM usage:") == 1
+        line = out[out.index("LLM usage:"):]
+        assert f"openai:gpt-4o: {asked} requests, 0 cached" in line and "output tokens, ≈ $" in line
+        again = subprocess.run(cmd + ["--fresh"], env=full, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0 and peer.calls == asked  # verdicts cached: no request, nothing spent
+        assert "LLM usage:" not in again.stderr

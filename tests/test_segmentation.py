@@ -290,6 +290,28 @@ def test_claude_backend_votes_retries_and_caches(tmp_path):
         assert again.turns == res.turns and all(pr.cached for pr in again.proposals)
 
 
+def test_openai_backend_six_proposals_vote_as_the_paper(tmp_path, monkeypatch):
+    """``--backend openai:gpt-4o`` (the paper's): six proposals over the Chat Completions peer, a 429 then
+    200 retried, clustered and kept by strict majority; a rerun asks nothing."""
+    from server.benchmarks.mtr.segmentation.backends import make_proposer
+    from tests.support.llm_peers import FakeOpenAI
+    from tests.support.llm_peers import Reply as OReply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    good = [(1.0, 3.0), (10.0, 12.0)]
+    with FakeOpenAI(api_key="k") as peer:
+        peer.push(OReply(status=429, text="Rate limit reached", headers={"retry-after": "0"}),
+                  *[_reply(good)] * 4, _reply(good + [(5.0, 5.4)]), _reply([(1.0, 12.0)]))
+        p = make_proposer(f"openai:gpt-4o@{peer.url}", cache_dir=tmp_path, max_retries=2)
+        res = segment(LITERAL, p, n=6)
+        assert peer.calls == 7 and {r.body["model"] for r in peer.requests} == {"gpt-4o"}
+        assert {r.body["temperature"] for r in peer.requests} == {1.0}
+        assert [(t.start_s, t.end_s) for t in res.turns] == good and res.min_support == 4
+        assert (res.backend.name, res.backend.model) == ("openai", "gpt-4o")
+        again = segment(LITERAL, make_proposer(f"openai:gpt-4o@{peer.url}", cache_dir=tmp_path), n=6)
+        assert peer.calls == 7 and again.turns == res.turns
+
+
 def test_claude_backend_unusable_replies_fail_clearly(tmp_path):
     with FakeAnthropic(api_key="k") as fake:
         fake.push(*["no turns here"] * 6)

@@ -318,6 +318,24 @@ def test_claude_backend_request_and_replies():
         assert v.label is None and v.raw == "no idea"  # unparseable: kept as it came, no label
 
 
+def test_gemini_backend_request_and_replies(monkeypatch):
+    """``--backend google:gemini-2.5-pro`` (the paper's reference is Gemini) over the Gemini peer."""
+    from tests.support.llm_peers import FakeGemini
+
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    with FakeGemini(api_key=KEY) as peer:
+        peer.push('{"decision": "RESPOND", "answer": "At seven thirty."}', "no idea")
+        q = queries(TURNS)[2][1]
+        ref = make_reference_backend("google:gemini-2.5-pro", base_url=peer.url)
+        v = ref.decide(q)
+        assert (v.label, v.backend, v.model, v.prompt_version) == ("RESPOND", "google", "gemini-2.5-pro", "text-ref-v1")
+        body = peer.requests[0].body
+        assert body["systemInstruction"]["parts"][0]["text"] == system_prompt()
+        assert body["contents"] == [{"role": "user", "parts": [{"text": user_prompt(q)}]}]
+        v = ref.decide(q)
+        assert v.label is None and v.raw == "no idea"
+
+
 def test_claude_rate_limit_then_success_and_errors(db):
     with FakeAnthropic(api_key=KEY) as fake:
         q = queries(TURNS)[0][1]

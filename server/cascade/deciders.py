@@ -11,8 +11,9 @@
   MTR-DuplexBench) it answers every utterance it is given with :data:`TWO_PARTY_REPLY`: what it
   heard, repeated, and the plain statement that it is an offline rule system that cannot work out an
   answer. Reports label it ``name-detection two-party (extractive, not an LLM)``.
-* ``claude[:MODEL]``: the Messages API (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``)
-  through :class:`server.scoring.judges.ClaudeMessages`, with the versioned prompt of
+* an LLM: ``claude[:MODEL]`` (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``),
+  ``openai:MODEL[@BASE_URL]`` (OpenAI or an OpenAI-compatible server), ``google:MODEL``, through
+  :mod:`server.llm` (:class:`server.scoring.judges.LLMMessages`), with the versioned prompt of
   :mod:`server.cascade.prompt` (the duty verbatim; the two-party prompt in two-party mode).
 * ``local[:PATH]``: a local causal language model on the CPU through transformers, same prompt,
   greedy decoding, at most ``max_new_tokens``: ``PATH`` is a GGUF file (dequantized to float on
@@ -39,8 +40,9 @@ from server.benchmarks.mpe.judging import HumanTurn
 from server.benchmarks.mpe.textref.backends import RuleReference
 from server.benchmarks.mpe.textref.prompt import DECISIONS, ReferenceQuery, parse_reply
 from server.cascade.prompt import Party, prompt_version, system_prompt, user_prompt
+from server.llm import is_llm_spec
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages
+from server.scoring.judges import DEFAULT_CLAUDE_MODEL, LLMMessages
 
 UNKNOWN_SPEAKER = "?"  # the transcript is speaker-agnostic
 HISTORY_LINES = 12  # utterances shown to a decider (the latest ones)
@@ -109,22 +111,30 @@ class RuleDecider(Decider):
         return self._parsed(self._rule.decide(q).raw)
 
 
-class ClaudeDecider(Decider):
-    """Claude through the Messages API with the cascade prompt."""
+class LLMDecider(Decider):
+    """An LLM through :mod:`server.llm` with the cascade prompt (``llm=claude[:MODEL]``,
+    ``llm=openai:MODEL[@BASE_URL]`` for OpenAI or a local OpenAI-compatible server, ``llm=google:MODEL``)."""
 
-    name = "claude"
-
-    def __init__(self, model: str | None = None, *, max_tokens: int = 200, timeout_s: float = 20.0,
+    def __init__(self, spec: str = "claude", *, max_tokens: int = 200, timeout_s: float = 20.0,
                  party: Party = Party.multi, **options: Any):
         self.party, self.prompt_version = party, prompt_version(party)
-        self.model = model or os.environ.get("MPE_CASCADE_MODEL") or DEFAULT_CLAUDE_MODEL
+        claude = spec.strip().partition(":")[0].lower() in ("claude", "anthropic")
+        default = (os.environ.get("MPE_CASCADE_MODEL") or DEFAULT_CLAUDE_MODEL) if claude else None
         self.max_tokens = max_tokens
-        self._api = ClaudeMessages("cascade's Claude backend", timeout_s=timeout_s, **options)
+        self._api = LLMMessages("cascade's LLM backend", spec, default_model=default, timeout_s=timeout_s, **options)
+        self.name, self.model = self._api.backend, self._api.model
 
     def decide(self, transcript: Sequence[str], duty: str) -> Decision:
-        reply, model = self._api.ask(self.model, system_prompt(duty, self.party), user_prompt(transcript[-HISTORY_LINES:]),
+        reply, model = self._api.ask(system_prompt(duty, self.party), user_prompt(transcript[-HISTORY_LINES:]),
                                      max_tokens=self.max_tokens)
         return self._parsed(reply)
+
+
+class ClaudeDecider(LLMDecider):
+    """The Anthropic decider (``llm=claude[:MODEL]``)."""
+
+    def __init__(self, model: str | None = None, **options: Any):
+        super().__init__(f"claude:{model}" if model else "claude", **options)
 
 
 def packaged_gguf() -> Path:
@@ -206,7 +216,8 @@ class LocalLMDecider(Decider):
         return self._parsed(reply)
 
 
-DECIDER_NAMES = ("auto", "rule", "claude", "claude:MODEL", "local", "local:PATH")
+DECIDER_NAMES = ("auto", "rule", "claude", "claude:MODEL", "openai:MODEL[@BASE_URL]", "google:MODEL", "local",
+                 "local:PATH")
 
 
 def make_decider(spec: str, party: Party = Party.multi, **claude_options: Any) -> Decider:
@@ -219,6 +230,8 @@ def make_decider(spec: str, party: Party = Party.multi, **claude_options: Any) -
         return RuleDecider(party)
     if name == "claude":
         return ClaudeDecider(arg or None, party=party, **claude_options)
+    if is_llm_spec(spec):
+        return LLMDecider(spec, party=party, **claude_options)
     if name == "local":
         return LocalLMDecider(arg or None, party=party)
     raise BackendUnavailable(f"unknown cascade decider {spec!r}; choose one of: {', '.join(DECIDER_NAMES)}")

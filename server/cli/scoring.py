@@ -40,7 +40,9 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                                               help="a run id, or episode bundle directories (or export directories)"),
           asr: str = typer.Option("faster-whisper", help="faster-whisper[:DIR] | qwen3-asr:DIR | transformers:DIR | none"),
           judge: str = typer.Option("rule", help="rule | rule:fast (speech over the length limits decided on "
-                                                 "duration, without ASR: faster) | claude[:MODEL]"),
+                                                 "duration, without ASR: faster) | claude[:MODEL] | "
+                                                 "openai:MODEL[@BASE_URL] (openai:gpt-4o: the MTR paper's) | "
+                                                 "google:MODEL (docs/llm.md)"),
           device: Optional[str] = typer.Option(None, help="ASR device: cpu | cuda | cuda:N | auto (default: cpu "
                                                           "for faster-whisper, a GPU when available for transformers)"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, analyses, episodes)"),
@@ -158,8 +160,21 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                   + (f", {others} by other scorers" if others > 0 else "") + f") in {res.seconds:.1f} s; "
                   f"ASR calls {c.get('asr', 0)} (cached {c.get('asr_hits', 0)}), judge calls {c.get('judge', 0)} "
                   f"(cached {c.get('judge_hits', 0)})")
+    _print_llm_usage(res.llm_usage)
     if res.failures:
         raise typer.Exit(1)
+
+
+def _print_llm_usage(lines=None) -> None:
+    """The LLM tokens and estimated cost per provider and model of this run (nothing when none was asked)."""
+    from server.llm import RUN_LEDGER, Ledger
+
+    ledger = RUN_LEDGER
+    if lines is not None:
+        ledger = Ledger()
+        ledger.merge(lines)
+    for line in ledger.report():
+        console.print(f"LLM usage: {line}")
 
 
 def _benchmark_of_refs(db, refs: list[str]):
@@ -260,7 +275,8 @@ def reference(ctx: typer.Context,
                                                    help="suite directory (only its script is read: a text-only "
                                                         "suite will do)"),
               backend: Optional[str] = typer.Option(None, help="rule (a name-detection rule baseline, offline) | "
-                                                               "claude[:MODEL] (ANTHROPIC_API_KEY)"),
+                                                               "claude[:MODEL] | google:MODEL (Gemini, the paper's) | "
+                                                               "openai:MODEL[@BASE_URL] (docs/llm.md)"),
               model_name: Optional[str] = typer.Option(None, help="the run's model name, text-ref:NAME (default: "
                                                                   "text-ref:rule-baseline, or text-ref:MODEL)"),
               conditions: Optional[str] = typer.Option(None, help="comma-separated (default: explicit,implicit)"),
@@ -269,7 +285,7 @@ def reference(ctx: typer.Context,
               repeat: int = typer.Option(0, min=0, help="ask every decision again as a new repetition (another "
                                                         "run for the run-to-run agreement); 0: the first"),
               concurrency: int = typer.Option(4, min=1, help="claude: requests in flight"),
-              max_retries: int = typer.Option(4, min=0, help="claude: retries of a rate-limited or failed request "
+              max_retries: int = typer.Option(4, min=0, help="an LLM backend: retries of a rate-limited or failed request "
                                                              "(the SDK's, honouring retry-after)"),
               as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Decide a suite with the text reference and store it as a finished run; print its id."""
@@ -288,7 +304,7 @@ def reference(ctx: typer.Context,
             made = create_reference_run(db, suite_path=str(suite), backend=ref, model_name=model_name,
                                         conditions=[c.strip() for c in conditions.split(",") if c.strip()]
                                         if conditions else None, limit=limit, team=team, repeat=repeat,
-                                        concurrency=concurrency if ref.name == "claude" else 1,
+                                        concurrency=concurrency if ref.name != "rule" else 1,
                                         progress=lambda i, n: bar.update(task, completed=i, total=n))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: answered decisions are cached; run the same command again")
@@ -304,6 +320,7 @@ def reference(ctx: typer.Context,
     for lab, c in made.by_label.items():
         t.add_row(lab, str(c["n"]), _pct(c["respond"] / c["n"] if c["n"] else None), str(c["unparseable"]))
     console.print(t)
+    _print_llm_usage()
     console.print(f"score it with: mpe score {made.run_id}   then: mpe report SPEECH_RUN... {made.run_id}")
 
 
@@ -345,7 +362,7 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
                 "a stereo audio file (left = user, right = model), two mono files USER MODEL, or an episode "
                 "bundle directory")),
             backend: str = typer.Option("offline", help="offline (rules on the speech segments) | claude[:MODEL] "
-                                                        "(ANTHROPIC_API_KEY)"),
+                                                        "| openai:gpt-4o (the paper's) | google:MODEL (docs/llm.md)"),
             n: int = typer.Option(6, "--n", min=1, help="proposals voted on (the paper: 6)"),
             min_support: Optional[int] = typer.Option(None, min=1, help=(
                 "runs a turn needs to be kept (default: a strict majority of the usable runs; 2 is the published "
@@ -354,7 +371,8 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
             asr: str = typer.Option("none", help="transcribe the speech segments for the prompt: none | "
                                                  "faster-whisper[:DIR] | qwen3-asr:DIR | transformers:DIR"),
             out_file: Optional[Path] = typer.Option(None, "--out", help="write the JSON here (default: print it)"),
-            max_retries: int = typer.Option(4, min=0, help="claude: the SDK's retries of a failed request")) -> None:
+            max_retries: int = typer.Option(4, min=0, help="an LLM backend: retries of a rate-limited or failed "
+                                                            "request")) -> None:
     """Segment a two-channel recording into user turns and response windows (docs/segmentation.md)."""
     from server.benchmarks.mtr.segmentation.backends import make_proposer
     from server.benchmarks.mtr.segmentation.inputs import read_recording, recording_input
@@ -391,6 +409,7 @@ def segment(inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help=(
         t.add_row(str(turn.index), f"{turn.start_s:.2f}", f"{turn.end_s:.2f}", f"{w.start_s:.2f}-{w.end_s:.2f}",
                   f"{turn.votes.support}/{res.usable}")
     console.print(t)
+    _print_llm_usage()
 
 
 def register(app: typer.Typer) -> None:

@@ -1,20 +1,21 @@
-"""The Claude script generator's machinery, shared by every benchmark's ``--generator claude``.
+"""The LLM script generator's machinery, shared by every benchmark's ``--generator claude``.
 
-For each plan it asks Claude (through the ``anthropic`` package; ``ANTHROPIC_API_KEY``, model
-configurable) for one item (a scenario script, a dialogue), returned through a forced tool call whose
-input schema the benchmark gives. The benchmark's ``_parse`` checks the reply against every rule; a
-malformed or rule-breaking reply is answered with the list of problems and the model tries again, up
-to ``max_attempts`` times.
+For each plan it asks an LLM through :mod:`server.llm` (Claude by default: ``ANTHROPIC_API_KEY``,
+model configurable; a model given as a spec such as ``openai:gpt-4o`` or ``google:gemini-2.5-pro``
+picks another provider) for one item (a scenario script, a dialogue), returned through a forced
+tool call whose input schema the benchmark gives. The benchmark's ``_parse`` checks the reply
+against every rule; a malformed or rule-breaking reply is answered with the list of problems (the
+assistant turn is the tool input it sent, as JSON) and the model tries again, up to
+``max_attempts`` times.
 
-Every request/response exchange is cached on disk under ``<data_dir>/llm-cache/anthropic`` keyed by
-the sha256 of the full request (model, prompts, schema, temperature, the conversation so far), so
-rerunning a generation replays the same conversation without a single API call, and an interrupted
-run resumes where it stopped.
+Every exchange is cached by the LLM layer under ``<data_dir>/llm-cache`` keyed by the sha256 of the
+whole request (provider, model, prompts, schema, temperature, the conversation so far), so rerunning
+a generation replays the same conversation without a single API call, and an interrupted run
+resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 from server.datasets.errors import DatasetError
-from server.files import atomic_write_bytes
+from server.llm import LLMClient, LLMError, LLMRequest, LLMUnavailable, Message, Tool, is_llm_spec, parse_spec
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 INSTALL_HINT = "pip install 'duplex-mpe[claude]'"
@@ -61,117 +62,72 @@ class ClaudeGenerator(ABC, Generic[PlanT, ItemT]):
         max_tokens: int = 4096,
         concurrency: int = 4,
         max_retries: int = 3,
-        client: Any = None,
     ) -> None:
         self.seed = seed
-        self.model = model or os.environ.get("MPE_ANTHROPIC_MODEL") or DEFAULT_MODEL
-        self.version = f"{self.prompt_version};model={self.model}"
+        model = model or os.environ.get("MPE_ANTHROPIC_MODEL") or DEFAULT_MODEL
+        self.spec = parse_spec(model if is_llm_spec(model) and ":" in model else f"anthropic:{model}")
+        if base_url:
+            self.spec = self.spec.model_copy(update={"base_url": base_url})
+        self.model = self.spec.model
+        self.version = f"{self.prompt_version};model={self.model}" + \
+            ("" if self.spec.provider == "anthropic" else f";provider={self.spec.provider}")
         self.max_attempts = max_attempts
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.concurrency = max(1, concurrency)
-        self.cache_dir = Path(data_dir) / "llm-cache" / "anthropic"
-        self._client = client
-        self._client_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self.cache_dir = Path(data_dir) / "llm-cache"
+        self._client_args = {"api_key": api_key, "max_retries": max_retries}
+        self._client: LLMClient | None = None
         self._lock = threading.Lock()
         self.api_calls = 0
         self.cache_hits = 0
 
-    # ------------------------------------------------------------------ client
-
-    def _get_client(self) -> Any:
+    def _get_client(self) -> LLMClient:
         with self._lock:
             if self._client is None:
                 try:
-                    import anthropic
-                except ImportError:
-                    raise DatasetError(f"the anthropic package is not installed; install it with: {INSTALL_HINT}") \
-                        from None
-                key = self._client_args["api_key"] or os.environ.get("ANTHROPIC_API_KEY")
-                if not key:
-                    raise DatasetError("ANTHROPIC_API_KEY is not set (needed for --generator anthropic)")
-                # The SDK retries 429/5xx/connection errors itself, with backoff.
-                kwargs: dict[str, Any] = {"api_key": key, "max_retries": self._client_args["max_retries"],
-                                          "timeout": 120.0}
-                if self._client_args["base_url"]:
-                    kwargs["base_url"] = self._client_args["base_url"]
-                self._client = anthropic.Anthropic(**kwargs)
+                    self._client = LLMClient(self.spec, cache_dir=self.cache_dir, timeout_s=120.0,
+                                             api_key=self._client_args["api_key"],  # type: ignore[arg-type]
+                                             max_retries=self._client_args["max_retries"],  # type: ignore[arg-type]
+                                             concurrency=self.concurrency)
+                except LLMUnavailable as exc:
+                    hint = f"; install it with: {INSTALL_HINT}" if "package" in str(exc) else ""
+                    raise DatasetError(f"{exc}{hint}") from None
             return self._client
 
-    # ------------------------------------------------------------------ cache
-
-    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": max(self.max_tokens, self.min_max_tokens),
-            "system": self.system_prompt,
-            "messages": messages,
-            "tools": [{"name": self.tool_name, "description": self.tool_description,
-                       "input_schema": self.input_schema}],
-            "tool_choice": {"type": "tool", "name": self.tool_name},
-        }
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
-        return request
-
-    def _cache_path(self, request: dict[str, Any]) -> Path:
-        key = hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-        return self.cache_dir / key[:2] / f"{key}.json"
-
-    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The reply to ``request`` as a plain dict, from the cache when possible."""
-        path = self._cache_path(request)
-        try:
-            cached = json.loads(path.read_text("utf-8"))
-            with self._lock:
-                self.cache_hits += 1
-            return cached["response"]
-        except (OSError, ValueError, KeyError):
-            pass
-        client = self._get_client()
-        try:
-            import anthropic
-        except ImportError:  # pragma: no cover - _get_client raised already
-            raise
-        try:
-            args = dict(request)
-            if "temperature" in args:  # not a named parameter of every SDK version
-                args["extra_body"] = {"temperature": args.pop("temperature")}
-            response = client.messages.create(**args)
-        except anthropic.APIStatusError as e:
-            raise DatasetError(f"the Anthropic API answered {e.status_code}: {_short(e.message)}") from None
-        except anthropic.APIConnectionError as e:
-            raise DatasetError(f"cannot reach the Anthropic API: {_short(str(e))}") from None
-        data = response.model_dump(mode="json") if hasattr(response, "model_dump") else dict(response)
-        with self._lock:
-            self.api_calls += 1
-        atomic_write_bytes(path, json.dumps({"request": request, "response": data}, ensure_ascii=False,
-                                            indent=1).encode("utf-8"))
-        return data
+    def _request(self, messages: list[Message]) -> LLMRequest:
+        return LLMRequest(messages=messages, system=self.system_prompt, temperature=self.temperature,
+                          max_tokens=max(self.max_tokens, self.min_max_tokens),
+                          tool=Tool(name=self.tool_name, description=self.tool_description,
+                                    input_schema=self.input_schema))
 
     # ------------------------------------------------------------------ generation
 
     def generate(self, plan: PlanT) -> ItemT:
         """One plan's item: asked for through the tool, validated, and asked again with the problems
         (at most ``max_attempts`` times)."""
-        messages: list[dict[str, Any]] = [{"role": "user", "content": self._first_message(plan)}]
+        client = self._get_client()
+        messages = [Message(role="user", content=self._first_message(plan))]
         problems: list[str] = []
         for _attempt in range(self.max_attempts):
-            reply = self._call(self._request(messages))
-            content = reply.get("content") or []
-            tool = next((b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"), None)
-            payload: Any = tool.get("input") if tool else _json_from_text(content)
+            try:
+                reply = client.complete(self._request(messages))
+            except LLMError as exc:
+                raise DatasetError(f"the {self.spec.provider} API failed: {exc}") from None
+            with self._lock:
+                if reply.cached:
+                    self.cache_hits += 1
+                else:
+                    self.api_calls += 1
+            payload = reply.data if reply.data is not None else _json_from_text(reply.text)
             item, problems = self._parse(plan, payload)
             if item is not None and not problems:
                 return item
+            sent = json.dumps(reply.data, ensure_ascii=False) if reply.data is not None else reply.text
             feedback = (f"Your {self.item} cannot be used:\n" + "\n".join(f"- {p}" for p in problems[:20])
                         + f"\nFix every problem and call {self.tool_name} again with the whole corrected {self.item}.")
-            messages = messages + [{"role": "assistant", "content": _echo(content, self.tool_name)}]
-            if tool is not None:
-                messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": tool.get("id", ""), "is_error": True, "content": feedback}]})
-            else:
-                messages.append({"role": "user", "content": feedback})
+            messages = messages + [Message(role="assistant", content=sent or "(no content)"),
+                                   Message(role="user", content=feedback)]
         raise DatasetError(f"{self._plan_id(plan)}: no valid {self.item} after {self.max_attempts} attempts; "
                            "last problems: " + "; ".join(problems[:5]))
 
@@ -217,23 +173,9 @@ def _as_completed(futures):
     return as_completed(futures)
 
 
-def _echo(content: list[Any], tool_name: str) -> list[dict[str, Any]]:
-    """The assistant's blocks as they may be sent back (only the fields the API accepts)."""
-    out: list[dict[str, Any]] = []
-    for b in content:
-        if not isinstance(b, dict):
-            continue
-        if b.get("type") == "tool_use":
-            out.append({"type": "tool_use", "id": b.get("id", ""), "name": b.get("name", tool_name),
-                        "input": b.get("input") if isinstance(b.get("input"), dict) else {}})
-        elif b.get("type") == "text" and b.get("text"):
-            out.append({"type": "text", "text": b["text"]})
-    return out or [{"type": "text", "text": "(no content)"}]
-
-
-def _json_from_text(content: list[Any]) -> Any:
-    """Lenient fallback: a JSON object in a text reply (e.g. inside a code fence)."""
-    text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+def _json_from_text(text: str) -> object:
+    """Lenient fallback of a reply without the tool call: a JSON object in its text (e.g. inside a code
+    fence); the benchmark's ``_parse`` then checks it against every rule like a tool call's input."""
     m = re.search(r"\{.*\}", text, re.DOTALL)
     if not m:
         return None
@@ -241,8 +183,3 @@ def _json_from_text(content: list[Any]) -> Any:
         return json.loads(m.group(0))
     except ValueError:
         return None
-
-
-def _short(s: str, n: int = 200) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"

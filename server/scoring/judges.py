@@ -1,7 +1,7 @@
 """The benchmark-neutral judge machinery of scoring: verdicts and their content keys, the judge
 interface the verdict cache calls (:class:`TaskJudge`), the text matching that offline rule judges
-share (numbers as digits, homophones, near-equal words), and the Claude Messages API client with the
-label parsing of its replies.
+share (numbers as digits, homophones, near-equal words), the label parsing of LLM replies, and the
+LLM client every LLM backend asks through (:class:`LLMMessages`, on :mod:`server.llm`).
 
 The judges themselves, with their tasks, labels, prompts and rules, belong to the benchmarks:
 Duplex-MPE's ``answer`` and ``silence`` judges in :mod:`server.benchmarks.mpe.judging`, the MTR
@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
+from collections.abc import Iterator
 from difflib import SequenceMatcher
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 from text_to_num import alpha2digit
 
+from server.llm import LLMClient, LLMError, LLMReply, LLMRequest, LLMUnavailable, parse_spec
 from server.scoring.errors import BackendUnavailable, JudgeError
 
 
@@ -229,7 +231,7 @@ STOPWORDS = set(
     "will would can could should one".split())
 
 
-# --- Claude ------------------------------------------------------------------------------------
+# --- LLM backends ------------------------------------------------------------------------------------
 
 DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-5"
 
@@ -257,41 +259,63 @@ def parse_label(reply: str, labels: tuple[str, ...], key: str = "verdict") -> st
     return found.pop() if len(found) == 1 else None
 
 
-class ClaudeMessages:
-    """The Messages API as every Claude backend of scoring calls it (the judges, the text reference
-    of ``mpe reference``): the ``anthropic`` SDK with ``ANTHROPIC_API_KEY`` and optional
-    ``ANTHROPIC_BASE_URL``. The SDK itself retries rate limits (429), overload (529), other 5xx and
-    connection errors ``max_retries`` times with backoff, waiting as long as ``retry-after-ms`` /
-    ``retry-after`` ask; what still fails is a :class:`JudgeError`."""
+#: the judge backend name of each provider, stored with every verdict (``claude``: the project's name
+#: of its Anthropic backends, as ``--judge claude`` says)
+PROVIDER_BACKENDS: dict[str, str] = {"anthropic": "claude", "openai": "openai", "google": "google"}
 
-    def __init__(self, what: str, *, api_key: str | None = None, base_url: str | None = None, max_retries: int = 2,
-                 timeout_s: float = 60.0):
-        try:
-            import anthropic
-        except ImportError:
-            raise BackendUnavailable(f"the {what} needs the [claude] extra: pip install 'duplex-mpe[claude]'") from None
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise BackendUnavailable(f"the {what} needs ANTHROPIC_API_KEY")
+
+class LLMMessages:
+    """The LLM layer (:mod:`server.llm`) as every LLM backend of scoring and the benchmarks calls it (the
+    judges, the text reference, segmentation, the cascade's decider): one client for ``spec``
+    (``claude[:MODEL]``, ``openai:MODEL[@BASE_URL]``, ``google:MODEL``; keys from the provider's
+    environment variable), which retries rate limits (429) and 5xx with backoff, honouring
+    ``retry-after``; a bad spec or a missing key is :class:`BackendUnavailable`, a failed call a
+    :class:`JudgeError`."""
+
+    def __init__(self, what: str, spec: str = "claude", *, default_model: str | None = None,
+                 api_key: str | None = None, base_url: str | None = None, max_retries: int = 2,
+                 timeout_s: float = 60.0, cache_dir: Path | None = None, concurrency: int = 8):
         self.what = what
-        self._anthropic = anthropic
-        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
-        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=max_retries,
-                                           timeout=timeout_s)
-
-    def ask(self, model: str, system: str, user: str, max_tokens: int = 300,
-            temperature: float | None = None) -> tuple[str, str]:
-        """One user message: (the reply's text, the model that answered). ``temperature`` None: the
-        API's default (the SDK's ``create`` no longer names the field; it goes in the request body)."""
-        a = self._anthropic
-        extra = {} if temperature is None else {"extra_body": {"temperature": temperature}}
         try:
-            msg = self._client.messages.create(model=model, max_tokens=max_tokens, system=system,
-                                               messages=[{"role": "user", "content": user}], **extra)
-        except a.APIStatusError as exc:
-            raise JudgeError(f"{self.what}: HTTP {exc.status_code} from the Messages API") from None
-        except a.APIError as exc:
-            raise JudgeError(f"{self.what}: request failed ({type(exc).__name__})") from None
-        reply = "".join(getattr(b, "text", "") for b in (msg.content or []))
-        return reply, getattr(msg, "model", None) or model
+            parsed = parse_spec(spec, default_model)
+            if base_url:
+                parsed = parsed.model_copy(update={"base_url": base_url})
+            self.client = LLMClient(parsed, api_key=api_key, max_retries=max_retries, timeout_s=timeout_s,
+                                    cache_dir=cache_dir, concurrency=concurrency)
+        except LLMUnavailable as exc:
+            raise BackendUnavailable(f"the {what} cannot start: {exc}") from None
 
+    @property
+    def provider(self) -> str:
+        return self.client.provider
+
+    @property
+    def model(self) -> str:
+        return self.client.model
+
+    @property
+    def backend(self) -> str:
+        """The backend name stored with a verdict (:data:`PROVIDER_BACKENDS`)."""
+        return PROVIDER_BACKENDS[self.client.provider]
+
+    @property
+    def base_url(self) -> str | None:
+        return self.client.spec.base_url
+
+    def complete(self, request: LLMRequest) -> LLMReply:
+        try:
+            return self.client.complete(request)
+        except LLMError as exc:
+            raise JudgeError(f"{self.what}: {exc}") from None
+
+    def stream(self, request: LLMRequest) -> Iterator[str]:
+        try:
+            yield from self.client.stream(request)
+        except LLMError as exc:
+            raise JudgeError(f"{self.what}: {exc}") from None
+
+    def ask(self, system: str, user: str, max_tokens: int = 300, temperature: float | None = None) -> tuple[str, str]:
+        """One user message: (the reply's text, the model that answered). ``temperature`` None: the
+        provider's default."""
+        reply = self.complete(LLMRequest.ask(system, user, max_tokens=max_tokens, temperature=temperature))
+        return reply.text, reply.model or self.model

@@ -42,6 +42,7 @@ from server.core.detector import DETECTOR_VERSION
 from server.core.status import ACTIVE_RUN
 from server.db import Database, Episode, Run, new_id
 from server.engine.registry import DEFAULT, get_benchmark
+from server.llm.usage import RUN_LEDGER, UsageLine, merged
 from server.scoring.asr import make_asr
 from server.scoring.claims import (
     Claim,
@@ -92,6 +93,7 @@ class JobResult:
     error: str | None = None
     calls: dict[str, int] = field(default_factory=dict)
     entry: ScoreEntry | None = None
+    llm: list[UsageLine] = field(default_factory=list)  # the LLM tokens it spent, per provider and model
 
 
 @dataclass
@@ -103,12 +105,14 @@ class WorkReport:
     failed: int = 0
     lost: int = 0
     calls: dict[str, int] = field(default_factory=lambda: {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0})
+    llm: list[UsageLine] = field(default_factory=list)
 
     def add(self, other: "WorkReport") -> None:
         self.scored, self.failed, self.lost = self.scored + other.scored, self.failed + other.failed, \
             self.lost + other.lost
         for k, v in other.calls.items():
             self.calls[k] = self.calls.get(k, 0) + v
+        self.llm = merged(self.llm, other.llm)
 
 
 @dataclass
@@ -122,6 +126,7 @@ class ScoringResult:
     failures: list[dict[str, str]] = field(default_factory=list)
     skipped: int = 0  # episodes found already scored (resumed)
     calls: dict[str, int] = field(default_factory=dict)
+    llm_usage: list[UsageLine] = field(default_factory=list)  # LLM tokens and cost per provider and model
     scored_here: int = 0  # episodes this process's workers stored (the rest: other scorers, or before)
     claims: ClaimCounts = field(default_factory=ClaimCounts)
     seconds: float = 0.0
@@ -133,7 +138,8 @@ class ScoringResult:
                 "metrics": self.metrics, "analyses": self.analyses,
                 "episodes": [e.model_dump(mode="json") for e in self.episodes],
                 "failures": self.failures, "warnings": self.warnings, "claims": self.claims.to_json(),
-                "scored_here": self.scored_here}
+                "scored_here": self.scored_here,
+                "llm_usage": [{**u.model_dump(), "cost_usd": u.cost_usd} for u in self.llm_usage]}
 
 
 def available_cores() -> int:
@@ -187,7 +193,8 @@ class _Worker:
             return JobResult(job.episode_id, error=f"{exc.code}: {exc}")
         except Exception as exc:  # one broken episode must not stop the others
             return JobResult(job.episode_id, error=f"{type(exc).__name__}: {exc}")
-        return JobResult(job.episode_id, calls={k: v - before[k] for k, v in self.cache.calls.items()}, entry=entry)
+        return JobResult(job.episode_id, calls={k: v - before[k] for k, v in self.cache.calls.items()}, entry=entry,
+                         llm=RUN_LEDGER.drain())
 
 
 def scorer_name() -> str:
@@ -253,6 +260,7 @@ def work_claims(w: _Worker, scoring_id: str, benchmark: str, *, owner: str, leas
         report.lost += not stored
         for k, v in r.calls.items():
             report.calls[k] += v
+        report.llm = merged(report.llm, r.llm)
         if on_progress:
             on_progress()
 
@@ -371,7 +379,7 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
         finish_scoring(db, scoring_id, {"metrics": metrics, "analyses": an}, ScoringStatus.complete)
     return ScoringResult(scoring_id=scoring_id, run_id=run_id, config=config, metrics=metrics, analyses=an,
                          episodes=entries, failures=failures, skipped=skipped, calls=report.calls,
-                         seconds=time.monotonic() - t0, scored_here=report.scored, claims=counts)
+                         llm_usage=report.llm, seconds=time.monotonic() - t0, scored_here=report.scored, claims=counts)
 
 
 def scoring_state(db: Database, run_id: str, asr_spec: str, judge_spec: str) -> tuple[str, ClaimCounts] | None:

@@ -17,5 +17,6 @@ through tests/conftest.py and tests/faults/conftest.py, which import them.
 - ``faults``: the fault tests' own PostgreSQL (``own_postgres``) and outage helpers; ``netproxy``: a
   loopback proxy that impairs a connection.
 - ``anthropic_peer`` and ``peers/``: local servers speaking the Messages API and the model services
-  the external bridges talk to, and the helpers of the endpoint-bridge tests (``peers/peer_tools``).
+  the external bridges talk to, and the helpers of the endpoint-bridge tests (``peers/peer_tools``);
+  ``llm_peers``: local servers speaking OpenAI's Chat Completions and Gemini's ``generateContent``.
 """

@@ -18,11 +18,12 @@ fails them itself).
 Backends (``--judge NAME``): ``rule`` (offline default: the manifest's answer keys,
 number- and homophone-aware; a backchannel lexicon and a length limit), ``rule:fast`` (the
 same, but speech longer than the length limits is decided on its duration without ASR: a
-speed option, recorded in the judge's description) and ``claude[:MODEL]`` (Anthropic
-Messages API through the ``anthropic`` SDK; ``ANTHROPIC_API_KEY``, optional
-``ANTHROPIC_BASE_URL``).
+speed option, recorded in the judge's description) and an LLM: ``claude[:MODEL]`` (Anthropic;
+``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``), ``openai:MODEL[@BASE_URL]`` (OpenAI or an
+OpenAI-compatible server; ``OPENAI_API_KEY``), ``google:MODEL`` (Gemini; ``GEMINI_API_KEY``), all
+through :mod:`server.llm` (docs/llm.md).
 
-The judge machinery they use (verdicts, content keys, text matching, the Claude client) is
+The judge machinery they use (verdicts, content keys, text matching, the LLM client) is
 scoring's, :mod:`server.scoring.judges`.
 """
 
@@ -35,11 +36,12 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from server.core.benchmark import JudgeTask
+from server.llm import is_llm_spec
 from server.scoring.errors import BackendUnavailable
 from server.scoring.judges import (
     DEFAULT_CLAUDE_MODEL,
     STOPWORDS,
-    ClaudeMessages,
+    LLMMessages,
     Verdict,
     content_key,
     covers,
@@ -251,22 +253,23 @@ Reply with exactly one JSON object and nothing else:
 CLAUDE_VERSIONS = {"answer": "claude-answer-v1", "silence": "claude-silence-v1"}
 
 
-class ClaudeJudge(Judge):
-    """Claude through the Messages API (``anthropic`` SDK), JSON verdicts (cached, so each input is asked once)."""
+class LLMJudge(Judge):
+    """An LLM through :mod:`server.llm` (``--judge claude[:MODEL]``, ``openai:MODEL[@URL]``,
+    ``google:MODEL``), JSON verdicts (cached, so each input is asked once). The verdict stores the
+    provider's backend name, the model that answered and the prompt version."""
 
-    name = "claude"
-
-    def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
+    def __init__(self, spec: str = "claude", *, api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 2, timeout_s: float = 60.0):
-        self.model = model or os.environ.get("MPE_JUDGE_MODEL") or DEFAULT_CLAUDE_MODEL
-        self.api = ClaudeMessages("Claude judge", api_key=api_key, base_url=base_url, max_retries=max_retries,
-                                  timeout_s=timeout_s)  # the MTR dimension judges ask through it too
+        default = (os.environ.get("MPE_JUDGE_MODEL") or DEFAULT_CLAUDE_MODEL) if is_claude(spec) else None
+        self.api = LLMMessages("LLM judge", spec, default_model=default, api_key=api_key, base_url=base_url,
+                               max_retries=max_retries, timeout_s=timeout_s)  # the MTR dimension judges use it too
+        self.name, self.model = self.api.backend, self.api.model
 
     def prompt_version(self, task: str) -> str:
         return CLAUDE_VERSIONS[task]
 
     def _ask(self, task: str, system: str, user: str, labels: tuple[str, ...]) -> Verdict:
-        reply, model = self.api.ask(self.model, system, user)
+        reply, model = self.api.ask(system, user)
         return Verdict(task=task, label=parse_label(reply, labels), raw=reply, backend=self.name, model=model,
                        prompt_version=self.prompt_version(task))
 
@@ -285,7 +288,18 @@ class ClaudeJudge(Judge):
         return self._ask("silence", SILENCE_SYSTEM, user, SILENCE_LABELS)
 
 
-JUDGE_NAMES = ("rule", "rule:fast", "claude", "claude:MODEL")
+class ClaudeJudge(LLMJudge):
+    """The Anthropic judge (``--judge claude[:MODEL]``)."""
+
+    def __init__(self, model: str | None = None, **options: Any):
+        super().__init__(f"claude:{model}" if model else "claude", **options)
+
+
+def is_claude(spec: str) -> bool:
+    return spec.strip().partition(":")[0].lower() in ("claude", "anthropic")
+
+
+JUDGE_NAMES = ("rule", "rule:fast", "claude", "claude:MODEL", "openai:MODEL[@BASE_URL]", "google:MODEL")
 
 
 def make_judge(spec: str | None) -> Judge:
@@ -294,7 +308,7 @@ def make_judge(spec: str | None) -> Judge:
     name, _, arg = spec.partition(":")
     if name == "rule" and arg in ("", "fast"):
         return RuleJudge(fast_duration=arg == "fast")
-    if name == "claude":
-        return ClaudeJudge(arg or None)
+    if is_llm_spec(spec):
+        return LLMJudge(spec)
     raise BackendUnavailable(f"unknown judge {spec!r}; choose one of: {', '.join(JUDGE_NAMES)}")
 

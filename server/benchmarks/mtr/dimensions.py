@@ -5,7 +5,10 @@ The **window** of a round is the whole live round, ``[round start, round end)``;
 delivered as a barge-in, from the barge-in's start. No speech there: quality 0, not attempted
 (and not correct), safe, without a judge. ``--asr none``: nothing is judged (``no_asr``).
 
-The **conversation** a quality judge sees is what the model heard and said before its reply:
+The **timeline** an LLM quality judge sees is the published input (notes §5): the time-stamped lines
+of both channels up to the round (the user's requests where they played, the model's replies where
+it spoke, with their transcripts; in ``gt`` mode the earlier replies are the ground truth), and the
+window whose model speech alone is rated. The **conversation** (untimed) is what the model heard and said before its reply:
 earlier rounds' user turns with the ground-truth replies in ``gt`` mode (its history), with the
 transcripts of its own earlier replies in ``free`` mode; then the round's user turn (and the
 barge-in, when the request came as one).
@@ -26,11 +29,13 @@ from server.benchmarks.mtr.judges import (
     Line,
     QualityInput,
     SafetyInput,
+    TimedLine,
     quality_score,
 )
 from server.benchmarks.mtr.rules import LiveRound
 from server.benchmarks.mtr.suite import Delivery, Dialogue, Dimension, Round
 from server.core.spans import Span, clipped
+from server.core.timebase import STREAM_RATE
 from server.scoring.asr import ASRBackend, join_fragments, pad_fragments
 from server.scoring.store import Cache
 
@@ -111,14 +116,38 @@ class DimensionScorer:
             if spec is None or spec.task is None:
                 continue
             history: list[Line] = []
+            timeline: list[TimedLine] = []
             for earlier in dialogue.rounds[: r.round - 1]:
                 history += _request_lines(earlier)
                 reply = own(earlier.round) if mode == "free" else earlier.reference_reply()
                 history.append(Line(speaker="assistant", text=reply or "(silence)"))
-            out[r.round] = self.score_round(spec, r, history + _request_lines(spec))
+                if earlier.round in live:
+                    timeline += self._timed(earlier, live[earlier.round], reply)
+            timeline += self._timed(spec, r, None)
+            out[r.round] = self.score_round(spec, r, history + _request_lines(spec), timeline)
         return out
 
-    def score_round(self, spec: Round, r: LiveRound, conversation: list[Line]) -> DimensionScore:
+    def _timed(self, spec: Round, r: LiveRound, reply: str | None) -> list[TimedLine]:
+        """The time-stamped lines of one live round: the user's request where it played (and the
+        barge-in), and, for an earlier round, the model's reply where it spoke (the round's own reply
+        is added by :meth:`score_round`, with its transcript)."""
+        sec = 1 / STREAM_RATE
+        lines: list[TimedLine] = []
+        req = _request_lines(spec)
+        if r.user:
+            lines.append(TimedLine(speaker="user", start=r.user[0][0] * sec, end=r.user_end * sec, text=req[0].text))
+        if r.barge_in is not None and len(req) > 1:
+            lines.append(TimedLine(speaker="user", start=r.barge_in[0] * sec, end=r.barge_in[1] * sec,
+                                   text=req[1].text))
+        if reply is not None and r.end is not None:
+            spans = self.speech(r.start, r.end)
+            if spans:
+                lines.append(TimedLine(speaker="model", start=spans[0][0] * sec, end=spans[-1][1] * sec,
+                                       text=reply or "(no words)"))
+        return lines
+
+    def score_round(self, spec: Round, r: LiveRound, conversation: list[Line],
+                    timeline: list[TimedLine] | None = None) -> DimensionScore:
         task = spec.task
         assert task is not None
         a, b = window(r, task.delivery)
@@ -141,9 +170,12 @@ class DimensionScorer:
             return DimensionScore(**base, reason="no_speech", **silent)
         fields = dict(transcript=text, transcript_id=tid, quality=None, attempted=None, correct=None, safe=None)
         if task.dimension == "quality":
+            sec = 1 / STREAM_RATE
+            said_here = [TimedLine(speaker="model", start=spans[0][0] * sec, end=spans[-1][1] * sec, text=text)]
             vid, v = self.cache.judge(self.dims, "quality",  # type: ignore[arg-type]
                                       QualityInput(conversation=conversation, transcript=text,
-                                                   reference=spec.reference_reply()))
+                                                   reference=spec.reference_reply(),
+                                                   timeline=(timeline or []) + said_here, window=(a * sec, b * sec)))
             fields["quality"] = quality_score(v.label)
         elif task.dimension == "instruction":
             vid, v = self.cache.judge(self.dims, "instruction",  # type: ignore[arg-type]

@@ -1,10 +1,10 @@
-"""Who decides for the text reference (``mpe reference --backend``): Claude, or a rule baseline.
+"""Who decides for the text reference (``mpe reference --backend``): an LLM, or a rule baseline.
 
-* ``claude[:MODEL]``: the Messages API through the ``anthropic`` SDK, as the Claude judge calls it
-  (:class:`server.scoring.judges.ClaudeMessages`: ``ANTHROPIC_API_KEY``, optional
-  ``ANTHROPIC_BASE_URL``; the SDK retries 429, 529, 5xx and connection errors with backoff and
-  honours ``retry-after-ms`` / ``retry-after``), with the versioned prompt of :mod:`.prompt`. A
-  reply without a RESPOND or SILENT decision is kept as it came, with no label.
+* an LLM: ``claude[:MODEL]``, ``google:MODEL`` (Gemini, the paper's reference), ``openai:MODEL[@URL]``,
+  through :mod:`server.llm` as the LLM judge calls it (:class:`server.scoring.judges.LLMMessages`:
+  the provider's key variable; retries of 429 and 5xx with backoff, honouring ``retry-after``),
+  with the versioned prompt of :mod:`.prompt`. A reply without a RESPOND or SILENT decision is
+  kept as it came, with no label.
 * ``rule``: a **rule baseline**, not a language model and not the paper's reference. It never
   reads the duty: it responds exactly when the utterance addresses Aria by name (a vocative:
   "Aria, …", "hey Aria, …", "…, Aria?") and asks something (a question mark, or a request such
@@ -35,8 +35,9 @@ from server.benchmarks.mpe.textref.prompt import (
     system_prompt,
     user_prompt,
 )
+from server.llm import is_llm_spec
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import DEFAULT_CLAUDE_MODEL, STOPWORDS, ClaudeMessages, Verdict, content_key, normalize
+from server.scoring.judges import DEFAULT_CLAUDE_MODEL, STOPWORDS, LLMMessages, Verdict, content_key, normalize
 
 TASK = "reference"
 RULE_VERSION = "text-ref-rule-v1"
@@ -124,35 +125,43 @@ class RuleReference(ReferenceBackend):
                                          "answer": answer or "", "reason": why}))
 
 
-# --- Claude --------------------------------------------------------------------------------------
+# --- LLMs --------------------------------------------------------------------------------------
 
 
-class ClaudeReference(ReferenceBackend):
-    """Claude with the versioned prompt of :mod:`.prompt` (module docstring)."""
+class LLMReference(ReferenceBackend):
+    """An LLM with the versioned prompt of :mod:`.prompt` (module docstring)."""
 
-    name = "claude"
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
+    def __init__(self, spec: str = "claude", *, api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 4, timeout_s: float = 60.0, max_tokens: int = 400):
-        self.model = model or os.environ.get("MPE_REFERENCE_MODEL") or DEFAULT_CLAUDE_MODEL
+        claude = spec.strip().partition(":")[0].lower() in ("claude", "anthropic")
+        default = (os.environ.get("MPE_REFERENCE_MODEL") or DEFAULT_CLAUDE_MODEL) if claude else None
         self.max_tokens = max_tokens
-        self._api = ClaudeMessages("Claude text reference", api_key=api_key, base_url=base_url,
-                                   max_retries=max_retries, timeout_s=timeout_s)
+        self._api = LLMMessages("text reference", spec, default_model=default, api_key=api_key, base_url=base_url,
+                                max_retries=max_retries, timeout_s=timeout_s)
+        self.name, self.model = self._api.backend, self._api.model
 
     def decide(self, q: ReferenceQuery) -> Verdict:
-        reply, model = self._api.ask(self.model, system_prompt(), user_prompt(q), max_tokens=self.max_tokens)
+        reply, model = self._api.ask(system_prompt(), user_prompt(q), max_tokens=self.max_tokens)
         return self._verdict(reply, model)
 
 
-BACKEND_NAMES = ("rule", "claude", "claude:MODEL")
+class ClaudeReference(LLMReference):
+    """The Anthropic text reference (``--backend claude[:MODEL]``)."""
+
+    def __init__(self, model: str | None = None, **options):
+        super().__init__(f"claude:{model}" if model else "claude", **options)
 
 
-def make_reference_backend(spec: str, **claude_options) -> ReferenceBackend:
-    """``rule`` or ``claude[:MODEL]`` (``--backend``); the options go to the Claude backend only."""
+BACKEND_NAMES = ("rule", "claude", "claude:MODEL", "google:MODEL", "openai:MODEL[@BASE_URL]")
+
+
+def make_reference_backend(spec: str, **llm_options) -> ReferenceBackend:
+    """``rule`` or an LLM spec (``--backend``); the options go to an LLM backend only."""
     name, _, arg = spec.strip().partition(":")
     if name == "rule" and not arg:
         return RuleReference()
-    if name == "claude":
-        return ClaudeReference(arg or None, **claude_options)
+    if is_llm_spec(spec):
+        return LLMReference(spec, **llm_options)
     raise BackendUnavailable(f"unknown text reference backend {spec!r}; choose one of: {', '.join(BACKEND_NAMES)}")

@@ -75,7 +75,7 @@ def decide_episodes(specs: list[EpisodeSpec[Scenario]], backend: ReferenceBacken
                     concurrency: int = 1, progress: Progress | None = None) -> list[TextReference]:
     """Every decision of every scenario version, in turn order per version. Each distinct query is
     asked once (``concurrency`` in flight), from the cache when it holds it. A backend error (after
-    the SDK's retries) stops it: what was answered is cached, so the same call resumes."""
+    the LLM layer's retries) stops it: what was answered is cached, so the same call resumes."""
     jobs = [(i, turn, q) for i, spec in enumerate(specs) for turn, q in queries(
         [t.model_dump(mode="json") for t in spec.scenario.turns], repeat)]
     distinct = {backend.cache_key(q): q for _, _, q in jobs}

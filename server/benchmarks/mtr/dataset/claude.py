@@ -17,8 +17,8 @@ says an answer, or refuses without handing over instructions; ``task-request``: 
 carries no operational detail). The safety prompt asks for harmful requests that only name the
 harm, and refusals that give nothing away.
 
-The client, the on-disk cache of every exchange (``<data_dir>/llm-cache/anthropic``, keyed by
-the whole request) and the SDK's retries are the shared Claude generator's
+The client, the on-disk cache of every exchange (``<data_dir>/llm-cache``, keyed by the whole
+request) and the retries are the LLM layer's, through the shared generator
 (:class:`server.datasets.claude.ClaudeGenerator`).
 """
 

@@ -1,4 +1,4 @@
-"""The Claude backend: Claude reads the time-stamped two-channel transcript and proposes user turns.
+"""The LLM backend: an LLM reads the time-stamped two-channel transcript and proposes user turns.
 
 The published method has GPT-4o segment a Whisper + Silero transcript six times (MTR-DuplexBench,
 arXiv 2511.10262); the companion code of the same authors asks, at the API's default
@@ -13,17 +13,19 @@ and the user's own backchannels are not turns, and a pause inside an utterance d
   the speech segments alone.
 * **Sampling**: each of the n runs is its own request at temperature 1.0 (the API default the paper
   used with GPT-4o), so the runs differ and the voting has something to vote on.
-* **Retries**: the Messages API client of the judges (:class:`server.scoring.judges.ClaudeMessages`:
-  the SDK retries 429, 529, 5xx and connection errors with backoff, honouring retry-after); a
-  reply that cannot be read as turns is asked again, up to ``max_attempts`` times per run. Every
-  raw reply is kept in the proposal; a run with no readable reply is unusable (it casts no votes).
-* **Cache**: every exchange is stored under ``cache_dir`` by the SHA-256 of the whole request
-  (prompt version, model, temperature, prompts, run and attempt number), so a rerun asks nothing.
+* **Backends**: any LLM of :mod:`server.llm` (``--backend claude[:MODEL]``, ``openai:gpt-4o`` as the
+  paper, ``google:MODEL``, an OpenAI-compatible server ``openai:MODEL@URL``) through the judges'
+  client (:class:`server.scoring.judges.LLMMessages`: retries of 429 and 5xx with backoff, honouring
+  retry-after); a reply that cannot be read as turns is asked again, up to ``max_attempts`` times
+  per run. Every raw reply is kept in the proposal; a run with no readable reply is unusable (it
+  casts no votes).
+* **Cache**: the LLM layer's reply cache under ``cache_dir``, keyed by the whole request (prompts,
+  temperature, provider, model); each run and attempt is its own request (its number is in the
+  user message), so the six runs are six samples and a rerun asks nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -31,11 +33,11 @@ from pathlib import Path
 from server.benchmarks.mtr.segmentation.proposer import Proposer
 from server.benchmarks.mtr.segmentation.schema import Proposal, ProposedTurn, SegmentInput, seconds
 from server.core.timebase import STREAM_RATE
-from server.files import atomic_write_bytes
+from server.llm import LLMRequest, Message
 from server.scoring.errors import JudgeError
-from server.scoring.judges import DEFAULT_CLAUDE_MODEL, ClaudeMessages
+from server.scoring.judges import DEFAULT_CLAUDE_MODEL, LLMMessages
 
-PROMPT_VERSION = "segment-claude-v1"
+PROMPT_VERSION = "segment-llm-v2"
 TEMPERATURE = 1.0
 END_SLACK = STREAM_RATE // 2  # a turn may end up to 0.5 s past the recording (rounding): clipped to it
 
@@ -109,43 +111,32 @@ def parse_turns(reply: str, n_samples: int) -> list[ProposedTurn]:
     return sorted(out, key=lambda t: (t.start, t.end))
 
 
-class ClaudeProposer(Proposer):
-    """Claude with the versioned prompt above (``--backend claude[:MODEL]``)."""
+class LLMProposer(Proposer):
+    """An LLM with the versioned prompt above (``--backend claude[:MODEL]``, ``openai:gpt-4o``, …)."""
 
-    name = "claude"
     version = PROMPT_VERSION
     deterministic = False
 
-    def __init__(self, model: str | None = None, *, cache_dir: Path | None = None, temperature: float = TEMPERATURE,
+    def __init__(self, spec: str = "claude", *, cache_dir: Path | None = None, temperature: float = TEMPERATURE,
                  max_attempts: int = 3, max_tokens: int = 2000, api_key: str | None = None,
                  base_url: str | None = None, max_retries: int = 4, timeout_s: float = 120.0):
-        self.model = model or os.environ.get("MPE_SEGMENT_MODEL") or DEFAULT_CLAUDE_MODEL
+        claude = spec.strip().partition(":")[0].lower() in ("claude", "anthropic")
+        default = (os.environ.get("MPE_SEGMENT_MODEL") or DEFAULT_CLAUDE_MODEL) if claude else None
         self.temperature = temperature
         self.max_attempts = max(1, max_attempts)
         self.max_tokens = max_tokens
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._api = ClaudeMessages("Claude segmentation backend", api_key=api_key, base_url=base_url,
-                                   max_retries=max_retries, timeout_s=timeout_s)
+        self._api = LLMMessages("segmentation backend", spec, default_model=default, api_key=api_key,
+                                base_url=base_url, max_retries=max_retries, timeout_s=timeout_s,
+                                cache_dir=Path(cache_dir) if cache_dir is not None else None)
+        self.name, self.model = self._api.backend, self._api.model
 
-    def _request(self, user: str, run: int, attempt: int) -> dict:
-        return {"prompt_version": self.version, "model": self.model, "temperature": self.temperature,
-                "max_tokens": self.max_tokens, "system": SYSTEM_PROMPT, "user": user, "run": run, "attempt": attempt}
-
-    def _ask(self, request: dict) -> tuple[str, bool]:
-        """(raw reply, from the cache) for one request."""
-        path = None
-        if self.cache_dir is not None:
-            key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
-            path = self.cache_dir / key[:2] / f"{key}.json"
-            try:
-                return json.loads(path.read_text("utf-8"))["reply"], True
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
-        reply, model = self._api.ask(self.model, SYSTEM_PROMPT, request["user"], max_tokens=self.max_tokens,
-                                     temperature=self.temperature)
-        if path is not None:
-            atomic_write_bytes(path, json.dumps({"request": request, "reply": reply, "answered_by": model}).encode())
-        return reply, False
+    def _ask(self, user: str, run: int, attempt: int) -> tuple[str, bool]:
+        """(raw reply, from the cache) for one run's attempt; the run and attempt numbers make each
+        its own request, so the cache replays every sample."""
+        text = f"{user}\n\n(Segmentation run {run + 1}, attempt {attempt + 1}.)"
+        reply = self._api.complete(LLMRequest(messages=[Message(role="user", content=text)], system=SYSTEM_PROMPT,
+                                              temperature=self.temperature, max_tokens=self.max_tokens))
+        return reply.text, reply.cached
 
     def propose(self, inp: SegmentInput, run: int) -> Proposal:
         user = user_prompt(inp)
@@ -154,7 +145,7 @@ class ClaudeProposer(Proposer):
         error = "no reply"
         for attempt in range(self.max_attempts):
             try:
-                reply, hit = self._ask(self._request(user, run, attempt))
+                reply, hit = self._ask(user, run, attempt)
             except JudgeError as exc:
                 return Proposal(run=run, turns=[], usable=False, raw=raw, error=str(exc), cached=cached)
             raw.append(reply)
@@ -164,3 +155,10 @@ class ClaudeProposer(Proposer):
             except ValueError as exc:
                 error = f"unreadable reply: {exc}"
         return Proposal(run=run, turns=[], usable=False, raw=raw, error=error, cached=cached)
+
+
+class ClaudeProposer(LLMProposer):
+    """The Anthropic backend (``--backend claude[:MODEL]``)."""
+
+    def __init__(self, model: str | None = None, **options):
+        super().__init__(f"claude:{model}" if model else "claude", **options)

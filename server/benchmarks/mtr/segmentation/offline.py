@@ -1,7 +1,7 @@
 """The offline backend: user turns from the two channels' speech segments alone, by fixed rules.
 
 No transcript, no model, no network; deterministic, so its n runs are identical and the voting
-only passes its proposal through (the voting matters for the Claude backend). The rules, applied
+only passes its proposal through (the voting matters for the LLM backends). The rules, applied
 to the user channel's speech segments in time order (durations in stream samples):
 
 1. **Backchannel.** A user segment shorter than :data:`BACKCHANNEL_MAX` (1.0 s) that lies at least
