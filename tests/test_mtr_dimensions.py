@@ -422,9 +422,8 @@ def _stored(cache, entries):
 
 @pytest.mark.parametrize("spec", ["openai:gpt-4o", "claude", "rule"])
 def test_each_judge_stores_provider_model_and_prompt_version_and_a_rerun_asks_nothing(scored, spec, monkeypatch):
-    from server.benchmarks.mpe.judging import make_judge
+    from server.benchmarks.mpe.judging import PAPER_JUDGE_MODEL, make_judge
     from server.llm import RUN_LEDGER
-    from server.scoring.judges import DEFAULT_CLAUDE_MODEL
     from tests.support.llm_peers import FakeOpenAI
     from tests.support.llm_peers import Reply as OReply
 
@@ -443,7 +442,7 @@ def test_each_judge_stores_provider_model_and_prompt_version_and_a_rerun_asks_no
     else:
         peer = FakeAnthropic(api_key=KEY, responder=lambda b: _published_judge_replies(json.dumps(b)))
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-        judge_spec, backend, model = spec, "claude", DEFAULT_CLAUDE_MODEL
+        judge_spec, backend, model = spec, "claude", PAPER_JUDGE_MODEL
     with peer:
         if backend == "claude":
             monkeypatch.setenv("ANTHROPIC_BASE_URL", peer.url)

@@ -28,8 +28,9 @@ from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 from server.datasets.errors import DatasetError
 from server.llm import LLMClient, LLMError, LLMRequest, LLMUnavailable, Message, Tool, is_llm_spec, parse_spec
+from server.llm.spec import DEFAULT_MODELS
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
 INSTALL_HINT = "pip install 'duplex-mpe[claude]'"
 
 PlanT = TypeVar("PlanT")

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from text_to_num import alpha2digit
 
 from server.llm import LLMClient, LLMError, LLMReply, LLMRequest, LLMUnavailable, parse_spec
+from server.llm.spec import DEFAULT_MODELS
 from server.scoring.errors import BackendUnavailable, JudgeError
 
 
@@ -233,7 +234,7 @@ STOPWORDS = set(
 
 # --- LLM backends ------------------------------------------------------------------------------------
 
-DEFAULT_CLAUDE_MODEL = "claude-sonnet-4-5"
+DEFAULT_CLAUDE_MODEL = DEFAULT_MODELS["anthropic"]  # a Claude spec without a model, where no paper names one
 
 
 def reply_object(reply: str, key: str) -> dict[str, Any] | None:

@@ -39,7 +39,6 @@ from server.core.benchmark import JudgeTask
 from server.llm import is_llm_spec
 from server.scoring.errors import BackendUnavailable
 from server.scoring.judges import (
-    DEFAULT_CLAUDE_MODEL,
     STOPWORDS,
     LLMMessages,
     Verdict,
@@ -253,6 +252,11 @@ Reply with exactly one JSON object and nothing else:
 CLAUDE_VERSIONS = {"answer": "claude-answer-v1", "silence": "claude-silence-v1"}
 
 
+#: ``--judge claude`` without a model: Claude Opus, the Duplex-MPE paper's judge (its exact version is not
+#: stated; the latest Opus of the price table, server/llm/usage.py)
+PAPER_JUDGE_MODEL = "claude-opus-4-1"
+
+
 class LLMJudge(Judge):
     """An LLM through :mod:`server.llm` (``--judge claude[:MODEL]``, ``openai:MODEL[@URL]``,
     ``google:MODEL``), JSON verdicts (cached, so each input is asked once). The verdict stores the
@@ -260,7 +264,7 @@ class LLMJudge(Judge):
 
     def __init__(self, spec: str = "claude", *, api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 2, timeout_s: float = 60.0):
-        default = (os.environ.get("MPE_JUDGE_MODEL") or DEFAULT_CLAUDE_MODEL) if is_claude(spec) else None
+        default = (os.environ.get("MPE_JUDGE_MODEL") or PAPER_JUDGE_MODEL) if is_claude(spec) else None
         self.api = LLMMessages("LLM judge", spec, default_model=default, api_key=api_key, base_url=base_url,
                                max_retries=max_retries, timeout_s=timeout_s)  # the MTR dimension judges use it too
         self.name, self.model = self.api.backend, self.api.model
