@@ -146,7 +146,12 @@ def judge_round(r: LiveRound, w: Windows, segments: Sequence[TimedSegment], own_
     failure: Failure | None
     lat = latency(segments, w.user_end)
     barge_lat = None
-    if r.feature == "interruption" and w.interruption is not None:
+    if r.feature in ("interruption", "background") and w.interruption is None and w.background is None:
+        # the live scheduler places the barge-in or the voice after the model's onset: without a reply it never
+        # played. The published timeline plays it anyway, and silence there fails (E2 lines 33-34: no stamps
+        # give 0; BG lines 50-67: silence fails)
+        failure = "no_response"
+    elif r.feature == "interruption" and w.interruption is not None:
         # E2 lines 24-45: silent through the barge-in and a reply in the model window; the latency from the
         # barge-in's end
         a, b = w.interruption
