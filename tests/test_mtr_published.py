@@ -159,3 +159,12 @@ def test_backchannel_rounds_are_judged_by_the_smooth_rule():
     # the published scripts have no backchannel rule, E1 decides: a reply in the window, none over the user
     pub, proj = both(events, reply(3.7, 1.5), reply(7.5, 3.0))
     assert pub.ok and proj.failure == "yielded_to_backchannel"
+
+
+def test_a_barge_in_or_voice_that_never_played_fails_as_no_response():
+    # the live scheduler places the barge-in and the background voice after the model's onset: a model that
+    # never replies never hears them. The published timeline plays them anyway, and silence there fails
+    # (E2 lines 33-34, BG lines 50-67)
+    for feature in ("interruption", "background"):
+        pub, proj = both(base(feature))
+        assert pub.failure == proj.failure == "no_response" and pub.latency == 0 and proj.latency is None
