@@ -261,6 +261,8 @@ def main() -> None:
             stamps[path.name] = ts
             (ours,) = entry.rounds
             p_ok, p_lat, p_freq = pub(feature, asr_results[-1]["right_segments"], ts)
+            print(f"{path.name} ({persona}): published {bool(p_ok)} {float(p_lat):.2f} s, ours {ours.ok} "
+                  f"{ours.latency_s:.2f} s", file=sys.stderr, flush=True)
             rows.append({"file": path.name, "persona": persona, "feature": feature, "published_ok": bool(p_ok),
                          "ours_ok": ours.ok, "published_latency_s": float(p_lat), "ours_latency_s": ours.latency_s,
                          "intended_latency_s": float(pub.e1.calculate_latency(asr_results[-1]["right_segments"], ts)),
