@@ -367,3 +367,56 @@ def test_a_round_whose_barge_in_was_moved_is_excluded_from_the_feature_scores_un
     console = Console(record=True, width=300)
     console.print(main_table(default["metrics"]))
     assert "elsewhere (imported) · gt (excluded, moved in the recording: interruption 1)" in console.export_text()
+
+
+def test_published_rules_score_the_recordings_and_every_report_says_which(recorded, db, settings, monkeypatch,
+                                                                          tmp_path):
+    monkeypatch.setenv("DATABASE_URL", settings.db_url)
+    monkeypatch.setenv("MPE_DATA_DIR", str(settings.data_dir))
+    from server.benchmarks.mpe import BENCHMARK as MPE
+    from server.cli import app
+    from server.scoring.errors import BadRules
+    from server.scoring.runner import rule_set
+
+    folder = str(recorded["base"] / "oracle")
+    r = CliRunner().invoke(app, ["score", folder, "--suite", recorded["suite"], "--model", "oracle",
+                                 "--rules", "published", "--json", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["config"]["rules"] == "published"
+    rounds = [x for e in out["episodes"] for x in e["rounds"]]
+    assert {e["rules"] for e in out["episodes"]} == {"published"} and len(rounds) == 5
+    # the published rule set: a latency for every round (a missing one is 0), the own-backchannel frequency
+    # instead of the project's count
+    assert all(x["latency_s"] is not None and x["own_backchannel_rate"] is not None and x["own_backchannels"] is None
+               for x in rounds)
+    assert "own_backchannel_rate" in out["metrics"]["oracle (imported)"]["gt"]
+    # the oracle's background reply runs through the voice, but Whisper ends a segment at a sentence inside it:
+    # no one segment covers the voice, which the published background rule asks (the project's rules pass it)
+    assert [(x["feature"], x["ok"], x["failure"]) for x in rounds] == [
+        ("smooth", True, None), ("interruption", True, None), ("pause", True, None),
+        ("background", False, "yielded_to_background"), ("backchannel", True, None)]
+    # the same recordings by the project's rules: another scoring
+    r = CliRunner().invoke(app, ["score", folder, "--suite", recorded["suite"], "--model", "oracle", "--asr", "none",
+                                 "--json", "--workers", "1"])
+    project = json.loads(r.stdout)
+    assert project["config"]["rules"] == "project" and project["scoring_id"] != out["scoring_id"]
+    assert {e["rules"] for e in project["episodes"]} == {"project"}
+
+    r = CliRunner().invoke(app, ["report", out["scoring_id"], "--json"])
+    assert r.exit_code == 0, r.output and json.loads(r.stdout)["rules"] == ["published"]
+    html = tmp_path / "report.html"
+    r = CliRunner().invoke(app, ["report", out["scoring_id"], "--html", str(html)])
+    assert r.exit_code == 0, r.output
+    assert "rules: published (the published scripts' rules" in r.output
+    assert "rules: published (the published scripts&#x27; rules" in html.read_text()
+
+    # a rule set the benchmark lacks, and word timestamps without an ASR, are refused before any work
+    r = CliRunner().invoke(app, ["score", folder, "--suite", recorded["suite"], "--rules", "paper", "--asr", "none"])
+    assert isinstance(r.exception, BadRules) and "choose one of: project, published" in str(r.exception)
+    with pytest.raises(BadRules, match="one fixed set of rules"):
+        rule_set(MPE, "published")
+    monkeypatch.setenv("COLUMNS", "500")
+    r = CliRunner().invoke(app, ["score", folder, "--suite", recorded["suite"], "--rules", "published", "--asr",
+                                 "none", "--workers", "1"])
+    assert r.exit_code == 1 and "--rules published decides on word timestamps" in r.output, r.output

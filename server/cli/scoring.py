@@ -43,6 +43,9 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
                                                  "duration, without ASR: faster) | claude[:MODEL] | "
                                                  "openai:MODEL[@BASE_URL] (openai:gpt-4o: the MTR paper's) | "
                                                  "google:MODEL (docs/llm.md)"),
+          rules: Optional[str] = typer.Option(None, "--rules", help=(
+              "the benchmark's rule set, for one that has several (MTR-DuplexBench: project, the default, or "
+              "published: the published scripts' rules on Whisper word timestamps; docs/mtr.md)")),
           device: Optional[str] = typer.Option(None, help="ASR device: cpu | cuda | cuda:N | auto (default: cpu "
                                                           "for faster-whisper, a GPU when available for transformers)"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, analyses, episodes)"),
@@ -97,7 +100,7 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
     if status:
         if dirs:
             raise typer.BadParameter("--status takes a run id")
-        state = scoring_state(db, targets[0], asr, judge)
+        state = scoring_state(db, targets[0], asr, judge, rules)
         if state is None:
             raise typer.BadParameter(f"run {targets[0]} has no scoring with these settings yet")
         sid, c = state
@@ -109,18 +112,23 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
         return
     from server.settings import load_settings
 
-    opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh, device=device,
+    opts = ScoreOptions(asr=asr, judge=judge, workers=workers, fresh=fresh, device=device, rules=rules,
                         lease_s=lease_s if lease_s is not None else load_settings().scoring_lease_s)
     label = targets[0] if not dirs else f"{len(dirs)} bundle paths"
     if suite is not None:
         label = f"recordings in {dirs[0]}"
-    scoring_config(asr, judge, device=device)  # unknown or unusable backends fail here, before any work
+    from server.engine.registry import get_benchmark
+
     if suite is not None:
+        from server.benchmarks.mtr import BENCHMARK as mtr
         from server.benchmarks.mtr.imported import score_recordings
-    elif dirs:
-        bundle_jobs(dirs)
+
+        bench_name: str | None = mtr.name
     else:
-        run_jobs(db, targets[0])
+        jobs = bundle_jobs(dirs) if dirs else run_jobs(db, targets[0])[0]
+        bench_name = jobs[0].benchmark if jobs else None
+    # unknown or unusable backends, and a rule set the benchmark lacks, fail here, before any work
+    scoring_config(asr, judge, get_benchmark(bench_name), device=device, rules=rules)
     try:
         with _progress() as bar:
             task = bar.add_task(f"scoring {label}", total=None)
@@ -150,9 +158,8 @@ def score(targets: list[str] = typer.Argument(..., metavar="RUN_ID | BUNDLE_DIR.
     if as_json:
         print(json.dumps(res.to_json()))
     elif not res.failures:
-        from server.engine.registry import get_benchmark
-
-        get_benchmark(res.config.get("benchmark")).print_tables(res.metrics, out, title=f"scoring {res.scoring_id}")
+        title = f"scoring {res.scoring_id}" + (f" (rules: {res.config['rules']})" if "rules" in res.config else "")
+        get_benchmark(res.config.get("benchmark")).print_tables(res.metrics, out, title=title)
     c = res.calls
     others = len(res.episodes) - res.skipped - res.scored_here
     console.print(f"scoring [bold]{res.scoring_id}[/bold]: {len(res.episodes)} episodes "

@@ -541,6 +541,9 @@ class Benchmark(ABC, Generic[SuiteT, EntryT, ScenarioT]):
 
     #: written into every scoring's configuration; a new version invalidates cached scorings
     scoring_version: ClassVar[str]
+    #: the named rule sets a scoring may judge episodes by (``mpe score --rules NAME``), the first the
+    #: default; the chosen one is part of the scoring's configuration. Empty: one fixed set of rules
+    rule_sets: ClassVar[tuple[str, ...]] = ()
     #: the benchmark's :class:`ScoreEntry`: what :meth:`score_episode` returns and scorings store
     entry_model: ClassVar[type[ScoreEntry]]
 
@@ -551,8 +554,9 @@ class Benchmark(ABC, Generic[SuiteT, EntryT, ScenarioT]):
 
     @abstractmethod
     def score_episode(self, episode: EpisodeLike, asr: TranscriberLike, judge: JudgeBackend,
-                      cache: VerdictCacheLike) -> EntryT:
-        """One episode's scoring entry (``episode``: a :class:`server.scoring.loading.LoadedEpisode`)."""
+                      cache: VerdictCacheLike, rules: str | None = None) -> EntryT:
+        """One episode's scoring entry (``episode``: a :class:`server.scoring.loading.LoadedEpisode`);
+        ``rules`` one of :attr:`rule_sets` (None where there are none)."""
 
     @abstractmethod
     def metrics(self, entries: Sequence[EntryT]) -> dict[str, Any]:

@@ -50,6 +50,8 @@ from server.scoring.errors import BackendUnavailable
 ASR_RATE = 16_000
 JOIN_GAP = STREAM_RATE * 3 // 10  # 0.3 s of silence between joined fragments
 FRAGMENT_PAD = STREAM_RATE // 5  # up to 0.2 s of the track before and after each fragment (docs/scoring.md)
+#: the published transcription's temperature fallback (MTR-DuplexBench Eval/asr_incremental_save.py, line 29)
+WORD_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 ARIA_PROMPT = "Aria, the voice assistant, is talking with people in the room."
 
 
@@ -68,6 +70,33 @@ def parse_device(spec: str | None) -> tuple[str, int]:
 class ASRResult:
     text: str
     raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    """One recognised word, seconds from the clip's start."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class TimedSegment:
+    """One recognised segment with its words (seconds from the clip's start): Whisper's segment and
+    word timestamps, the transcription format rules on word timing read."""
+
+    start: float
+    end: float
+    text: str
+    words: tuple[TimedWord, ...]
+
+
+def timed_segments(raw: dict[str, Any]) -> list[TimedSegment]:
+    """The segments of a word-timestamped transcript's ``raw`` (:meth:`ASRBackend.transcribe_words`)."""
+    return [TimedSegment(float(s["start"]), float(s["end"]), str(s["text"]),
+                         tuple(TimedWord(float(w["start"]), float(w["end"]), str(w["word"])) for w in s.get("words", ())))
+            for s in raw.get("segments", ())]
 
 
 def pad_fragments(spans: Sequence[tuple[int, int]], segments: Sequence[tuple[int, int]], n_samples: int,
@@ -134,6 +163,14 @@ class ASRBackend(ABC):
 
     @abstractmethod
     def transcribe(self, pcm: np.ndarray) -> ASRResult: ...
+
+    #: whether :meth:`transcribe_words` gives word timestamps
+    words = False
+
+    def transcribe_words(self, pcm: np.ndarray) -> ASRResult:
+        """The whole clip transcribed with word timestamps, as Whisper segments (``raw["segments"]``:
+        start, end, text and ``words`` of start, end, word; :func:`timed_segments` reads them)."""
+        raise BackendUnavailable(f"the {self.name} ASR gives no word timestamps (the faster-whisper backend does)")
 
 
 NO_ASR_NOTE = ("answer accuracy is not computed: with --asr none nothing is transcribed, so no answer "
@@ -208,6 +245,25 @@ class FasterWhisperASR(ASRBackend):
             self._model = WhisperModel(str(self.path), device=self.device, device_index=self.device_index,
                                        compute_type=self.compute_type, cpu_threads=self.cpu_threads, num_workers=1)
         return self._model
+
+    words = True
+
+    def transcribe_words(self, pcm: np.ndarray) -> ASRResult:
+        """Word timestamps over the whole clip, as the published feature scripts transcribe a channel
+        (no VAD, English, beam 5, temperature fallback 0-1.0 in steps of 0.2); no initial prompt."""
+        if len(pcm) == 0:
+            return ASRResult("", {"segments": []})
+        with self._lock:
+            model = self._load()
+            segments, info = model.transcribe(
+                to_16k(pcm), language="en", beam_size=self.beam_size, condition_on_previous_text=False,
+                vad_filter=False, temperature=WORD_TEMPERATURES, word_timestamps=True)
+            segs = [{"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text,
+                     "words": [{"start": round(w.start, 3), "end": round(w.end, 3), "word": w.word}
+                               for w in (s.words or ())]} for s in segments]
+        text = " ".join(s["text"].strip() for s in segs).strip()
+        return ASRResult(text, {"segments": segs, "duration": round(info.duration, 3), "word_timestamps": True,
+                                "device": self.device if self.device == "cpu" else f"cuda:{self.device_index}"})
 
     def transcribe(self, pcm: np.ndarray) -> ASRResult:
         if len(pcm) == 0:

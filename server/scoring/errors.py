@@ -45,3 +45,9 @@ class BadRecording(ScoringError):
     """A recording to segment cannot be read as the two channels it must have (``mpe segment``)."""
 
     code = "bad_recording"
+
+
+class BadRules(ScoringError):
+    """A rule set the benchmark does not have (``mpe score --rules``)."""
+
+    code = "bad_rules"

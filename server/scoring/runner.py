@@ -57,7 +57,7 @@ from server.scoring.claims import (
     renew,
     seed_claims,
 )
-from server.scoring.errors import BadBundle, ScoringError
+from server.scoring.errors import BadBundle, BadRules, ScoringError
 from server.scoring.loading import find_bundles, load_bundle, load_db_episode, read_bundle
 from server.scoring.store import Cache, ScoringStatus, finish_scoring, load_entries, open_scoring
 from server.settings import Settings
@@ -75,6 +75,7 @@ class ScoreOptions:
     fresh: bool = False  # start a new scoring instead of resuming (caches still apply)
     lease_s: float = LEASE_S  # a killed scorer's episodes are taken over this long after its last renewal
     device: str | None = None  # ASR device: cpu | cuda | cuda:N | auto (None: the backend's default)
+    rules: str | None = None  # the benchmark's rule set (Benchmark.rule_sets; None: its default)
 
 
 @dataclass(frozen=True)
@@ -149,14 +150,32 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def rule_set(bench: Benchmark, rules: str | None) -> str | None:
+    """The rule set a scoring of ``bench`` judges by: ``rules``, or the benchmark's default (None for
+    a benchmark without named rule sets); :class:`BadRules` naming the choices on another."""
+    if not bench.rule_sets:
+        if rules is not None:
+            raise BadRules(f"--rules: {bench.name} has one fixed set of rules")
+        return None
+    if rules is None:
+        return bench.rule_sets[0]
+    if rules not in bench.rule_sets:
+        raise BadRules(f"unknown rule set {rules!r} for {bench.name}; choose one of: {', '.join(bench.rule_sets)}")
+    return rules
+
+
 def scoring_config(asr_spec: str, judge_spec: str, bench: Benchmark | None = None,
-                   device: str | None = None) -> tuple[dict[str, Any], str]:
+                   device: str | None = None, rules: str | None = None) -> tuple[dict[str, Any], str]:
     """Build both backends (cheap: models load on first use) and describe the settings (the ASR
-    device is not part of them: scorers on CPUs and GPUs share a scoring)."""
+    device is not part of them: scorers on CPUs and GPUs share a scoring; the rule set is, for a
+    benchmark that has several)."""
     bench = bench or get_benchmark(None)
     asr, judge = make_asr(asr_spec, device=device), bench.make_judge(judge_spec)
     config = {"scoring_version": bench.scoring_version, "detector": DETECTOR_VERSION, "asr": asr.describe(),
               "judge": judge.describe()}
+    chosen = rule_set(bench, rules)
+    if chosen is not None:
+        config["rules"] = chosen
     if bench.name != DEFAULT:  # scorings made before benchmarks were plug-ins keep their hash
         config["benchmark"] = bench.name
     return config, hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
@@ -169,8 +188,9 @@ class _Worker:
     """One process's database handle, backends and cache."""
 
     def __init__(self, db_url: str, asr_spec: str, judge_spec: str, device: str | None = None,
-                 db: Database | None = None):
+                 db: Database | None = None, rules: str | None = None):
         self.db = db or Database(db_url, migrate=False)
+        self.rules = rules
         self.asr = make_asr(asr_spec, device=device)
         self.judge_spec = judge_spec
         self.judges: dict[str, JudgeBackend] = {}  # benchmark name -> its judge
@@ -187,7 +207,7 @@ class _Worker:
         try:
             ep = load_bundle(Path(job.path)) if job.path else load_db_episode(self.db, job.episode_id, job.attempt_id)
             bench = get_benchmark(job.benchmark)
-            entry = bench.score_episode(ep, self.asr, self.judge(bench), self.cache)
+            entry = bench.score_episode(ep, self.asr, self.judge(bench), self.cache, rule_set(bench, self.rules))
             entry = entry.model_copy(update={"episode_id": job.episode_id})
         except MPEError as exc:
             return JobResult(job.episode_id, error=f"{exc.code}: {exc}")
@@ -266,9 +286,9 @@ def work_claims(w: _Worker, scoring_id: str, benchmark: str, *, owner: str, leas
 
 
 def _work_in_process(db_url: str, asr_spec: str, judge_spec: str, device: str | None, scoring_id: str,
-                     benchmark: str, lease_s: float) -> WorkReport:
+                     benchmark: str, lease_s: float, rules: str | None = None) -> WorkReport:
     """A worker process's whole share of a scoring (the pool's one task per process)."""
-    w = _Worker(db_url, asr_spec, judge_spec, device)
+    w = _Worker(db_url, asr_spec, judge_spec, device, rules=rules)
     try:
         return work_claims(w, scoring_id, benchmark, owner=scorer_name(), lease_s=lease_s)
     finally:
@@ -332,7 +352,7 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
            progress: Progress | None) -> ScoringResult:
     t0 = time.monotonic()
     bench = get_benchmark(jobs[0].benchmark if jobs else None)
-    config, config_hash = scoring_config(opts.asr, opts.judge, bench)
+    config, config_hash = scoring_config(opts.asr, opts.judge, bench, rules=opts.rules)
     scoring_id, _ = open_scoring(db, source_key=source_key, run_id=run_id, config=config, config_hash=config_hash,
                                  n_episodes=len(jobs), fresh=opts.fresh)
     skipped = seed_claims(db, scoring_id, [WorkItem(j.episode_id, j.attempt_id, j.path) for j in jobs])
@@ -348,12 +368,13 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
     report = WorkReport()
     n_workers = max(1, min(opts.workers or available_cores(), counts.open))
     if n_workers == 1:  # also when the others' claims are all that is left: wait for them here
-        w = _Worker(db.url, opts.asr, opts.judge, opts.device, db=db)
+        w = _Worker(db.url, opts.asr, opts.judge, opts.device, db=db, rules=opts.rules)
         report = work_claims(w, scoring_id, bench.name, owner=scorer_name(), lease_s=opts.lease_s, on_progress=show)
     else:
         with ProcessPoolExecutor(n_workers, mp_context=get_context("spawn")) as pool:
             pending: set[Future] = {pool.submit(_work_in_process, db.url, opts.asr, opts.judge, opts.device,
-                                                scoring_id, bench.name, opts.lease_s) for _ in range(n_workers)}
+                                                scoring_id, bench.name, opts.lease_s, opts.rules)
+                                    for _ in range(n_workers)}
             try:
                 while pending:
                     finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -382,7 +403,8 @@ def _score(db: Database, jobs: list[Job], *, source_key: str, run_id: str | None
                          llm_usage=report.llm, seconds=time.monotonic() - t0, scored_here=report.scored, claims=counts)
 
 
-def scoring_state(db: Database, run_id: str, asr_spec: str, judge_spec: str) -> tuple[str, ClaimCounts] | None:
+def scoring_state(db: Database, run_id: str, asr_spec: str, judge_spec: str,
+                  rules: str | None = None) -> tuple[str, ClaimCounts] | None:
     """The latest scoring of a run with these settings and where its work stands, or None."""
     from server.scoring.store import latest_scoring
 
@@ -390,7 +412,7 @@ def scoring_state(db: Database, run_id: str, asr_spec: str, judge_spec: str) -> 
         run = s.get(Run, run_id)
         if run is None:
             raise ScoringError(f"no run {run_id!r} in {_redact(db.url)}", code="not_found")
-        _, config_hash = scoring_config(asr_spec, judge_spec, get_benchmark(run.benchmark))
+        _, config_hash = scoring_config(asr_spec, judge_spec, get_benchmark(run.benchmark), rules=rules)
         row = latest_scoring(s, run_id, config_hash)
     return None if row is None else (row.id, claim_counts(db, row.id))
 

@@ -30,7 +30,7 @@ from server.db import (
     advisory_xact_lock,
     utcnow,
 )
-from server.scoring.asr import ASRBackend, ASRResult, audio_hash
+from server.scoring.asr import ASRBackend, ASRResult, TimedSegment, audio_hash, timed_segments
 from server.scoring.errors import BadEntry
 from server.scoring.judges import TaskJudge, Verdict
 
@@ -49,6 +49,7 @@ class Cache:
         self.db = db
         self._mem_t: dict[str, tuple[int, str]] = {}
         self._mem_v: dict[str, tuple[int, Verdict]] = {}
+        self._mem_w: dict[str, tuple[int, dict[str, Any]]] = {}  # word-timestamped transcripts' raw
         self.calls = {"asr": 0, "judge": 0, "asr_hits": 0, "judge_hits": 0}
         self._lock = threading.Lock()
 
@@ -73,6 +74,38 @@ class Cache:
                    model=str(desc.get("model", ""))[:300], version=str(desc.get("version", ""))[:100], config=desc,
                    n_samples=int(len(pcm)), text=res.text, raw=res.raw)
         return self._put_transcript(key, row)
+
+    def transcribe_words(self, asr: ASRBackend, pcm) -> tuple[int, list[TimedSegment]]:
+        """(transcript id, segments with word timestamps) of ``pcm`` by ``asr``; cached under a key of
+        its own (a word-timestamped transcript is another transcription of the same audio)."""
+        a_hash = audio_hash(pcm)
+        key = hashlib.sha256(f"asr-words\0{asr.key()}\0{a_hash}".encode()).hexdigest()
+        found = self._get_raw(key)
+        if found is not None:
+            self._count("asr_hits")
+            return found[0], timed_segments(found[1])
+        self._count("asr")
+        res: ASRResult = asr.transcribe_words(pcm)
+        desc = asr.describe()
+        row = dict(content_hash=key, audio_hash=a_hash, backend=str(desc.get("backend", asr.name)),
+                   model=str(desc.get("model", ""))[:300], version=str(desc.get("version", ""))[:100],
+                   config={**desc, "word_timestamps": True}, n_samples=int(len(pcm)), text=res.text, raw=res.raw)
+        if self.db is None:
+            with self._lock:
+                self._mem_w.setdefault(key, (len(self._mem_w) + 1, res.raw))
+                tid, raw = self._mem_w[key]
+            return tid, timed_segments(raw)
+        tid, _ = self._put_transcript(key, row)
+        found = self._get_raw(key)
+        assert found is not None
+        return tid, timed_segments(found[1])
+
+    def _get_raw(self, key: str) -> tuple[int, dict[str, Any]] | None:
+        if self.db is None:
+            return self._mem_w.get(key)
+        with self.db.session() as s:
+            r = s.execute(select(TranscriptRow.id, TranscriptRow.raw).where(TranscriptRow.content_hash == key)).first()
+        return None if r is None else (r.id, dict(r.raw or {}))
 
     def _get_transcript(self, key: str) -> tuple[int, str] | None:
         if self.db is None:

@@ -267,7 +267,7 @@ class BeepAnswer(Benchmark[BeepSuite, BeepScore, BeepEpisode]):
     def make_judge(self, spec: str | None) -> NoJudge:
         return NoJudge()
 
-    def score_episode(self, episode, asr, judge, cache) -> BeepScore:
+    def score_episode(self, episode, asr, judge, cache, rules=None) -> BeepScore:
         doc = episode.view(EpisodeView)  # the shared fields are all it reads of the document
         segments = episode.segments
         if segments is None:

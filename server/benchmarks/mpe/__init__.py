@@ -154,7 +154,7 @@ class DuplexMPE(Benchmark[Suite, EpisodeScore, Scenario]):
     def make_judge(self, spec: str | None) -> Judge:
         return make_judge(spec)
 
-    def score_episode(self, episode, asr, judge, cache) -> EpisodeScore:
+    def score_episode(self, episode, asr, judge, cache, rules=None) -> EpisodeScore:
         """A speech model's episode from its recording (``scoring``); a text reference's from its
         decisions on the script (``textref``: the same entry, so the same metrics)."""
         from server.benchmarks.mpe.scoring import score_episode

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.benchmarks.mpe.judging import Judge, make_judge
 from server.benchmarks.mtr import outcome
-from server.benchmarks.mtr.entry import MTREpisodeScore
+from server.benchmarks.mtr.entry import RULE_SETS, MTREpisodeScore
 from server.benchmarks.mtr.judges import JUDGE_TASKS, PROMPT_VERSIONS
 from server.benchmarks.mtr.metrics import QUANTITIES
 from server.benchmarks.mtr.outcome import MTROutcome
@@ -176,10 +176,13 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore, MTRScenario]):
         rounds, and the dimension judges follow its backend (:func:`.judges.make_dimension_judge`)."""
         return make_judge(spec)
 
-    def score_episode(self, episode, asr, judge, cache) -> MTREpisodeScore:
+    #: ``project`` (the detector-based §12.4 rules) or ``published`` (the published scripts' rules)
+    rule_sets = RULE_SETS
+
+    def score_episode(self, episode, asr, judge, cache, rules=None) -> MTREpisodeScore:
         from server.benchmarks.mtr.scoring import score_episode
 
-        return score_episode(episode, asr, judge, cache)  # the dimension rounds only are transcribed
+        return score_episode(episode, asr, judge, cache, rules or RULE_SETS[0])  # the dimension rounds only are transcribed
 
     def metrics(self, entries):
         from server.benchmarks.mtr.metrics import compute_metrics

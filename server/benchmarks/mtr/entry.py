@@ -6,7 +6,7 @@ missing fields are errors). Fields ending in ``_s`` are seconds.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,10 +32,14 @@ class RoundScore(BaseModel):
     interrupted: bool | None = Field(description="interruption: the model was speaking when the barge-in began")
     stop_latency_s: float | None = Field(description="interruption: barge-in start -> the audible stop")
     barge_in_latency_s: float | None = Field(description="interruption: barge-in end -> the new reply's onset")
-    own_backchannels: int = Field(description="the model's segments under 1 s over the user's speech")
+    own_backchannels: int | None = Field(description="project rules: the model's segments under 1 s over the "
+                                                     "user's speech; None under the published rules")
     user_speech_s: float
     dimension: DimensionScore | None = Field(default=None, description="the round's verdict on its task's "
                                                                        "dimension (§12.5); none without a task")
+    own_backchannel_rate: float | None = Field(default=None, description=(
+        "published rules: the model's segments under 3 s of at most 2 words per second of its speech, "
+        "over the whole track; None under the project rules"))
     excluded: str | None = Field(default=None, description="why the round is left out of the feature scores "
                                                            "(a recording whose parts were moved); None: counted")
     verdicts: dict[Feature, Failure | None] = Field(default_factory=dict, description="a round carrying several "
@@ -55,9 +59,14 @@ class RoundScore(BaseModel):
         return cls(round=r.round, feature=r.feature, ok=r.ok, failure=r.failure, responded=r.responded,
                    latency_s=sec(r.latency), interrupted=r.interrupted, stop_latency_s=sec(r.stop_latency),
                    barge_in_latency_s=sec(r.barge_in_latency), own_backchannels=r.own_backchannels,
-                   user_speech_s=sec(r.user_speech) or 0.0, dimension=dimension, excluded=excluded,
-                   verdicts=dict(r.verdicts))
+                   user_speech_s=sec(r.user_speech) or 0.0, own_backchannel_rate=r.own_backchannel_rate,
+                   dimension=dimension, excluded=excluded, verdicts=dict(r.verdicts))
 
+
+#: the rule sets a scoring may judge rounds by (``mpe score --rules``; the first is the default):
+#: ``project`` the detector-based rules (:mod:`.rules`), ``published`` the published scripts' (:mod:`.published`)
+RuleSet = Literal["project", "published"]
+RULE_SETS: tuple[RuleSet, ...] = get_args(RuleSet)
 
 RoomSpan = tuple[str, int, int, int]  # (kind: round | user | pause | barge_in | background | backchannel, round, start, end)
 
@@ -73,6 +82,7 @@ class MTREpisodeScore(ScoreEntry):
     speech: list[Span] = Field(description="the model's speech segments (stream samples)")
     room: list[RoomSpan] = Field(description="the live rounds and what played in them (stream samples), for timelines")
     segments: SegmentsSource
+    rules: RuleSet = Field(default="project", description="the rule set the rounds were judged by")
     rounds: list[RoundScore]
 
     def judged(self) -> list[JudgedItem]:

@@ -69,10 +69,15 @@ def quantities(items: Sequence[tuple[MTREpisodeScore, RoundScore]]) -> dict[str,
         if f == "interruption":
             stops = [r.stop_latency_s for _, r in rows if r.stop_latency_s is not None]
             out[f"{f}.stop_latency_s"] = _q(float(sum(stops)), len(stops))
-    speech_min = sum(r.user_speech_s for _, r in items) / 60
-    own = sum(r.own_backchannels for _, r in items)
-    out["own_backchannels_per_min"] = {"num": own, "den": round(speech_min, 6),
-                                       "value": None if speech_min == 0 else round(own / speech_min, 6)}
+    project = [r for _, r in items if r.own_backchannels is not None]
+    if project:
+        speech_min = sum(r.user_speech_s for r in project) / 60
+        own = sum(r.own_backchannels or 0 for r in project)
+        out["own_backchannels_per_min"] = {"num": own, "den": round(speech_min, 6),
+                                           "value": None if speech_min == 0 else round(own / speech_min, 6)}
+    rates = [r.own_backchannel_rate for _, r in items if r.own_backchannel_rate is not None]
+    if rates:  # the published frequency: per round (its file), averaged over the rounds
+        out["own_backchannel_rate"] = _q(float(sum(rates)), len(rates))
     by_set: dict[str, list[RoundScore]] = defaultdict(list)
     for e, r in counted(items):
         by_set[e.set].append(r)
@@ -201,7 +206,8 @@ def _quantities() -> tuple[Quantity, ...]:
                          description="the mean of the per-round success rates", direction="higher", scored=True,
                          unit="rounds", format="percent"),
                 Quantity(key=f"{f}.latency_s", title=f"{f} latency", short_title=f"{f} latency",
-                         description="the user's end -> the reply's onset, mean", direction="lower", scored=True,
+                         description="the user's end (published rules, interruption: the barge-in's end) -> the "
+                         "reply's onset, mean", direction="lower", scored=True,
                          unit="replies", format="seconds")]
     out.append(Quantity(key="interruption.stop_latency_s", title="interruption stop latency",
                         short_title="stop latency", description="the barge-in's start -> the audible stop, mean",
@@ -209,6 +215,10 @@ def _quantities() -> tuple[Quantity, ...]:
     out.append(Quantity(key="own_backchannels_per_min", title="own backchannels per minute",
                         short_title="own backchannels", description="the model's short segments over the user's "
                         "speech, per minute of it", direction=None, scored=False, unit="minutes", format="number"))
+    out.append(Quantity(key="own_backchannel_rate", title="own backchannel frequency (published)",
+                        short_title="own backchannel rate", description="the model's segments under 3 s of at most "
+                        "2 words per second of its speech over the round's track, mean over rounds (--rules "
+                        "published)", direction=None, scored=False, unit="rounds", format="number"))
     titles = {"quality": ("quality (0–5)", "the mean quality score", "score"),
               "instruction": ("instruction following", "attempted / judged", "percent"),
               "correct": ("correct", "correct / judged, rounds with reference answers", "percent"),

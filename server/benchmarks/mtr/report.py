@@ -191,10 +191,28 @@ def report_entries(db: Database, refs: Iterable[str]) -> list[MTREpisodeScore]:
     return out
 
 
+#: what each rule set is, as the reports say it
+RULES_TEXT = {"project": "project (the detector-based rules, DESIGN §12.4; docs/mtr.md \"Rule sets\")",
+              "published": "published (the published scripts' rules on Whisper word timestamps; docs/mtr.md "
+                           "\"Rule sets\")"}
+
+
+def rules_of(entries: Iterable[MTREpisodeScore]) -> list[str]:
+    """The rule sets the entries were judged by (one, unless scorings of both are reported together)."""
+    return sorted({e.rules for e in entries})
+
+
+def rules_line(entries: Iterable[MTREpisodeScore]) -> str:
+    names = rules_of(entries)
+    return ("rules: " + RULES_TEXT[names[0]]) if len(names) == 1 else \
+        f"rules: mixed ({', '.join(names)}): the scorings reported judged their rounds by different rule sets"
+
+
 def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, Any]:
     """Every MTR table (what `mpe report` prints); returns the metrics and analyses."""
     metrics = compute_metrics(entries)
     an = analyses(entries)
+    console.print(rules_line(entries), highlight=False)
     console.print(main_table(metrics))
     console.print(ablation_table(metrics))
     console.print(rounds_table(metrics))
@@ -204,7 +222,7 @@ def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, 
     gap = gap_table(an)
     if gap is not None:
         console.print(gap)
-    return {"metrics": metrics, **published_tables(metrics), "analyses": an}
+    return {"rules": rules_of(entries), "metrics": metrics, **published_tables(metrics), "analyses": an}
 
 
 # --- HTML --------------------------------------------------------------------------------------
@@ -336,6 +354,7 @@ def render_html(entries: list[MTREpisodeScore], *, max_timelines: int | None = 6
 td,th{{border:1px solid #d5d9e0;padding:3px 8px;text-align:right}} td:first-child,th:first-child{{text-align:left}}
 figure{{display:inline-block;margin:8px 16px 8px 0}} .legend,.muted{{font-size:12px;color:#5a6b7d}} .tl{{margin:6px 0}}
 </style></head><body><h1>{_e(title)}</h1>
+<p class="rules">{_e(rules_line(entries))}</p>
 <p>Success % in Round 1 → the mean over rounds 1–R, and the mean latency, per feature, from the feature's
 single-feature set only (DESIGN §12.4).</p>
 {table}<h2>Feature combinations</h2><p>Success % in Round 1 → the mean over rounds 1–R of each published

@@ -172,9 +172,10 @@ class RoundResult:
     interrupted: bool | None = None  # interruption: speech running when the barge-in began
     stop_latency: int | None = None  # interruption: barge-in start -> the audible stop
     barge_in_latency: int | None = None  # interruption: barge-in end -> the reply's onset
-    own_backchannels: int = 0  # the model's short segments over the user's speech
+    own_backchannels: int | None = 0  # the model's short segments over the user's speech (project rules)
     user_speech: int = 0  # samples of user speech in the round
     verdicts: dict[str, Failure | None] = field(default_factory=dict)  # per feature carried (overlay rounds only)
+    own_backchannel_rate: float | None = None  # published rules: short segments per second of model speech
 
 
 def _failures(r: LiveRound, segments: Sequence[Span], first: Response) -> tuple[list[Failure], dict]:

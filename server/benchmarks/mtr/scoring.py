@@ -1,20 +1,24 @@
-"""Scoring one MTR episode: the §12.4 rules over its speech segments (no transcripts needed), and
-the rounds with a task judged on their dimension (§12.5, :mod:`.dimensions`)."""
+"""Scoring one MTR episode by one rule set: ``project`` (the §12.4 rules over its speech segments,
+no transcripts needed) or ``published`` (the published scripts' rules over the Whisper words of
+the whole model track, :mod:`.published`); and the rounds with a task judged on their dimension
+(§12.5, :mod:`.dimensions`)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.benchmarks.mpe.judging import Judge
+from server.benchmarks.mtr import published
 from server.benchmarks.mtr.dimensions import DimensionScorer
-from server.benchmarks.mtr.entry import MTREpisodeScore, RoundScore
+from server.benchmarks.mtr.entry import RULE_SETS, MTREpisodeScore, RoundScore, RuleSet
 from server.benchmarks.mtr.judges import make_dimension_judge
-from server.benchmarks.mtr.rules import judge_rounds, live_rounds
+from server.benchmarks.mtr.rules import LiveRound, RoundResult, judge_rounds, live_rounds
 from server.benchmarks.mtr.suite import Dialogue
 from server.core.benchmark import EpisodeView
 from server.core.detector import detect_segments
 from server.core.spans import sec
 from server.scoring.asr import ASRBackend
+from server.scoring.errors import BackendUnavailable, BadBundle
 from server.scoring.loading import LoadedEpisode
 from server.scoring.store import Cache
 
@@ -49,12 +53,38 @@ def moved_rounds(doc: MTREpisodeView) -> dict[int, str]:
                        "places it after the model's onset)"}
 
 
-def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache) -> MTREpisodeScore:
+def published_rounds(rounds: list[LiveRound], dialogue: Dialogue | None, track, asr: ASRBackend,
+                     cache: Cache) -> list[RoundResult]:
+    """The live rounds by the published rules: the whole model track transcribed with word timestamps."""
+    if dialogue is None:
+        raise BadBundle("the published rules need the dialogue (its ground-truth reply lengths); the episode has none")
+    if not asr.enabled or not getattr(asr, "words", False):
+        raise BackendUnavailable(f"--rules published decides on word timestamps: the {asr.name} ASR gives none "
+                                 "(use --asr faster-whisper)")
+    _, segments = cache.transcribe_words(asr, track)
+    rate = published.frequency(segments)
+    specs = {r.round: r for r in dialogue.rounds}
+    out = []
+    for r in rounds:
+        spec = specs[r.round]
+        w = published.windows(r, spec.assistant.duration_s,
+                              spec.barge_in.response.duration_s if spec.barge_in else None)
+        out.append(published.judge_round(r, w, segments, rate))
+    return out
+
+
+def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache,
+                  rules: RuleSet = RULE_SETS[0]) -> MTREpisodeScore:
+    if rules not in RULE_SETS:
+        raise BackendUnavailable(f"unknown rule set {rules!r}; choose one of: {', '.join(RULE_SETS)}")
     doc = ep.view(MTREpisodeView)
     segments = ep.segments if ep.segments is not None else [(g.start, g.end) for g in detect_segments(ep.assistant)]
     rounds = live_rounds(ep.events)
-    results = judge_rounds(rounds, segments)
     dialogue = doc.dialogue
+    if rules == "published":
+        results = published_rounds(rounds, dialogue, ep.assistant, asr, cache)
+    else:
+        results = judge_rounds(rounds, segments)
     dims = {}
     if dialogue is not None and any(r.task for r in dialogue.rounds):
         scorer = DimensionScorer(ep.assistant, segments, asr, judge, make_dimension_judge(judge), cache)
@@ -66,5 +96,5 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
         dialogue_id=doc.pair_id if dialogue is None else dialogue.dialogue_id, set="" if dialogue is None else dialogue.set,
         mode=doc.condition or None, live_round=doc.round, duration_s=sec(len(ep.assistant)) or 0.0,
         speech=[(int(s), int(e)) for s, e in segments], room=[x for r in rounds for x in r.spans()],
-        segments=ep.segments_source,
+        segments=ep.segments_source, rules=rules,
         rounds=[RoundScore.of(r, dims.get(r.round), excluded.get(r.round)) for r in results])
