@@ -168,3 +168,34 @@ def test_a_barge_in_or_voice_that_never_played_fails_as_no_response():
     for feature in ("interruption", "background"):
         pub, proj = both(base(feature))
         assert pub.failure == proj.failure == "no_response" and pub.latency == 0 and proj.latency is None
+
+
+def overlay(*parts: Event, features: tuple[str, ...], end: float = 20.0) -> list[Event]:
+    """A live overlay round carrying ``features`` (its main feature first), the user speaking 1-3 s."""
+    start = ev(1, "round.start", round=1, feature=features[0], features=list(features), live=True)
+    return sorted([start, ev(1, "user.start", round=1, part=1), ev(3.0, "user.end", round=1), *parts,
+                   ev(end, "round.end", round=1)], key=lambda e: e.t)
+
+
+def test_a_combination_round_has_one_published_verdict_dispatched_on_its_label():
+    # smooth + pause + background (E4 lines 20-30): E1 decides, the background check ANDed in, one verdict for
+    # every feature; the project rules judge each feature apart
+    parts = (ev(1.8, "pause.start", round=1), ev(2.4, "pause.end", round=1), ev(2.4, "user.start", round=1, part=2),
+             ev(6.0, "background.start", round=1), ev(9.0, "background.end", round=1))
+    events = overlay(*parts, features=("smooth", "pause", "background"))
+    # a fluent reply from 3.7 s through the voice: every feature passes under both sets
+    pub, proj = both(events, reply(3.7, 6.0))
+    assert pub.ok and pub.verdicts == {"smooth": None, "pause": None, "background": None}
+    assert proj.ok
+    # the reply stops at 6.5 s, inside the voice: the one published verdict fails for all three features;
+    # the project rules fail background alone
+    pub, proj = both(events, reply(3.7, 2.8))
+    assert pub.verdicts == dict.fromkeys(("smooth", "pause", "background"), "yielded_to_background")
+    assert proj.verdicts["background"] is not None and proj.verdicts["smooth"] is None
+
+
+def test_a_combination_with_a_barge_in_that_never_played_fails():
+    # interruption + pause + background without a barge-in (E4 line 42: no interruption_start fails)
+    parts = (ev(6.0, "background.start", round=1), ev(9.0, "background.end", round=1))
+    pub, _ = both(overlay(*parts, features=("interruption", "pause", "background")), reply(3.7, 6.0))
+    assert not pub.ok and set(pub.verdicts.values()) == {"no_response"}

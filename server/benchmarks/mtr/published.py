@@ -141,28 +141,35 @@ def covered(segments: Sequence[TimedSegment], start: float, end: float) -> bool:
 
 def judge_round(r: LiveRound, w: Windows, segments: Sequence[TimedSegment], own_rate: float) -> RoundResult:
     """One live round by the published rules (module docstring; ``own_rate`` the track's
-    :func:`frequency`)."""
+    :func:`frequency`). A round carrying several features (an overlay round) is judged as E3/E4
+    dispatch on its combined label: one rule decides, smooth turn-taking's (E1) before interruption's
+    (E2; E3 lines 16-21: pause handling in a combination has no check of its own, E1's user window
+    spans the pause), background ANDed in (E4 lines 20-40; no barge-in played fails, E4 line 42);
+    that one verdict stands for every feature the round carries."""
+    feats = r.features or (r.feature,)
+    main = r.feature if len(feats) == 1 else "smooth" if "smooth" in feats else \
+        "interruption" if "interruption" in feats else r.feature
     replied = speaking(segments, w.model_start, w.model_end)
     failure: Failure | None
     lat = latency(segments, w.user_end)
     barge_lat = None
-    if r.feature in ("interruption", "background") and w.interruption is None and w.background is None:
+    if (main == "interruption" and w.interruption is None) or (main == "background" and w.background is None):
         # the live scheduler places the barge-in or the voice after the model's onset: without a reply it never
         # played. The published timeline plays it anyway, and silence there fails (E2 lines 33-34: no stamps
         # give 0; BG lines 50-67: silence fails)
         failure = "no_response"
-    elif r.feature == "interruption" and w.interruption is not None:
+    elif main == "interruption" and w.interruption is not None:
         # E2 lines 24-45: silent through the barge-in and a reply in the model window; the latency from the
         # barge-in's end
         a, b = w.interruption
         failure = ("talked_over_barge_in" if speaking(segments, a, b)
                    else None if replied else "no_barge_in_response")
         lat = barge_lat = latency(segments, b)
-    elif r.feature == "pause" and w.pause is not None:
+    elif main == "pause" and w.pause is not None:
         # PH lines 27-36 (the intended rule; the script's import fails): silent from the pause's start to
         # 1.0 s after its end; no reply is asked for
         failure = "spoke_in_pause" if speaking(segments, w.pause[0], w.pause[1] + PAUSE_GRACE_S) else None
-    elif r.feature == "background" and w.background is not None:
+    elif main == "background" and w.background is not None:
         # BG lines 23-25: one segment's words run through the voice from 0.3 s in; that alone decides
         a, b = w.background
         failure = None if covered(segments, a + BACKGROUND_SKIP_S, b) else "yielded_to_background"
@@ -171,7 +178,12 @@ def judge_round(r: LiveRound, w: Windows, segments: Sequence[TimedSegment], own_
         # speaking in the model window
         failure = ("talked_over" if speaking(segments, w.user_start, w.user_end)
                    else None if replied else "no_response")
+    if len(feats) > 1 and "background" in feats and main != "background" and failure is None:
+        # E4: the background check ANDed into the combined label's verdict
+        a, b = w.background if w.background is not None else (0.0, 0.0)
+        if w.background is None or not covered(segments, a + BACKGROUND_SKIP_S, b):
+            failure = "yielded_to_background"
     return RoundResult(r.round, r.feature, failure is None, failure, replied, samples(lat),
                        barge_in_latency=None if barge_lat is None else samples(barge_lat),
-                       own_backchannels=None, user_speech=total(r.user), own_backchannel_rate=own_rate)
-
+                       own_backchannels=None, user_speech=total(r.user), own_backchannel_rate=own_rate,
+                       verdicts=dict.fromkeys(feats, failure) if len(feats) > 1 else {})
