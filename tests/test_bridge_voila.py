@@ -6,7 +6,12 @@ position_ids, past_key_values, ref_embs, ref_embs_mask, use_cache, return_dict)`
 ``last_hidden_state``, ``past_key_values``, ``voila_pred``; ``audio_transformer.inference(hidden,
 temperature, top_k)`` → ``[1, 1, nq]``) and a scripted behaviour; it is not the model. Untested here:
 ``VoilaAutonomous.load_lm`` (``VoilaAutonomousModel.from_pretrained`` from the repository's
-``model.py`` and ``AutoTokenizer.from_pretrained``), which needs the real checkpoint."""
+``model.py`` and ``AutoTokenizer.from_pretrained``), which needs the real checkpoint.
+
+The speaker embedding goes through a double of the repository's ``spkr.py`` in a stand-in clone
+(``SpeakerEmbedding(model_path, device)`` called with ``(wav, sr)``, wav channels × samples as
+``torchaudio.load`` gives it: spkr.py:9-40 of maitrix-org/Voila at 6ba63bf6), with the default
+reference voice where ``infer.py`` reads it (``examples/test1.mp3``, infer.py:155)."""
 
 from __future__ import annotations
 
@@ -128,6 +133,40 @@ def codec_dir(tmp_path_factory):
     return path
 
 
+SPKR_DOUBLE = """
+import numpy as np
+import torch
+
+CALLS = []
+
+
+class SpeakerEmbedding:
+    def __init__(self, model_path="pyannote/wespeaker-voxceleb-resnet34-LM", device="cuda"):
+        self.model_path, self.device = model_path, device
+
+    def __call__(self, wav, sr):
+        wav = torch.tensor(wav)
+        assert wav.ndim == 2 and wav.dtype == torch.float32
+        CALLS.append((self.model_path, tuple(wav.shape), sr))
+        return torch.linspace(-1, 1, 256) * float(wav.abs().mean())
+"""
+
+
+@pytest.fixture(scope="module")
+def speaker(tmp_path_factory):
+    """Options naming a stand-in clone (spkr.py and examples/test1.mp3) and a speaker model directory."""
+    import soundfile as sf
+
+    code = tmp_path_factory.mktemp("voila-code")
+    (code / "spkr.py").write_text(SPKR_DOUBLE)
+    (code / "examples").mkdir()
+    sf.write(code / "examples" / "test1.mp3", (0.3 * np.sin(np.arange(16000) / 5)).astype(np.float32), 16000,
+             format="MP3")
+    model = tmp_path_factory.mktemp("wespeaker")
+    (model / "pytorch_model.bin").write_bytes(b"")
+    return {"code": str(code), "speaker_model": str(model)}
+
+
 @pytest.fixture(scope="module")
 def voila(codec_dir, tmp_path_factory):
     d = tmp_path_factory.mktemp("voila-lm")
@@ -198,10 +237,10 @@ def test_causal_user_codes_and_fresh_state(voila):
     assert stats[-1]["frame_rate_hz"] == 25.0 and stats[-1]["reset_ms"] >= 0 and stats[-1]["codebooks"] == NQ
 
 
-def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path):
-    plain = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0")
+def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path, speaker):
+    plain = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", **speaker)
     prompted = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0",
-                        instructions="You are Aria")
+                        instructions="You are Aria", **speaker)
     tok = plain.tokenizer
     assert tok.decode(plain.prompt_ids) == ("<SYSTEM> <stream_chat> <chat_audio_output> <au_chat_ref_start> "
                                             "<au_chat_ref> <au_chat_ref_end> </SYSTEM> <|HUMAN|>")
@@ -212,10 +251,10 @@ def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path):
         assert rec["source"] == source
 
 
-def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch):
+def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch, speaker):
     def code(cls=OnDouble, **options) -> str:
         with pytest.raises(MPEError) as info:
-            cls(checkpoint=str(tmp_path), warmup_frames="0", **options)
+            cls(checkpoint=str(tmp_path), warmup_frames="0", **({"code": speaker["code"]} | options))
         return info.value.code
 
     assert code(tokenizer=str(tmp_path / "absent")) == "model_missing_weights"
@@ -226,8 +265,13 @@ def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch):
     class NoAudioTokens(OnDouble):
         audio_tokens = False
 
-    assert code(NoAudioTokens, tokenizer=str(codec_dir)) == "model_bad_checkpoint"
+    assert code(NoAudioTokens, tokenizer=str(codec_dir), speaker_model=speaker["speaker_model"]) == \
+        "model_bad_checkpoint"
     assert code(tokenizer=str(codec_dir), top_p="0.9") == "bridge_config"
+    # no speaker model in the (empty) hub cache, no reference voice: missing weights, not a voiceless run
+    assert code(tokenizer=str(codec_dir)) == "model_missing_weights"
+    assert code(tokenizer=str(codec_dir), ref_audio=str(tmp_path / "absent.wav"),
+                speaker_model=speaker["speaker_model"]) == "model_missing_weights"
 
 
 async def test_lockstep_episode_through_the_server(settings, db, mini_suite, monkeypatch, voila):
@@ -247,10 +291,11 @@ async def test_lockstep_episode_through_the_server(settings, db, mini_suite, mon
     assert assistant.any()
 
 
-def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path):
+def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path, speaker):
     """Past ``max_marker_steps`` markers in a row the next step is taken as audio (counted); a context past
     the LM's ``max_position_embeddings`` ends the step with ``model_error``, not with silence."""
-    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", max_marker_steps="1")
+    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", max_marker_steps="1",
+                      **speaker)
     play(bridge, voice(15, 1))
     # <|VOILA|> is one marker; the "hello" step that follows is taken as audio; ".", eos are markers again
     assert bridge.counts["forced_audio_steps"] == 1 and bridge.counts["marker_steps"] == 3
@@ -259,3 +304,17 @@ def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path):
     with pytest.raises(MPEError) as info:
         play(bridge, voice(15, 1))
     assert info.value.code == "model_error" and "context is full" in str(info.value)
+
+
+def test_speaker_embedding_computed_as_upstream_by_default(codec_dir, tmp_path, speaker):
+    """Without ``ref_emb`` the bridge computes the speaker embedding as infer.py:185-191 does (the
+    repository's SpeakerEmbedding on the default reference voice) and the first forward pass carries it
+    with mask [1]; a model without it would speak in no particular voice."""
+    import sys
+
+    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", **speaker)
+    calls = sys.modules["spkr"].CALLS
+    assert calls and calls[-1][0].endswith("pytorch_model.bin") and calls[-1][1][0] == 1 and calls[-1][2] == 16000
+    play(bridge, voice(3, 1))
+    assert bridge.model.calls[0]["ref"] and bridge.ref_embs.shape == (1, 1, 256) and bridge.ref_embs.abs().sum() > 0
+    assert bridge.model_stats()["speaker_embedding"] == "ref_audio:test1.mp3"
