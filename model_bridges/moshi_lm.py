@@ -11,9 +11,11 @@ Checkpoint: a directory (or a hub id found in the local hub cache, see
 optional ``config.json`` in the ``moshi`` package's format (LM settings plus the file names
 ``moshi_name``, ``mimi_name``, ``tokenizer_name``, ``mimi_config_name``; without it, Moshi 7B's
 settings and file names), the LM weights, the Mimi weights and the SentencePiece text tokenizer.
-Checkpoints of other models that use this streaming API (FLM-Audio, PersonaPlex) load the same way
-when their directory has that layout; a ``model_type`` other than ``moshi`` (Hibiki, the TTS) is
-refused as the wrong checkpoint.
+Checkpoints of other models that use the ``moshi`` package's streaming API (PersonaPlex) load the
+same way when their directory has that layout; a ``model_type`` other than ``moshi`` (Hibiki, the
+TTS, and FLM-Audio, whose LM is its own transformers class ``FLMAudioForCausalLM`` with
+``model_type`` ``"FLMAudio"``: cofe-ai/flm-audio ``flmaudio/models/configuration_flmaudio.py:166``)
+is refused as the wrong checkpoint; FLM-Audio runs through its server and ``moshi-ws``.
 
 Teacher forcing (docs/protocol.md §5.1): a context frame is encoded by a second Mimi encoder with a
 streaming state of its own (the model's own stream), and its 8 codes are forced in place of the
@@ -76,6 +78,9 @@ def read_checkpoint(directory: Path):
     for key in ("tts_config", "stt_config", "model_id"):
         if lm and lm.pop(key, None) and key != "model_id":
             raise ModelBadCheckpoint(f"moshi: {cfg_path.name} has {key}: not a full-duplex Moshi checkpoint")
+    if model_type == "FLMAudio":
+        raise ModelBadCheckpoint(f"moshi: {cfg_path.name} is FLM-Audio's (FLMAudioForCausalLM, its own model class): "
+                                 "run it with its server and the moshi-ws bridge")
     if model_type != "moshi":
         raise ModelBadCheckpoint(f"moshi: model_type {model_type!r} in {cfg_path.name} (a full-duplex checkpoint "
                                  "has model_type moshi)")

@@ -129,6 +129,9 @@ def test_errors_have_stable_codes(checkpoint, tmp_path, monkeypatch):
     assert code(checkpoint=str(wrong)) == "model_bad_checkpoint"
     (wrong / "config.json").write_text(json.dumps(cfg | {"model_type": "hibiki"}))
     assert code(checkpoint=str(wrong)) == "model_bad_checkpoint"
+    # FLM-Audio's config (cofe-ai/flm-audio configuration_flmaudio.py:166): its own model class, not moshi's
+    (wrong / "config.json").write_text(json.dumps({"model_type": "FLMAudio", "architectures": ["FLMAudioForCausalLM"]}))
+    assert code(checkpoint=str(wrong)) == "model_bad_checkpoint" and "moshi-ws" in messages[-1]
     assert code(checkpoint=str(checkpoint), temperature="2") == "bridge_config"
 
 
