@@ -47,7 +47,15 @@ local hub cache (``speaker_model``, default ``pyannote/wespeaker-voxceleb-resnet
 
 The duty comes as the spoken preamble only; ``instructions=`` (a text inserted before ``</SYSTEM>``,
 as ``infer.py --instruction`` does) is an explicit option, recorded in the stats.
-Teacher forcing is not offered (``accepts_context`` false; docs/bridges.md says what is possible).
+**Teacher forcing** (``accepts_context``, docs/protocol.md §5.1): the assistant channel is where
+the model's own past output enters its input (each audio position holds the user's codec frame
+and the assistant's, infer.py:92-99 with model.py:347-352, the two channels' embeddings averaged).
+A context frame is encoded by the tokenizer with a window of its own (the model's own stream,
+``codec_context_ms`` of earlier context audio, as the room is encoded), and its two codec frames
+are written in place of the sampled assistant frames of that frame's two audio steps. Those steps
+are audio steps whatever text token the model samples: the ground truth has no aligned markers
+(turn starts, text), so none are written during the context (``context_steps`` in the stats). The
+decoder decodes the forced frames too, so it continues from the context audio.
 """
 
 from __future__ import annotations
@@ -97,6 +105,7 @@ class VoilaAutonomous(InProcessBridge):
     family = "voila"
     sample_rate = RATE
     takes_text_prompt = True
+    accepts_context = True
 
     def __init__(self, checkpoint: str = "", **options: Any):
         super().__init__(checkpoint, **options)
@@ -239,15 +248,28 @@ class VoilaAutonomous(InProcessBridge):
         self.speaking = False
         ctx = self.codec_context_ms * RATE // 1000 // self.hop * self.hop
         self.room_window = np.zeros(ctx, np.float32)
+        self.own_window = np.zeros(ctx, np.float32)  # the model's own stream (context frames)
+        self._forced: dict[int, Any] = {}  # seq -> the context frame's codes [nq, per_frame]
         self.own_codes = torch.zeros(self.nq, ctx // self.hop, dtype=torch.long, device=self.device)
         self.own_silent = ctx // self.hop  # leading frames of own_codes that are not the model's
-        self.counts = {"audio_steps": 0, "marker_steps": 0, "turns": 0, "forced_audio_steps": 0}
+        self.counts = {"audio_steps": 0, "marker_steps": 0, "turns": 0, "forced_audio_steps": 0, "context_steps": 0}
         self._text: list[int] = []
 
     def encode_room(self, room: np.ndarray):
         """This frame's user codec frames [nq, per_frame], encoded after the room audio before it."""
         x = np.concatenate([self.room_window, pcm16_to_float(room)])
         self.room_window = x[len(x) - len(self.room_window):] if len(self.room_window) else self.room_window
+        return self.encode(x)
+
+    def force(self, seq: int, pcm: np.ndarray) -> None:
+        """A context frame (the model's own past output): its codec frames, encoded after the earlier ones."""
+        x = np.concatenate([self.own_window, pcm16_to_float(pcm)])
+        self.own_window = x[len(x) - len(self.own_window):] if len(self.own_window) else self.own_window
+        with self.torch.inference_mode():
+            self._forced[seq] = self.encode(x)
+
+    def encode(self, x: np.ndarray):
+        """The last ``per_frame`` codec frames [nq, per_frame] of ``x`` (float32 at 16 kHz)."""
         codes = self.codec.encode(self.torch.from_numpy(x).to(self.device)[None, None],
                                   bandwidth=BANDWIDTH_KBPS).audio_codes[0, 0]
         if codes.shape[0] != self.nq:
@@ -272,10 +294,11 @@ class VoilaAutonomous(InProcessBridge):
             logits = logits.masked_fill(logits < kth, float("-inf"))
         return int(torch.multinomial(torch.softmax(logits.float(), dim=-1), 1)[0, 0])
 
-    def lm_step(self, user_row, force_audio: bool = False):
+    def lm_step(self, user_row, force_audio: bool = False, forced=None):
         """One forward pass and what follows from it: the assistant's codec frame [nq] on an audio step,
         None on a marker step (``user_row``, the next user frame as ids [nq], is appended only on an audio
-        step; ``force_audio`` takes the sampled frame as audio whatever the token)."""
+        step; ``force_audio`` takes the sampled frame as audio whatever the token; ``forced``, a context
+        frame's codes [nq], is an audio step with those codes in place of the sampled ones)."""
         torch = self.torch
         n = self.pending.shape[1]
         if self.max_positions and self.positions + n > self.max_positions:
@@ -291,6 +314,10 @@ class VoilaAutonomous(InProcessBridge):
         self.positions += n
         audio = self.model.audio_transformer.inference(out.last_hidden_state, temperature=self.sampling[
             "audio_temperature"], top_k=self.sampling["audio_top_k"])[0, -1]  # [nq], codes 0 … card-1
+        if forced is not None:
+            self.counts["context_steps"] += 1
+            self.pending = torch.cat([user_row[None, None], (forced + self.offsets)[None, None]], dim=2)
+            return forced
         token = self.sample_text(out.logits[:, -1, :])
         head = int(torch.argmax(out.voila_pred[0, -1]))
         if head == 1 and not self.speaking:
@@ -329,11 +356,13 @@ class VoilaAutonomous(InProcessBridge):
         self._seq = seq
         with torch.inference_mode():
             user = self.encode_room(room) + self.offsets[:, None]  # [nq, per_frame] as LM ids
+            forced = self._forced.pop(seq, None)
             own = []
             for k in range(self.per_frame):
                 markers, audio = 0, None
                 while audio is None:
-                    audio = self.lm_step(user[:, k], force_audio=markers >= self.max_marker_steps)
+                    audio = self.lm_step(user[:, k], force_audio=markers >= self.max_marker_steps,
+                                         forced=None if forced is None else forced[:, k])
                     markers += 1
                 own.append(audio)
             pcm = self.decode_own(torch.stack(own, dim=1))

@@ -318,3 +318,70 @@ def test_speaker_embedding_computed_as_upstream_by_default(codec_dir, tmp_path, 
     play(bridge, voice(3, 1))
     assert bridge.model.calls[0]["ref"] and bridge.ref_embs.shape == (1, 1, 256) and bridge.ref_embs.abs().sum() > 0
     assert bridge.model_stats()["speaker_embedding"] == "ref_audio:test1.mp3"
+
+
+def play_with_context(bridge, room, context):
+    n_ctx = len(context) // FRAME
+    bridge.reset(EpisodeStart(episode_id="e", clock="lockstep", sample_rate=16000, frame_samples=FRAME,
+                              context_frames=n_ctx))
+    bridge.model.calls.clear()
+    out = []
+    for s in range(len(room) // FRAME):
+        if s < n_ctx:
+            bridge.force(s, context[s * FRAME:(s + 1) * FRAME])
+        pcm = bridge.step(s, room[s * FRAME:(s + 1) * FRAME])
+        out.append(np.zeros(FRAME, np.int16) if pcm is None else pcm)
+    return np.concatenate(out)
+
+
+def test_context_frames_enter_the_assistant_channel(voila):
+    """Teacher forcing: each context frame is encoded (a window of its own) and its two codec frames are
+    the assistant half of that frame's two audio steps, in place of the sampled ones; no marker steps
+    are written over the ground truth; the live frames after it go on as before."""
+    n_ctx, n = 6, 14
+    context = voice(n_ctx, 4)
+    out = play_with_context(voila, voice(n, 5), context)
+    assert voila.counts["context_steps"] == 2 * n_ctx and voila.counts["audio_steps"] == 2 * (n - n_ctx)
+    # the codes the tokenizer gives for the context, encoded causally with the same window
+    window = np.zeros(voila.codec_context_ms * 16 // 640 * 640, np.float32)
+    expected = []
+    for s in range(n_ctx):
+        x = np.concatenate([window, context[s * FRAME:(s + 1) * FRAME].astype(np.float32) / 32768])
+        window = x[len(x) - len(window):]
+        with torch.no_grad():
+            codes = voila.codec.encode(torch.from_numpy(x)[None, None], bandwidth=1.1).audio_codes[0, 0][:, -2:]
+        expected += [codes[:, k] + voila.offsets for k in range(2)]
+    given = [c["rows"][0, NQ:] for c in voila.model.calls[1:1 + 2 * n_ctx]]  # each step's input: the last frame
+    assert all(c["n"] == 1 for c in voila.model.calls[1:1 + 2 * n_ctx])  # audio steps only, no markers
+    assert all(torch.equal(g, e) for g, e in zip(given, expected, strict=True))
+    assert out[:n_ctx * FRAME].any() == 0 and out[n_ctx * FRAME:].any()  # silent slots while the context plays
+    other = play_with_context(voila, voice(n, 5), voice(n_ctx, 6))
+    assert not np.array_equal(other, out)  # the context is what the model heard itself say
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the bridge is the subject: one database (moshi's twin runs on postgres)
+async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, monkeypatch, codec_dir, tmp_path,
+                                                speaker):
+    """``--history gt`` on an MTR suite: the gt episodes (round k live after rounds 1…k−1 of ground truth)
+    are given to this bridge, and every context frame reaches the model as two forced assistant frames."""
+    voila = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), threads="1", warmup_frames="0",
+                     codec_context_ms="160", model_name="voila-double", **speaker)  # a short window: a fast test
+    run = create_run(db, team="local", model="voila-double", suite_path=mtr_mini, clock="lockstep", limit=1,
+                     conditions=["gt"])
+    seen: list[tuple[int, int]] = []  # (context frames announced, context steps done) per episode
+    reset, end = voila.reset, voila.end_episode
+
+    def tracking_reset(episode):
+        seen.append((episode.context_frames, 0))
+        reset(episode)
+
+    def tracking_end(e):
+        seen[-1] = (seen[-1][0], voila.counts["context_steps"])
+        end(e)
+
+    monkeypatch.setattr(voila, "reset", tracking_reset)
+    monkeypatch.setattr(voila, "end_episode", tracking_end)
+    p = await serve_run(settings, db, voila, run)
+    monkeypatch.undo()
+    assert p.completed == p.total >= 2 and p.failed_attempts == 0
+    assert any(n for n, _ in seen) and all(steps == 2 * n for n, steps in seen)
