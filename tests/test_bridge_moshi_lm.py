@@ -191,7 +191,7 @@ async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, monkeyp
 
     monkeypatch.setattr(bridge, "reset", tracking_reset)
     monkeypatch.setattr(bridge.lm_gen, "step", tracking_step)
-    p = await serve_run(settings, db, bridge, run)
+    p = await serve_run(settings, db, bridge, run, timeout=900)
     monkeypatch.undo()
     assert p.completed == p.total >= 2 and p.failed_attempts == 0
     assert any(n for n, _ in seen) and all(forced == n for n, forced in seen)

@@ -381,7 +381,7 @@ async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, monkeyp
 
     monkeypatch.setattr(voila, "reset", tracking_reset)
     monkeypatch.setattr(voila, "end_episode", tracking_end)
-    p = await serve_run(settings, db, voila, run)
+    p = await serve_run(settings, db, voila, run, timeout=900)
     monkeypatch.undo()
     assert p.completed == p.total >= 2 and p.failed_attempts == 0
     assert any(n for n, _ in seen) and all(steps == 2 * n for n, steps in seen)
