@@ -20,24 +20,43 @@ threads; this bridge runs the same steps in the same order, serialised into the 
   segment or after 20 tokens), each segment goes through ``post_process`` and ``llm2TTS.run`` with
   the checkpoint's ``server.json`` decoder settings (the first segment with the first-pack ones and
   its leading samples below 0.03 cut), and its 24 kHz pieces go into the playout buffer.
-- **Pacing.** The demo's speaking thread runs as fast as the GPU goes; here a reply advances by
-  ``llm_steps_per_frame`` calls (LLM tokens or TTS pieces; default 4) in every room frame, after the
-  frame's listening. In lockstep that is the whole difference; in realtime a reply whose steps are
-  slower than its audio shows as underruns in the playout stats.
+- **Pacing.** The demo's speaking thread runs as fast as the GPU goes, beside the listening
+  thread (bin/server.py). In **realtime** the reply's timing is the model's own: after a frame's
+  listening, reply steps (LLM tokens or TTS pieces) run until the frame's 80 ms of wall time since
+  the frame arrived are spent (at least one step per frame), so a reply whose steps are slower
+  than its audio shows as underruns in the playout stats, as it would in the demo. In
+  **lockstep** wall time is not the model's time, so the rule is fixed and stated: exactly
+  ``llm_steps_per_frame`` reply steps per room frame (default 4: 50 steps a second). The rule is
+  this bridge's, not the authors'; lockstep timings of Freeze-Omni depend on it and are reported
+  with it (``llm_steps_per_frame`` and ``reply_steps`` in the stats).
 
 Latency by design: an answer cannot start before the classifier's ``ss``, which comes on a chunk
 after the question's end (160 ms chunks), plus the first segment's tokens and TTS. The model code
 places everything on ``cuda`` and computes in bfloat16 autocast (float32 where bf16 is missing):
 ``device`` must be a CUDA device (``cuda:N`` selects it) and ``dtype`` bfloat16.
 The duty is the spoken preamble only; ``instructions=`` becomes the system role (``prompt_text``
-in the demo), recorded in the stats; without it the checkpoint's own chat template role is used.
-Teacher forcing is not offered (no call takes the model's own past audio).
+in the demo, web/parms.py:54-55), recorded in the stats; without it the role is the authors' demo
+default (web/parms.py:44-48 at 3e17af43, ``DEMO_ROLE``, its whitespace included: the demo's
+string literal continues its lines with a backslash), prefilled with ``stat='pre'``
+(models/pipeline.py:54-62) and copied for every episode (web/parms.py:57-61).
+
+**VAD version.** The authors pin ``silero-vad==5.1.2`` (requirements.txt:6); this project's
+environment has silero-vad 6.2.3, whose ``load_silero_vad()`` loads other weights. ``web/vad.py``
+runs it with threshold 0.8 and 2 s of minimum silence (web/vad.py:33-40), and its ``sl``/``el``
+decide when the model listens and when a dialogue ends, so the version changes turn-taking. The
+effect was not measured here (no GPU, no Freeze-Omni weights); the ``[freeze-omni]`` extra pins 5.1.2,
+the authors' version, for a bridge host in a venv of its own (docs/bridges.md).
+
+Teacher forcing is not offered: the model's own past output enters its LLM state as the text
+tokens it generated (``speech_dialogue`` with stat ``cs``), never as audio; an audio-only
+context frame has no faithful place there without a transcript of the assistant turns.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -47,7 +66,7 @@ import numpy as np
 from clients.errors import ModelBadCheckpoint
 from clients.pcm import float_to_pcm16
 from model_bridges import register
-from model_bridges.inprocess import InProcessBridge, import_model_code, need_file, resolve_checkpoint
+from model_bridges.inprocess import FRAME_S, InProcessBridge, import_model_code, need_file, resolve_checkpoint
 from model_bridges.playout import BridgeConfigError, PlayoutBuffer, Rechunker, opt_float, opt_int
 
 IN_RATE, OUT_RATE = 16_000, 24_000
@@ -61,6 +80,11 @@ FIRST_PACK_FLOOR = 0.03  # the first segment starts at its first sample above th
 SENTENCE_SUFFIXES = ("。", "：", "？", "！", ".", "?", "!", "\n")
 CLAUSE_SUFFIXES = (",", "，", ":") + SENTENCE_SUFFIXES
 HISTORY_CHUNKS = 6  # chunks before a speech start that are prefilled with it
+# the authors' demo role (web/parms.py:44-48): one string literal continued with backslashes, so the
+# next line's indentation (77 spaces) is part of it
+_INDENT = " " * 77
+DEMO_ROLE = _INDENT.join(("You are a helpful voice assistant.", "Your answer should be coherent, natural, simple, "
+                          "complete.", "Your name is Xiao Yun.", "Your inventor is Tencent."))
 
 
 @register("freeze-omni")
@@ -136,15 +160,17 @@ class FreezeOmni(InProcessBridge):
         self.pipeline, self.tts, self.vad = self.load_parts(directory, llm_dir)
         self.chunk_samples = int(self.vad.get_chunk_size())
         # the system role is prefilled once; every episode starts from a copy of it (the demo's reset)
-        self.system_role = self.pipeline.speech_dialogue(None, stat="pre", role=self.text_prompt)
+        self.system_role = self.pipeline.speech_dialogue(None, stat="pre", role=self.text_prompt or DEMO_ROLE)
 
     def describe(self) -> dict[str, Any]:
         return {"chunk_ms": 1000 * self.chunk_samples // IN_RATE, "input_rate": IN_RATE, "output_rate": OUT_RATE,
-                "sampling": self.sampling, "llm_steps_per_frame": self.steps_per_frame}
+                "sampling": self.sampling, "llm_steps_per_frame": self.steps_per_frame,
+                "system_role": "option" if self.text_prompt else "demo"}
 
     # per episode ----------------------------------------------------------------------------
 
     def fresh_state(self) -> None:
+        self.clock = getattr(self, "clock", "lockstep")  # warm-up runs before any episode
         self.vad.reset_vad()
         self.latest = copy.deepcopy(self.system_role)  # the demo's generate_outputs
         self.listening: dict | None = None
@@ -154,18 +180,34 @@ class FreezeOmni(InProcessBridge):
         self._slot = 0
         self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
         self.counts = {"chunks": 0, "speech_starts": 0, "vad_ends": 0, "answers": 0, "dismissed": 0,
-                       "interrupted": 0, "tokens": 0, "segments": 0}
+                       "interrupted": 0, "tokens": 0, "segments": 0, "reply_steps": 0}
 
     def compute(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         self._slot = seq
+        deadline = self.now() + FRAME_S
         with self.torch.no_grad():
             for chunk in self.rechunk.push(room):
                 self.listen(chunk)
-            for _ in range(self.steps_per_frame):
-                if self.reply is None or next(self.reply, StopIteration) is StopIteration:
+            steps = 0
+            while self.reply is not None:
+                if self.clock == "lockstep" and steps >= self.steps_per_frame:
+                    break
+                if self.clock == "realtime" and steps and self.now() >= deadline:
+                    break
+                if next(self.reply, StopIteration) is StopIteration:
                     self.reply = None
                     break
+                steps += 1
+            self.counts["reply_steps"] += steps
         return self.playout.pull()
+
+    def now(self) -> float:
+        """Wall time in seconds (realtime pacing; a test replaces it)."""
+        return time.perf_counter()
+
+    def reset(self, episode) -> None:
+        self.clock = episode.clock
+        super().reset(episode)
 
     # listening (bin/server.py send_pcm and llm_prefill) ------------------------------------------
 

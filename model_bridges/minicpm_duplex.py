@@ -10,15 +10,39 @@ room speech it answers (the chunk must be complete), plus the model's compute ti
 about 1 s of latency that is the model's design, not the bridge's. A turn's last partial frame
 is played padded when the model says ``end_of_turn``.
 
-The model's code comes with the checkpoint (``trust_remote_code``): ``AutoModel.from_pretrained``,
-``init_tts()``, ``as_duplex()``; per episode ``prepare(prefix_system_prompt,
-suffix_system_prompt, ref_audio)`` is the fresh state. The text system prompt is empty unless the
-bridge is started with ``instructions`` / ``instructions_file`` (recorded in the attempt's stats):
-every model gets the duty as the spoken preamble only. ``ref_audio`` (a WAV, resampled to 16 kHz)
-sets the voice.
+The model's code comes with the checkpoint (``trust_remote_code``). The calls and their order are
+those of OpenBMB's own code; references are to ``OpenBMB/MiniCPM-o`` at 3ec4cb0e (README.md) and
+to ``OpenBMB/minicpm-o-4_5-pytorch-simple-demo`` at c7e16605 (the demo; ``MiniCPMO45/`` holds the
+model code the checkpoint ships):
 
-Teacher forcing is not offered (``accepts_context`` false): the duplex interface has no call that
-takes audio as the model's own past output.
+- load: ``AutoModel.from_pretrained(…, trust_remote_code=True)``, ``init_tts()``, ``as_duplex()``
+  (README.md:1550-1567);
+- per episode, the fresh state: ``prepare(prefix_system_prompt, suffix_system_prompt, ref_audio,
+  prompt_wav_path)`` (MiniCPMO45/modeling_minicpmo.py:2561-2567). The system turn is framed as the
+  demo frames it: prefix ``<|im_start|>system\n{text}\n<|audio_start|>``, the reference voice
+  (16 kHz) as audio embeddings, suffix ``<|audio_end|><|im_end|>`` (demo core/processors/unified.py:
+  879-882, modeling_minicpmo_unified.py:657-662), with the demo's default text ``Streaming Omni
+  Conversation.`` (core/processors/unified.py:879-880) unless ``instructions`` is given;
+- the **TTS prompt**: ``prompt_wav_path`` is the same reference WAV (core/processors/unified.py:894,
+  README.md:1612). ``prepare`` initialises the token-to-wave cache only when it is given
+  (modeling_minicpmo.py:2579-2581) and without that cache ``_generate_waveform_from_tokens`` returns
+  ``None`` (modeling_minicpmo.py:3416-3418): the model would never make a sound. The reference WAV
+  is ``ref_audio=WAV``, by default ``assets/HT_ref_audio.wav`` in the checkpoint directory (the
+  file OpenBMB's README reads, README.md:1600; the demo's configured default,
+  ``assets/ref_audio/ref_minicpm_signature.wav`` of the demo repository, config.py:65, is used
+  when the checkpoint has that one instead). No reference voice is an error at start, not a
+  silent run;
+- per chunk: ``streaming_prefill(audio_waveform=…)``, ``streaming_generate(prompt_wav_path=…)``
+  (README.md:1628-1639), then ``finalize_unit()`` where the model code has it: the unified model
+  defers the unit's terminator to it and its next ``streaming_prefill`` raises until it is called
+  (modeling_minicpmo_unified.py:4574-4579, 4970, 5263); the checkpoint's ``MiniCPMODuplex``
+  finalises inside ``streaming_generate`` and has no such call.
+
+Teacher forcing is not offered (``accepts_context`` false): the model's own past output enters
+its context as the text tokens it generated (``streaming_generate`` feeds them to its decoder),
+never as audio, and the speech is synthesised from those tokens; the ground truth of a
+context frame is audio only, so there is nothing faithful to feed in its place without a
+transcript of the assistant turns, which the protocol does not carry.
 """
 
 from __future__ import annotations
@@ -27,20 +51,26 @@ from typing import Any
 
 import numpy as np
 
-from clients.errors import ModelMissingPackage
+from clients.errors import ModelMissingPackage, ModelMissingWeights
 from clients.pcm import float_to_pcm16
 from model_bridges import register
 from model_bridges.inprocess import InProcessBridge, bad_checkpoint, resolve_checkpoint, torch_dtype
 from model_bridges.playout import PlayoutBuffer, Rechunker, opt_int
 
 IN_RATE = 16_000
+# the system turn as OpenBMB's demo frames it (core/processors/unified.py:879-882)
+SYSTEM_PREFIX, SYSTEM_SUFFIX = "<|im_start|>system\n{text}\n<|audio_start|>", "<|audio_end|><|im_end|>"
+DEFAULT_SYSTEM_TEXT = "Streaming Omni Conversation."
+# reference voices a checkpoint directory may hold, in order (README.md:1600; demo config.py:65)
+DEFAULT_REF_AUDIO = ("assets/HT_ref_audio.wav", "assets/ref_audio/ref_minicpm_signature.wav")
 
 
 @register("minicpm-o")
 class MiniCPMODuplex(InProcessBridge):
     """Options: ``checkpoint`` (directory or hub id, e.g. ``openbmb/MiniCPM-o-4_5`` in the local hub
-    cache), ``device``, ``dtype``, ``seed``, ``chunk_ms`` (default 1000), ``ref_audio`` (a WAV for
-    the voice), ``instructions`` / ``instructions_file`` (an explicit text system prompt),
+    cache), ``device``, ``dtype``, ``seed``, ``chunk_ms`` (default 1000), ``ref_audio`` (the reference
+    voice and TTS prompt, a WAV; default ``assets/HT_ref_audio.wav`` in the checkpoint),
+    ``instructions`` / ``instructions_file`` (the text of the system turn instead of the demo's),
     ``model_name`` (default ``minicpm-o``), ``warmup_frames``, ``allow_download``."""
 
     name = "minicpm-o"
@@ -72,21 +102,37 @@ class MiniCPMODuplex(InProcessBridge):
         directory = resolve_checkpoint(self.checkpoint, self.allow_download)
         self.model = self.load_model(directory)
         self.duplex = self.model.as_duplex()
-        self.ref_audio = None
-        if self.ref_audio_path:
-            import soundfile as sf
-            import soxr
+        self.tts_prompt = self.reference_voice(directory)
+        import soundfile as sf
+        import soxr
 
-            x, rate = sf.read(self.ref_audio_path, dtype="float32", always_2d=True)
-            self.ref_audio = soxr.resample(x[:, 0], rate, IN_RATE).astype(np.float32)
+        x, rate = sf.read(self.tts_prompt, dtype="float32", always_2d=True)
+        self.ref_audio = soxr.resample(x[:, 0], rate, IN_RATE).astype(np.float32)
         self.chunk_samples = IN_RATE * self.chunk_ms // 1000
 
+    def reference_voice(self, directory) -> str:
+        """The reference WAV: the ``ref_audio`` option, else the first of DEFAULT_REF_AUDIO in the checkpoint."""
+        from pathlib import Path
+
+        if self.ref_audio_path:
+            path = Path(self.ref_audio_path).expanduser()
+            if not path.is_file():
+                raise ModelMissingWeights(f"minicpm-o: ref_audio={self.ref_audio_path!r} is not a file")
+            return str(path)
+        for name in DEFAULT_REF_AUDIO:
+            if (Path(directory) / name).is_file():
+                return str(Path(directory) / name)
+        raise ModelMissingWeights(f"minicpm-o: no reference voice: give ref_audio=WAV or put {DEFAULT_REF_AUDIO[0]} "
+                                  f"in {directory} (without a TTS prompt the model makes no sound)")
+
     def describe(self) -> dict[str, Any]:
-        return {"chunk_ms": self.chunk_ms, "input_rate": IN_RATE}
+        return {"chunk_ms": self.chunk_ms, "input_rate": IN_RATE, "tts_prompt": self.tts_prompt,
+                "system_text": self.text_prompt or DEFAULT_SYSTEM_TEXT}
 
     def fresh_state(self) -> None:
-        self.duplex.prepare(prefix_system_prompt=self.text_prompt or "", suffix_system_prompt="",
-                            ref_audio=self.ref_audio)
+        self.duplex.prepare(prefix_system_prompt=SYSTEM_PREFIX.format(text=self.text_prompt or DEFAULT_SYSTEM_TEXT),
+                            suffix_system_prompt=SYSTEM_SUFFIX, ref_audio=self.ref_audio,
+                            prompt_wav_path=self.tts_prompt)
         self.rechunk = Rechunker(self.chunk_samples, self.sample_rate, IN_RATE)
         self._slot = 0
         self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
@@ -97,7 +143,9 @@ class MiniCPMODuplex(InProcessBridge):
         for chunk in self.rechunk.push(room):
             self.chunks += 1
             self.duplex.streaming_prefill(audio_waveform=chunk)
-            result = self.duplex.streaming_generate()
+            result = self.duplex.streaming_generate(prompt_wav_path=self.tts_prompt)
+            if getattr(self.duplex, "needs_finalize", False):
+                self.duplex.finalize_unit()
             item = f"turn{self.turn}"
             if result.get("text"):
                 self.emit_text(seq, str(result["text"]))

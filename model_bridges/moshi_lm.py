@@ -11,9 +11,11 @@ Checkpoint: a directory (or a hub id found in the local hub cache, see
 optional ``config.json`` in the ``moshi`` package's format (LM settings plus the file names
 ``moshi_name``, ``mimi_name``, ``tokenizer_name``, ``mimi_config_name``; without it, Moshi 7B's
 settings and file names), the LM weights, the Mimi weights and the SentencePiece text tokenizer.
-Checkpoints of other models that use this streaming API (FLM-Audio, PersonaPlex) load the same way
-when their directory has that layout; a ``model_type`` other than ``moshi`` (Hibiki, the TTS) is
-refused as the wrong checkpoint.
+Checkpoints of other models that use the ``moshi`` package's streaming API (PersonaPlex) load the
+same way when their directory has that layout; a ``model_type`` other than ``moshi`` (Hibiki, the
+TTS, and FLM-Audio, whose LM is its own transformers class ``FLMAudioForCausalLM`` with
+``model_type`` ``"FLMAudio"``: cofe-ai/flm-audio ``flmaudio/models/configuration_flmaudio.py:166``)
+is refused as the wrong checkpoint; FLM-Audio runs through its server and ``moshi-ws``.
 
 Teacher forcing (docs/protocol.md §5.1): a context frame is encoded by a second Mimi encoder with a
 streaming state of its own (the model's own stream), and its 8 codes are forced in place of the
@@ -76,6 +78,9 @@ def read_checkpoint(directory: Path):
     for key in ("tts_config", "stt_config", "model_id"):
         if lm and lm.pop(key, None) and key != "model_id":
             raise ModelBadCheckpoint(f"moshi: {cfg_path.name} has {key}: not a full-duplex Moshi checkpoint")
+    if model_type == "FLMAudio":
+        raise ModelBadCheckpoint(f"moshi: {cfg_path.name} is FLM-Audio's (FLMAudioForCausalLM, its own model class): "
+                                 "run it with its server and the moshi-ws bridge")
     if model_type != "moshi":
         raise ModelBadCheckpoint(f"moshi: model_type {model_type!r} in {cfg_path.name} (a full-duplex checkpoint "
                                  "has model_type moshi)")
@@ -134,23 +139,32 @@ class MoshiLM(InProcessBridge):
 
     def load(self) -> None:
         try:
+            import moshi.models  # noqa: F401 (the package's own loaders, through CheckpointInfo)
             import sentencepiece
-            import torch
-            from moshi.models import LMGen
+            import torch  # noqa: F401
         except ImportError as exc:
             raise ModelMissingPackage(f"moshi: {exc.name or exc} is not installed: pip install 'duplex-mpe[moshi]' "
                                       "(docs/bridges.md, moshi)") from None
         directory = resolve_checkpoint(self.checkpoint, self.allow_download, self.revision or None)
         info = read_checkpoint(directory)
-        self.torch = torch
         try:
-            self.mimi = info.get_mimi(device=self.device)
-            self.lm = info.get_moshi(device=self.device, dtype=torch_dtype(self.dtype_name))
-            self.tokenizer = sentencepiece.SentencePieceProcessor(str(info.tokenizer))
+            mimi = info.get_mimi(device=self.device)
+            lm = info.get_moshi(device=self.device, dtype=torch_dtype(self.dtype_name))
+            tokenizer = sentencepiece.SentencePieceProcessor(str(info.tokenizer))
         except (RuntimeError, KeyError, ValueError, OSError) as exc:
             if "out of memory" in str(exc).lower():
                 raise
             raise bad_checkpoint(f"moshi: loading {directory.name}", exc) from None
+        self.build(mimi, lm, tokenizer, info.lm_gen_config)
+        self.loaded_from = str(directory)
+
+    def build(self, mimi, lm, tokenizer, lm_gen_config: dict) -> None:
+        """The streaming generator around a loaded Mimi, LM and text tokenizer (a checkpoint's, or
+        random weights: bench/gpu_smoke.py ``--random-weights``)."""
+        import torch
+        from moshi.models import LMGen
+
+        self.torch, self.mimi, self.lm, self.tokenizer = torch, mimi, lm, tokenizer
         self.dep_q = self.lm.dep_q
         if self.lm.num_codebooks - self.dep_q - 1 != self.dep_q:
             raise ModelBadCheckpoint(f"moshi: the LM has {self.dep_q} generated and "
@@ -159,13 +173,12 @@ class MoshiLM(InProcessBridge):
         self.mimi.set_num_codebooks(self.dep_q)
         self.mimi_ctx = copy.deepcopy(self.mimi)  # the model's own stream, for teacher forcing
         gen = {"temp": 0.8, "temp_text": 0.7, "top_k": 250, "top_k_text": 25}
-        gen |= {k: v for k, v in info.lm_gen_config.items() if k in gen}
+        gen |= {k: v for k, v in lm_gen_config.items() if k in gen}
         gen |= {k: v for k, v in self.sampling.items() if v is not None}
         self.gen_config = gen
         self.lm_gen = LMGen(self.lm, **gen, on_audio_hook=self._audio_hook)
         for module in (self.mimi, self.mimi_ctx, self.lm_gen):
             module.streaming_forever(1)
-        self.loaded_from = str(directory)
         self.params = {"lm": sum(p.numel() for p in self.lm.parameters()),
                        "mimi": sum(p.numel() for p in self.mimi.parameters())}
 

@@ -34,9 +34,28 @@ bridge turns that loop into a per-step function, in the same order of operations
   LM's ``max_position_embeddings`` the step is ``model_error`` (the authors' loop stops at
   ``max_new_tokens``).
 
+**Speaker embedding.** Upstream always computes one for a task with audio output: ``infer.py``
+(maitrix-org/Voila at 6ba63bf6, lines 185-191) loads ``--ref-audio`` (default
+``examples/test1.mp3``, infer.py:155) and passes ``SpeakerEmbedding(device)(wav, sr)`` (spkr.py:9-40:
+pyannote's ``wespeaker-voxceleb-resnet34-LM``, 16 kHz) as ``ref_embs`` with ``ref_embs_mask =
+[1]``; the model adds it, through ``ref_emb_linear``, at the fifth prompt position
+(model.py:705-712, ``<au_chat_ref>``). The bridge does the same at load, with the repository's own
+``spkr`` module: ``ref_audio=FILE`` (default ``examples/test1.mp3`` of the code clone), the audio
+read as ``torchaudio.load`` gives it (channels × samples, float32), the speaker model from the
+local hub cache (``speaker_model``, default ``pyannote/wespeaker-voxceleb-resnet34-LM``, its
+``pytorch_model.bin``). ``ref_emb=FILE.npy`` (256 floats) gives a precomputed one instead.
+
 The duty comes as the spoken preamble only; ``instructions=`` (a text inserted before ``</SYSTEM>``,
 as ``infer.py --instruction`` does) is an explicit option, recorded in the stats.
-Teacher forcing is not offered (``accepts_context`` false; docs/bridges.md says what is possible).
+**Teacher forcing** (``accepts_context``, docs/protocol.md §5.1): the assistant channel is where
+the model's own past output enters its input (each audio position holds the user's codec frame
+and the assistant's, infer.py:92-99 with model.py:347-352, the two channels' embeddings averaged).
+A context frame is encoded by the tokenizer with a window of its own (the model's own stream,
+``codec_context_ms`` of earlier context audio, as the room is encoded), and its two codec frames
+are written in place of the sampled assistant frames of that frame's two audio steps. Those steps
+are audio steps whatever text token the model samples: the ground truth has no aligned markers
+(turn starts, text), so none are written during the context (``context_steps`` in the stats). The
+decoder decodes the forced frames too, so it continues from the context audio.
 """
 
 from __future__ import annotations
@@ -54,6 +73,7 @@ from model_bridges.inprocess import (
     InProcessBridge,
     bad_checkpoint,
     import_model_code,
+    need_file,
     resolve_checkpoint,
     torch_dtype,
 )
@@ -67,14 +87,17 @@ SYSTEM_PROMPT = ("<SYSTEM>", "<stream_chat><chat_audio_output><au_chat_ref_start
                  "</SYSTEM>")
 HUMAN, ASSISTANT, AUDIO = "<|HUMAN|>", "<|VOILA|>", "<au_token>"
 REPO = "https://github.com/maitrix-org/Voila"
+DEFAULT_REF_AUDIO = "examples/test1.mp3"  # infer.py:155
+SPEAKER_MODEL = "pyannote/wespeaker-voxceleb-resnet34-LM"  # spkr.py:10
 
 
 @register("voila")
 class VoilaAutonomous(InProcessBridge):
     """Options: ``checkpoint`` (directory or hub id, e.g. ``maitrix-org/Voila-autonomous-preview``),
     ``tokenizer`` (the audio tokenizer, default ``maitrix-org/Voila-Tokenizer``), ``code`` (a clone of
-    maitrix-org/Voila; default: ``model`` importable as it is), ``ref_emb`` (a ``.npy`` of 256 floats:
-    the speaker embedding; default none), ``temperature``/``top_k`` (text, default 0.2/50),
+    maitrix-org/Voila; default: ``model`` importable as it is), ``ref_audio`` (the voice whose speaker
+    embedding is computed, default the clone's ``examples/test1.mp3``), ``speaker_model`` (default
+    ``pyannote/wespeaker-voxceleb-resnet34-LM``), ``ref_emb`` (a ``.npy`` of 256 floats instead), ``temperature``/``top_k`` (text, default 0.2/50),
     ``audio_temperature``/``audio_top_k`` (default 0.8/50), ``max_marker_steps`` (default 32),
     ``codec_context_ms`` (default 1000), ``instructions``/``instructions_file``, and the common ones."""
 
@@ -82,6 +105,7 @@ class VoilaAutonomous(InProcessBridge):
     family = "voila"
     sample_rate = RATE
     takes_text_prompt = True
+    accepts_context = True
 
     def __init__(self, checkpoint: str = "", **options: Any):
         super().__init__(checkpoint, **options)
@@ -89,6 +113,8 @@ class VoilaAutonomous(InProcessBridge):
         self.tokenizer_id = str(o.pop("tokenizer", "") or "maitrix-org/Voila-Tokenizer")
         self.code_dir = str(o.pop("code", "") or "")
         self.ref_emb_path = str(o.pop("ref_emb", "") or "")
+        self.ref_audio_path = str(o.pop("ref_audio", "") or "")
+        self.speaker_model_id = str(o.pop("speaker_model", "") or SPEAKER_MODEL)
         self.sampling = {"temperature": opt_float(o, "temperature", 0.2), "top_k": opt_int(o, "top_k", 50),
                          "audio_temperature": opt_float(o, "audio_temperature", 0.8),
                          "audio_top_k": opt_int(o, "audio_top_k", 50)}
@@ -171,21 +197,43 @@ class VoilaAutonomous(InProcessBridge):
         extra = tok.encode(self.text_prompt, add_special_tokens=False) if self.text_prompt else []
         self.prompt_ids = head[:-1] + extra + head[-1:] + [human]
         self.offsets = torch.arange(self.nq, device=self.device) * self.card + self.audio_min
-        self.ref_embs = self.ref_mask = None
-        if self.ref_emb_path:
-            emb = np.load(self.ref_emb_path).astype(np.float32).reshape(-1)
-            if emb.shape != (REF_EMB_DIM,):
-                raise BridgeConfigError(f"voila: ref_emb holds {emb.size} values, not {REF_EMB_DIM}")
-            self.ref_embs = torch.from_numpy(emb).to(self.device)[None, None]
-            self.ref_mask = torch.ones(1, dtype=torch.long, device=self.device)
+        emb = self.speaker_embedding()
+        if emb.shape != (REF_EMB_DIM,):
+            raise BridgeConfigError(f"voila: the speaker embedding holds {emb.size} values, not {REF_EMB_DIM}")
+        self.ref_embs = torch.from_numpy(emb).to(self.device)[None, None]
+        self.ref_mask = torch.ones(1, dtype=torch.long, device=self.device)
         self.max_positions = int(getattr(mc, "max_position_embeddings", 0) or 0)
         self.params = {"lm": sum(p.numel() for p in self.model.parameters()),
                        "codec": sum(p.numel() for p in self.codec.parameters())}
 
+    def speaker_embedding(self) -> np.ndarray:
+        """The 256 floats of ``ref_emb``, else computed as infer.py:186-190 computes them (module docstring)."""
+        if self.ref_emb_path:
+            self.speaker_source = f"ref_emb:{Path(self.ref_emb_path).name}"
+            return np.load(self.ref_emb_path).astype(np.float32).reshape(-1)
+        spkr = import_model_code(self.code_dir, "spkr", "voila", REPO)
+        voice = Path(self.ref_audio_path).expanduser() if self.ref_audio_path else (
+            Path(spkr.__file__).resolve().parent / DEFAULT_REF_AUDIO)
+        if not voice.is_file():
+            raise ModelMissingWeights(f"voila: the reference voice {voice} is missing (give ref_audio=FILE or "
+                                      "ref_emb=FILE.npy)")
+        speaker_dir = resolve_checkpoint(self.speaker_model_id, self.allow_download)
+        weights = need_file(speaker_dir, "pytorch_model.bin", "the speaker model")
+        import soundfile as sf
+
+        try:
+            wav, sr = sf.read(str(voice), dtype="float32", always_2d=True)
+        except (RuntimeError, sf.LibsndfileError) as exc:
+            raise BridgeConfigError(f"voila: cannot read the reference voice {voice} ({exc})") from None
+        model = spkr.SpeakerEmbedding(model_path=str(weights), device=self.device)
+        emb = model(wav.T.copy(), sr)  # channels × samples, as torchaudio.load gives it
+        self.speaker_source = f"ref_audio:{voice.name}"
+        return np.asarray(emb.detach().float().cpu() if hasattr(emb, "detach") else emb, np.float32).reshape(-1)
+
     def describe(self) -> dict[str, Any]:
         return {"parameters": self.params, "sampling": self.sampling, "frame_rate_hz": RATE / self.hop,
                 "codebooks": self.nq, "codec_causal": bool(getattr(self.codec.config, "use_causal_conv", False)),
-                "codec_context_ms": self.codec_context_ms, "speaker_embedding": bool(self.ref_emb_path)}
+                "codec_context_ms": self.codec_context_ms, "speaker_embedding": self.speaker_source}
 
     # per episode ----------------------------------------------------------------------------
 
@@ -200,15 +248,28 @@ class VoilaAutonomous(InProcessBridge):
         self.speaking = False
         ctx = self.codec_context_ms * RATE // 1000 // self.hop * self.hop
         self.room_window = np.zeros(ctx, np.float32)
+        self.own_window = np.zeros(ctx, np.float32)  # the model's own stream (context frames)
+        self._forced: dict[int, Any] = {}  # seq -> the context frame's codes [nq, per_frame]
         self.own_codes = torch.zeros(self.nq, ctx // self.hop, dtype=torch.long, device=self.device)
         self.own_silent = ctx // self.hop  # leading frames of own_codes that are not the model's
-        self.counts = {"audio_steps": 0, "marker_steps": 0, "turns": 0, "forced_audio_steps": 0}
+        self.counts = {"audio_steps": 0, "marker_steps": 0, "turns": 0, "forced_audio_steps": 0, "context_steps": 0}
         self._text: list[int] = []
 
     def encode_room(self, room: np.ndarray):
         """This frame's user codec frames [nq, per_frame], encoded after the room audio before it."""
         x = np.concatenate([self.room_window, pcm16_to_float(room)])
         self.room_window = x[len(x) - len(self.room_window):] if len(self.room_window) else self.room_window
+        return self.encode(x)
+
+    def force(self, seq: int, pcm: np.ndarray) -> None:
+        """A context frame (the model's own past output): its codec frames, encoded after the earlier ones."""
+        x = np.concatenate([self.own_window, pcm16_to_float(pcm)])
+        self.own_window = x[len(x) - len(self.own_window):] if len(self.own_window) else self.own_window
+        with self.torch.inference_mode():
+            self._forced[seq] = self.encode(x)
+
+    def encode(self, x: np.ndarray):
+        """The last ``per_frame`` codec frames [nq, per_frame] of ``x`` (float32 at 16 kHz)."""
         codes = self.codec.encode(self.torch.from_numpy(x).to(self.device)[None, None],
                                   bandwidth=BANDWIDTH_KBPS).audio_codes[0, 0]
         if codes.shape[0] != self.nq:
@@ -233,10 +294,11 @@ class VoilaAutonomous(InProcessBridge):
             logits = logits.masked_fill(logits < kth, float("-inf"))
         return int(torch.multinomial(torch.softmax(logits.float(), dim=-1), 1)[0, 0])
 
-    def lm_step(self, user_row, force_audio: bool = False):
+    def lm_step(self, user_row, force_audio: bool = False, forced=None):
         """One forward pass and what follows from it: the assistant's codec frame [nq] on an audio step,
         None on a marker step (``user_row``, the next user frame as ids [nq], is appended only on an audio
-        step; ``force_audio`` takes the sampled frame as audio whatever the token)."""
+        step; ``force_audio`` takes the sampled frame as audio whatever the token; ``forced``, a context
+        frame's codes [nq], is an audio step with those codes in place of the sampled ones)."""
         torch = self.torch
         n = self.pending.shape[1]
         if self.max_positions and self.positions + n > self.max_positions:
@@ -252,6 +314,10 @@ class VoilaAutonomous(InProcessBridge):
         self.positions += n
         audio = self.model.audio_transformer.inference(out.last_hidden_state, temperature=self.sampling[
             "audio_temperature"], top_k=self.sampling["audio_top_k"])[0, -1]  # [nq], codes 0 … card-1
+        if forced is not None:
+            self.counts["context_steps"] += 1
+            self.pending = torch.cat([user_row[None, None], (forced + self.offsets)[None, None]], dim=2)
+            return forced
         token = self.sample_text(out.logits[:, -1, :])
         head = int(torch.argmax(out.voila_pred[0, -1]))
         if head == 1 and not self.speaking:
@@ -290,11 +356,13 @@ class VoilaAutonomous(InProcessBridge):
         self._seq = seq
         with torch.inference_mode():
             user = self.encode_room(room) + self.offsets[:, None]  # [nq, per_frame] as LM ids
+            forced = self._forced.pop(seq, None)
             own = []
             for k in range(self.per_frame):
                 markers, audio = 0, None
                 while audio is None:
-                    audio = self.lm_step(user[:, k], force_audio=markers >= self.max_marker_steps)
+                    audio = self.lm_step(user[:, k], force_audio=markers >= self.max_marker_steps,
+                                         forced=None if forced is None else forced[:, k])
                     markers += 1
                 own.append(audio)
             pcm = self.decode_own(torch.stack(own, dim=1))

@@ -23,7 +23,7 @@ pytest.importorskip("soxr")
 
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import EpisodeStart  # noqa: E402
-from model_bridges.freeze_omni import FreezeOmni  # noqa: E402
+from model_bridges.freeze_omni import DEMO_ROLE, FreezeOmni  # noqa: E402
 from server.engine.bundles import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
 from tests.support.context import episode_of  # noqa: E402
@@ -180,8 +180,8 @@ def tone(room, start_s, seconds, amp, freq=220):
     room[i:i + len(t)] = (amp * 32767 * np.sin(2 * np.pi * freq * t)).astype(np.int16)
 
 
-def run(bridge, room):
-    bridge.reset(EpisodeStart(episode_id="e", clock="lockstep", sample_rate=24000, frame_samples=FRAME))
+def run(bridge, room, clock="lockstep"):
+    bridge.reset(EpisodeStart(episode_id="e", clock=clock, sample_rate=24000, frame_samples=FRAME))
     out = [bridge.step(s, room[s * FRAME:(s + 1) * FRAME]) for s in range(len(room) // FRAME)]
     return np.concatenate([np.zeros(FRAME, np.int16) if o is None else o for o in out])
 
@@ -229,7 +229,7 @@ def test_not_for_the_model_no_answer_and_a_new_question_interrupts(dirs):
     assert bridge.counts["answers"] == 2 and bridge.counts["interrupted"] == 1
     # the second listening started from a copy of the state the first reply had reached
     sl = [cache for stat, cache in bridge.pipeline.calls if stat == "sl"]
-    assert any(e[0] == "t" for e in sl[-1]) and sl[-1][0] == ("role", None)
+    assert any(e[0] == "t" for e in sl[-1]) and sl[-1][0] == ("role", DEMO_ROLE)
     first_reply = expected_reply()
     start = int(np.flatnonzero(out)[0])
     assert bridge.playout.stats()["flushes"] == 1 and bridge.playout.stats()["dropped_ms"] > 0
@@ -246,7 +246,7 @@ def test_fresh_state_and_the_system_role_only_as_an_option(dirs):
     calls = bridge.pipeline.calls
     assert [s for s, _ in calls].count("pre") == 1  # prefilled once at load; each episode copies it
     sl = [cache for stat, cache in calls if stat == "sl"]
-    assert sl[-1] == [("role", None)]  # nothing of the episode before
+    assert sl[-1] == [("role", DEMO_ROLE)]  # nothing of the episode before
     rec = [m["data"]["instructions"] for m in bridge._outbox if "instructions" in m.get("data", {})][-1]
     assert rec["source"] == "none"
     prompted = make(dirs, instructions="You are Aria.")
@@ -290,3 +290,43 @@ async def test_lockstep_episode_through_the_server(settings, db, mini_suite, tmp
     assert bridge.counts["chunks"] == att.n_frames * FRAME * 2 // 3 // CHUNK
     assert bridge.counts["answers"] >= 1 and att.stats["model"]["family"] == "freeze-omni"
     assert load_track(db, att.id, "assistant").any()
+
+
+def test_the_authors_demo_role_by_default(dirs):
+    """Without instructions the system role is the authors' demo role (web/parms.py:44-48 of
+    VITA-MLLM/Freeze-Omni at 3e17af43), not the checkpoint's chat-template role (role None)."""
+    bridge = make(dirs)
+    assert bridge.system_role["past_key_values"] == [("role", DEMO_ROLE)]
+    assert DEMO_ROLE.startswith("You are a helpful voice assistant." + " " * 77 + "Your answer")
+    assert DEMO_ROLE.endswith("Your inventor is Tencent.")
+
+
+class SlowClock:
+    """A wall clock that advances ``per_read`` seconds every time it is read."""
+
+    def __init__(self, per_read: float):
+        self.t, self.per_read = 0.0, per_read
+
+    def __call__(self) -> float:
+        self.t += self.per_read
+        return self.t
+
+
+def test_reply_pace_in_realtime_is_the_models_own_and_in_lockstep_a_stated_rule(dirs):
+    room = np.zeros(50 * FRAME, np.int16)
+    tone(room, 1.0, 0.6, 0.1)
+    def first_sound(out):
+        return int(np.flatnonzero(np.abs(out.reshape(-1, FRAME)).max(axis=1))[0])
+
+    lock = make(dirs)
+    out_lock = run(lock, room)
+    steps_lock = lock.counts["reply_steps"]
+    fast = make(dirs)
+    fast.now = SlowClock(0.001)  # 1 ms a step: every step of the reply fits in the frame
+    out_fast = run(fast, room, clock="realtime")
+    slow = make(dirs)
+    slow.now = SlowClock(0.1)  # slower than a frame: one step per frame
+    out_slow = run(slow, room, clock="realtime")
+    assert steps_lock > 4 and fast.counts["reply_steps"] == slow.counts["reply_steps"] == steps_lock
+    # the reply's first sound: as soon as the model has it, later when its steps are slow
+    assert first_sound(out_fast) <= first_sound(out_lock) < first_sound(out_slow)

@@ -129,6 +129,9 @@ def test_errors_have_stable_codes(checkpoint, tmp_path, monkeypatch):
     assert code(checkpoint=str(wrong)) == "model_bad_checkpoint"
     (wrong / "config.json").write_text(json.dumps(cfg | {"model_type": "hibiki"}))
     assert code(checkpoint=str(wrong)) == "model_bad_checkpoint"
+    # FLM-Audio's config (cofe-ai/flm-audio configuration_flmaudio.py:166): its own model class, not moshi's
+    (wrong / "config.json").write_text(json.dumps({"model_type": "FLMAudio", "architectures": ["FLMAudioForCausalLM"]}))
+    assert code(checkpoint=str(wrong)) == "model_bad_checkpoint" and "moshi-ws" in messages[-1]
     assert code(checkpoint=str(checkpoint), temperature="2") == "bridge_config"
 
 
@@ -167,3 +170,28 @@ async def test_lockstep_episodes_through_the_server(settings, db, mini_suite, tm
     replay, _ = play(moshi, room, ctx)
     cut = n_ctx * FRAME
     assert np.array_equal(assistant[cut:], replay[cut:len(assistant)]) and assistant[cut:].any()
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)  # the bridge is the subject: one database (voila's twin runs on sqlite)
+async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, monkeypatch, checkpoint):
+    """``--history gt`` on an MTR suite served in process: each gt episode's context frames reach the LM as
+    forced audio codes (``depformer_replace_tokens``), one step per context frame, none after."""
+    bridge = create_bridge("moshi", checkpoint=str(checkpoint), threads="1", warmup_frames="0", model_name=NAME)
+    run = create_run(db, team="local", model=NAME, suite_path=mtr_mini, clock="lockstep", limit=1, conditions=["gt"])
+    seen: list[list[int]] = []  # per episode: [context frames announced, forced LM steps]
+    reset, step = bridge.reset, bridge.lm_gen.step
+
+    def tracking_reset(episode):
+        seen.append([episode.context_frames, 0])
+        reset(episode)
+
+    def tracking_step(codes, depformer_replace_tokens=None):
+        seen[-1][1] += depformer_replace_tokens is not None
+        return step(codes, depformer_replace_tokens=depformer_replace_tokens)
+
+    monkeypatch.setattr(bridge, "reset", tracking_reset)
+    monkeypatch.setattr(bridge.lm_gen, "step", tracking_step)
+    p = await serve_run(settings, db, bridge, run, timeout=900)
+    monkeypatch.undo()
+    assert p.completed == p.total >= 2 and p.failed_attempts == 0
+    assert any(n for n, _ in seen) and all(forced == n for n, forced in seen)

@@ -6,7 +6,12 @@ position_ids, past_key_values, ref_embs, ref_embs_mask, use_cache, return_dict)`
 ``last_hidden_state``, ``past_key_values``, ``voila_pred``; ``audio_transformer.inference(hidden,
 temperature, top_k)`` → ``[1, 1, nq]``) and a scripted behaviour; it is not the model. Untested here:
 ``VoilaAutonomous.load_lm`` (``VoilaAutonomousModel.from_pretrained`` from the repository's
-``model.py`` and ``AutoTokenizer.from_pretrained``), which needs the real checkpoint."""
+``model.py`` and ``AutoTokenizer.from_pretrained``), which needs the real checkpoint.
+
+The speaker embedding goes through a double of the repository's ``spkr.py`` in a stand-in clone
+(``SpeakerEmbedding(model_path, device)`` called with ``(wav, sr)``, wav channels × samples as
+``torchaudio.load`` gives it: spkr.py:9-40 of maitrix-org/Voila at 6ba63bf6), with the default
+reference voice where ``infer.py`` reads it (``examples/test1.mp3``, infer.py:155)."""
 
 from __future__ import annotations
 
@@ -128,6 +133,40 @@ def codec_dir(tmp_path_factory):
     return path
 
 
+SPKR_DOUBLE = """
+import numpy as np
+import torch
+
+CALLS = []
+
+
+class SpeakerEmbedding:
+    def __init__(self, model_path="pyannote/wespeaker-voxceleb-resnet34-LM", device="cuda"):
+        self.model_path, self.device = model_path, device
+
+    def __call__(self, wav, sr):
+        wav = torch.tensor(wav)
+        assert wav.ndim == 2 and wav.dtype == torch.float32
+        CALLS.append((self.model_path, tuple(wav.shape), sr))
+        return torch.linspace(-1, 1, 256) * float(wav.abs().mean())
+"""
+
+
+@pytest.fixture(scope="module")
+def speaker(tmp_path_factory):
+    """Options naming a stand-in clone (spkr.py and examples/test1.mp3) and a speaker model directory."""
+    import soundfile as sf
+
+    code = tmp_path_factory.mktemp("voila-code")
+    (code / "spkr.py").write_text(SPKR_DOUBLE)
+    (code / "examples").mkdir()
+    sf.write(code / "examples" / "test1.mp3", (0.3 * np.sin(np.arange(16000) / 5)).astype(np.float32), 16000,
+             format="MP3")
+    model = tmp_path_factory.mktemp("wespeaker")
+    (model / "pytorch_model.bin").write_bytes(b"")
+    return {"code": str(code), "speaker_model": str(model)}
+
+
 @pytest.fixture(scope="module")
 def voila(codec_dir, tmp_path_factory):
     d = tmp_path_factory.mktemp("voila-lm")
@@ -198,10 +237,10 @@ def test_causal_user_codes_and_fresh_state(voila):
     assert stats[-1]["frame_rate_hz"] == 25.0 and stats[-1]["reset_ms"] >= 0 and stats[-1]["codebooks"] == NQ
 
 
-def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path):
-    plain = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0")
+def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path, speaker):
+    plain = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", **speaker)
     prompted = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0",
-                        instructions="You are Aria")
+                        instructions="You are Aria", **speaker)
     tok = plain.tokenizer
     assert tok.decode(plain.prompt_ids) == ("<SYSTEM> <stream_chat> <chat_audio_output> <au_chat_ref_start> "
                                             "<au_chat_ref> <au_chat_ref_end> </SYSTEM> <|HUMAN|>")
@@ -212,10 +251,10 @@ def test_text_prompt_only_as_a_recorded_option(codec_dir, tmp_path):
         assert rec["source"] == source
 
 
-def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch):
+def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch, speaker):
     def code(cls=OnDouble, **options) -> str:
         with pytest.raises(MPEError) as info:
-            cls(checkpoint=str(tmp_path), warmup_frames="0", **options)
+            cls(checkpoint=str(tmp_path), warmup_frames="0", **({"code": speaker["code"]} | options))
         return info.value.code
 
     assert code(tokenizer=str(tmp_path / "absent")) == "model_missing_weights"
@@ -226,8 +265,13 @@ def test_errors_have_stable_codes(codec_dir, tmp_path, monkeypatch):
     class NoAudioTokens(OnDouble):
         audio_tokens = False
 
-    assert code(NoAudioTokens, tokenizer=str(codec_dir)) == "model_bad_checkpoint"
+    assert code(NoAudioTokens, tokenizer=str(codec_dir), speaker_model=speaker["speaker_model"]) == \
+        "model_bad_checkpoint"
     assert code(tokenizer=str(codec_dir), top_p="0.9") == "bridge_config"
+    # no speaker model in the (empty) hub cache, no reference voice: missing weights, not a voiceless run
+    assert code(tokenizer=str(codec_dir)) == "model_missing_weights"
+    assert code(tokenizer=str(codec_dir), ref_audio=str(tmp_path / "absent.wav"),
+                speaker_model=speaker["speaker_model"]) == "model_missing_weights"
 
 
 async def test_lockstep_episode_through_the_server(settings, db, mini_suite, monkeypatch, voila):
@@ -247,10 +291,11 @@ async def test_lockstep_episode_through_the_server(settings, db, mini_suite, mon
     assert assistant.any()
 
 
-def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path):
+def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path, speaker):
     """Past ``max_marker_steps`` markers in a row the next step is taken as audio (counted); a context past
     the LM's ``max_position_embeddings`` ends the step with ``model_error``, not with silence."""
-    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", max_marker_steps="1")
+    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", max_marker_steps="1",
+                      **speaker)
     play(bridge, voice(15, 1))
     # <|VOILA|> is one marker; the "hello" step that follows is taken as audio; ".", eos are markers again
     assert bridge.counts["forced_audio_steps"] == 1 and bridge.counts["marker_steps"] == 3
@@ -259,3 +304,84 @@ def test_bounded_marker_steps_and_a_full_context(codec_dir, tmp_path):
     with pytest.raises(MPEError) as info:
         play(bridge, voice(15, 1))
     assert info.value.code == "model_error" and "context is full" in str(info.value)
+
+
+def test_speaker_embedding_computed_as_upstream_by_default(codec_dir, tmp_path, speaker):
+    """Without ``ref_emb`` the bridge computes the speaker embedding as infer.py:185-191 does (the
+    repository's SpeakerEmbedding on the default reference voice) and the first forward pass carries it
+    with mask [1]; a model without it would speak in no particular voice."""
+    import sys
+
+    bridge = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), warmup_frames="0", **speaker)
+    calls = sys.modules["spkr"].CALLS
+    assert calls and calls[-1][0].endswith("pytorch_model.bin") and calls[-1][1][0] == 1 and calls[-1][2] == 16000
+    play(bridge, voice(3, 1))
+    assert bridge.model.calls[0]["ref"] and bridge.ref_embs.shape == (1, 1, 256) and bridge.ref_embs.abs().sum() > 0
+    assert bridge.model_stats()["speaker_embedding"] == "ref_audio:test1.mp3"
+
+
+def play_with_context(bridge, room, context):
+    n_ctx = len(context) // FRAME
+    bridge.reset(EpisodeStart(episode_id="e", clock="lockstep", sample_rate=16000, frame_samples=FRAME,
+                              context_frames=n_ctx))
+    bridge.model.calls.clear()
+    out = []
+    for s in range(len(room) // FRAME):
+        if s < n_ctx:
+            bridge.force(s, context[s * FRAME:(s + 1) * FRAME])
+        pcm = bridge.step(s, room[s * FRAME:(s + 1) * FRAME])
+        out.append(np.zeros(FRAME, np.int16) if pcm is None else pcm)
+    return np.concatenate(out)
+
+
+def test_context_frames_enter_the_assistant_channel(voila):
+    """Teacher forcing: each context frame is encoded (a window of its own) and its two codec frames are
+    the assistant half of that frame's two audio steps, in place of the sampled ones; no marker steps
+    are written over the ground truth; the live frames after it go on as before."""
+    n_ctx, n = 6, 14
+    context = voice(n_ctx, 4)
+    out = play_with_context(voila, voice(n, 5), context)
+    assert voila.counts["context_steps"] == 2 * n_ctx and voila.counts["audio_steps"] == 2 * (n - n_ctx)
+    # the codes the tokenizer gives for the context, encoded causally with the same window
+    window = np.zeros(voila.codec_context_ms * 16 // 640 * 640, np.float32)
+    expected = []
+    for s in range(n_ctx):
+        x = np.concatenate([window, context[s * FRAME:(s + 1) * FRAME].astype(np.float32) / 32768])
+        window = x[len(x) - len(window):]
+        with torch.no_grad():
+            codes = voila.codec.encode(torch.from_numpy(x)[None, None], bandwidth=1.1).audio_codes[0, 0][:, -2:]
+        expected += [codes[:, k] + voila.offsets for k in range(2)]
+    given = [c["rows"][0, NQ:] for c in voila.model.calls[1:1 + 2 * n_ctx]]  # each step's input: the last frame
+    assert all(c["n"] == 1 for c in voila.model.calls[1:1 + 2 * n_ctx])  # audio steps only, no markers
+    assert all(torch.equal(g, e) for g, e in zip(given, expected, strict=True))
+    assert out[:n_ctx * FRAME].any() == 0 and out[n_ctx * FRAME:].any()  # silent slots while the context plays
+    other = play_with_context(voila, voice(n, 5), voice(n_ctx, 6))
+    assert not np.array_equal(other, out)  # the context is what the model heard itself say
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the bridge is the subject: one database (moshi's twin runs on postgres)
+async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, monkeypatch, codec_dir, tmp_path,
+                                                speaker):
+    """``--history gt`` on an MTR suite: the gt episodes (round k live after rounds 1…k−1 of ground truth)
+    are given to this bridge, and every context frame reaches the model as two forced assistant frames."""
+    voila = OnDouble(checkpoint=str(tmp_path), tokenizer=str(codec_dir), threads="1", warmup_frames="0",
+                     codec_context_ms="160", model_name="voila-double", **speaker)  # a short window: a fast test
+    run = create_run(db, team="local", model="voila-double", suite_path=mtr_mini, clock="lockstep", limit=1,
+                     conditions=["gt"])
+    seen: list[tuple[int, int]] = []  # (context frames announced, context steps done) per episode
+    reset, end = voila.reset, voila.end_episode
+
+    def tracking_reset(episode):
+        seen.append((episode.context_frames, 0))
+        reset(episode)
+
+    def tracking_end(e):
+        seen[-1] = (seen[-1][0], voila.counts["context_steps"])
+        end(e)
+
+    monkeypatch.setattr(voila, "reset", tracking_reset)
+    monkeypatch.setattr(voila, "end_episode", tracking_end)
+    p = await serve_run(settings, db, voila, run, timeout=900)
+    monkeypatch.undo()
+    assert p.completed == p.total >= 2 and p.failed_attempts == 0
+    assert any(n for n, _ in seen) and all(steps == 2 * n for n, steps in seen)
