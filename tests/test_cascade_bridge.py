@@ -220,9 +220,10 @@ ANSWER = "Nine onions will do. Add one more for the sauce."
 
 
 def onion_peer(body: dict) -> str:
-    """The chat server's reply: RESPOND with :data:`ANSWER` when the last transcript line names Aria."""
+    """The chat server's reply: RESPOND with :data:`ANSWER` when the last transcript line asks Aria something."""
     last = body["messages"][-1]["content"].splitlines()[-1].lower()
-    return json.dumps({"decision": "RESPOND", "answer": ANSWER} if "aria" in last else {"decision": "SILENT", "answer": ""})
+    asked = "aria" in last and last.rstrip().endswith("?")
+    return json.dumps({"decision": "RESPOND", "answer": ANSWER} if asked else {"decision": "SILENT", "answer": ""})
 
 
 def test_an_openai_compatible_server_gets_the_cascade_prompt_and_streams_the_reply():

@@ -34,6 +34,7 @@ LONG = "Ben, the weather report says rain all afternoon, and then a dry and clea
 SCRIPT = [("A", "N2", LONG), ("B", "T", "{aria}what does the weather report say?"),
           ("C", "N2", "Ben, can you pass the salt?"), ("A", "N4Q", "Aria, what will the weather be this evening?"),
           ("B", "N4R", "It will be dry, I checked."), ("C", "N3", "Hmm, I wonder about tomorrow.")]
+LOCKSTEP_TIMEOUT_S = 30.0  # the server default: the cascade transcribes and speaks inside a frame
 CLIP_EOU_MS = 400  # below the scheduler's 0.5 s between clips: each clip is an utterance of its own
 PAUSE_HOLD_MS, BACKCHANNEL_PASS_MS = 4000, 1200  # longer than this dialogue's pause and backchannels
 STATED_STOP_MS = 500 + 64 + 80  # docs/bridges.md: barge_in_ms + the detector's look-ahead + one frame
@@ -114,7 +115,7 @@ def test_the_cascade_through_the_server(kind, tmp_path, suites, say):
     room, dialogue = suites
 
     async def main():
-        async with world_on(kind, tmp_path, room) as w:
+        async with world_on(kind, tmp_path, room, lockstep_timeout_s=LOCKSTEP_TIMEOUT_S) as w:
             dia = w.settings.suites_root / dialogue.name
             shutil.copytree(dialogue, dia)
             mpe = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade", suite_path=str(w.suite),
@@ -190,7 +191,7 @@ def test_with_a_chat_server_the_cascade_holds_an_mtr_conversation_and_a_refusal_
     _, dialogue = suites
 
     async def main():
-        async with world_on("sqlite", tmp_path, dialogue) as w:
+        async with world_on("sqlite", tmp_path, dialogue, lockstep_timeout_s=LOCKSTEP_TIMEOUT_S) as w:
             with FakeOpenAI(api_key="right", responder=ferry_peer) as peer:
                 run = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade-2p",
                                               suite_path=str(w.suite), clock="lockstep", conditions=["free"])

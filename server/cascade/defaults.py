@@ -20,6 +20,12 @@ Upstream, at livekit/agents commit ``da6af86ac640a3bc54585764e64321d7048c1c16``:
 * background voices — neither LiveKit's VAD path nor Pipecat's filters them: a voice is a voice.
   The cascade's broadcast guard (:mod:`.broadcast`) is therefore off unless asked for.
 
+All three lie on or just above two 0.5 s bounds of the generators (the Duplex-MPE scheduler's gap
+after each clip, the earliest MTR background onset): a coincidence of round numbers, allowed by the
+test because each is its source's value unchanged. The first has an effect the suites show: turns
+of the built-in Duplex-MPE suites that follow each other after 0.5 s are one utterance to the
+cascade.
+
 For comparison, Pipecat (pipecat-ai/pipecat ``acead05``, ``src/pipecat/audio/vad/vad_analyzer.py:27``)
 ends speech after ``VAD_STOP_SECS = 0.2`` and leaves the end of the turn to a turn model; with no such
 model, LiveKit's VAD-only settings are the ones that apply.
