@@ -1,8 +1,9 @@
 """The cascade bridge (server/cascade/bridge.py) on constructed episodes made of the mini suite's
 real clips, through the real detector, the real faster-whisper tiny.en and piper: whom it answers,
 barge-in (stop on an interruption, go on over a backchannel), its own voice echoed by the room;
-the Claude decider against the local fake of the Messages API; and one lockstep episode through
-the real server."""
+the chat deciders through the LLM layer against local peers of the OpenAI-compatible and Anthropic
+wire formats (streamed): the peer's reply reaches her speech on both clocks, and a failing server
+fails the attempt with its reason."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ import pytest
 from clients.messages import EpisodeStart
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.cascade.bridge import VOICE, Cascade
-from server.cascade.deciders import ClaudeDecider, RuleDecider, make_decider
+from server.cascade.deciders import LLMDecider, RuleDecider, llm_spec, make_decider
 from server.cascade.prompt import system_prompt, user_prompt
 from server.core.audio import read_wav
 from server.tts import ClipCache
 from tests.support.anthropic_peer import FakeAnthropic
+from tests.support.llm_peers import FakeOpenAI
 
 F = 1920
 RATE = 24_000
 GAP = RATE // 2  # the scheduler's 0.5 s between clips
+CLIP_EOU_MS = 400
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +53,10 @@ def make_cascade(tiny_en, piper_engine, tmp_path):
     cache = ClipCache(tmp_path)
 
     def make(**options) -> Cascade:
-        return Cascade(tmp_path, decider=RuleDecider(), recognizer=tiny_en,
+        # the clips are 0.5 s apart (the scheduler's gap): an end of utterance shorter than that makes each
+        # clip an utterance of its own (the default, 550 ms, joins them: docs/bridges.md "cascade")
+        options.setdefault("eou_ms", CLIP_EOU_MS)
+        return Cascade(tmp_path, decider=options.pop("decider", RuleDecider()), recognizer=tiny_en,
                        speaker=lambda text: cache.synthesize(piper_engine, text, VOICE), **options)
     return make
 
@@ -128,8 +134,8 @@ def test_in_realtime_the_work_runs_beside_the_frames_and_every_utterance_is_reco
     for n in range(len(room) // F):
         o = bridge.step(n, room[n * F:(n + 1) * F])
         out.append(np.zeros(F, np.int16) if o is None else o)
-        ran_ahead += bool(bridge._jobs)  # frames that went on while an utterance was being worked on
-        while bridge._jobs and not bridge._jobs[0].done():
+        ran_ahead += bridge.working  # frames that went on while an utterance was being worked on
+        while bridge.working:
             time.sleep(0.01)
     assert ran_ahead >= 4  # the work ran on the worker, never inside step()
     assert [r.decision for r in bridge.records] == ["SILENT", "SILENT", "RESPOND", "SILENT"]
@@ -144,7 +150,7 @@ def answer_then(make_cascade, mini, overlay: np.ndarray | None, *, after_s: floa
     """s0004: a turn, the question to Aria (N4Q); ``after_s`` into her answer a human plays
     ``overlay``; ``echo`` > 0: the room also carries her own output, delayed 0.19 s, at that gain.
     Returns the bridge, her track, and the sample where the overlay began."""
-    room = room_of(*(clip(mini, "s0004", i) for i in (1, 7)), tail_s=6.0)
+    room = room_of(*(clip(mini, "s0004", i) for i in (1, 7)), tail_s=7.0)  # the overlay ends inside it
     bridge = make_cascade(**options)
     start(bridge)
     out: list[np.ndarray] = []
@@ -210,36 +216,101 @@ def test_her_own_voice_echoed_by_the_room_neither_stops_her_nor_is_answered(make
     assert len(bridge.barge_ins) >= 1
 
 
-def test_claude_decider_speaks_the_cascade_prompt_to_the_messages_api():
+ANSWER = "Nine onions will do. Add one more for the sauce."
+
+
+def onion_peer(body: dict) -> str:
+    """The chat server's reply: RESPOND with :data:`ANSWER` when the last transcript line asks Aria something."""
+    last = body["messages"][-1]["content"].splitlines()[-1].lower()
+    asked = "aria" in last and last.rstrip().endswith("?")
+    return json.dumps({"decision": "RESPOND", "answer": ANSWER} if asked else {"decision": "SILENT", "answer": ""})
+
+
+def test_an_openai_compatible_server_gets_the_cascade_prompt_and_streams_the_reply():
+    with FakeOpenAI(api_key=None, responder=onion_peer) as peer:
+        d = make_decider(f"openai:{peer.url},model=tiny-chat")
+        assert isinstance(d, LLMDecider) and d.name == "openai" and d.model == "tiny-chat" and d.base_url == peer.url
+        lines = ["Okay, for four people it's six onions.", "Quick, Aria, how many onions for six people?"]
+        pieces = list(d.stream(lines, DUTY_TEXT))
+        assert len(pieces) > 3 and d._parsed("".join(pieces)).answer == ANSWER  # streamed in pieces
+        (req,) = peer.requests
+        assert req.body["stream"] is True and req.body["model"] == "tiny-chat"
+        assert req.body["messages"] == [{"role": "system", "content": system_prompt(DUTY_TEXT)},
+                                        {"role": "user", "content": user_prompt(lines)}]
+        assert not d.decide(lines[:1], DUTY_TEXT).respond
+        assert make_decider(f"openai:m2@{peer.url}").model == "m2"  # the LLM layer's own spec form
+
+
+def test_claude_decider_streams_through_the_llm_layer(monkeypatch):
     with FakeAnthropic(api_key="k") as fake:
-        fake.push('{"decision": "RESPOND", "answer": "Nine onions."}', "no idea")
-        d = ClaudeDecider("claude-test-1", api_key="k", base_url=fake.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        fake.push(json.dumps({"decision": "RESPOND", "answer": ANSWER}), "no idea")
+        d = make_decider("claude:claude-test-1")
         lines = ["Okay, for four people it's six onions.", "Quick, Aria, how many onions for six people?"]
         got = d.decide(lines, DUTY_TEXT)
-        assert got.respond and got.answer == "Nine onions." and got.label == "RESPOND"
+        assert got.respond and got.answer == ANSWER and d.name == "claude"
         (req,) = fake.message_requests
-        assert req.body["system"] == system_prompt(DUTY_TEXT) and DUTY_TEXT in req.body["system"]
+        assert req.body["stream"] is True and req.body["system"] == system_prompt(DUTY_TEXT)
         assert req.body["messages"] == [{"role": "user", "content": user_prompt(lines)}]
         assert not d.decide(lines, DUTY_TEXT).respond  # unparseable: silent
 
 
-def test_openai_compatible_decider_and_streaming_through_the_layer():
-    """``llm=openai:MODEL@URL`` (a local vLLM / llama.cpp / Ollama server): the cascade prompt as Chat
-    Completions; the layer's stream gives the text deltas of the same request."""
-    from server.llm import LLMRequest
-    from tests.support.llm_peers import FakeOpenAI
+def play(bridge: Cascade, room: np.ndarray, clock: str) -> np.ndarray:
+    """Play ``room``; realtime: the frames wait for the worker only to keep the test exact."""
+    import time
 
-    with FakeOpenAI(api_key=None) as peer:  # a local server takes any key
-        peer.push('{"decision": "RESPOND", "answer": "Nine onions."}', "Nine onions, I think.")
-        d = make_decider(f"openai:qwen2.5-0.5b@{peer.url}")
-        lines = ["Okay, for four people it's six onions.", "Quick, Aria, how many onions for six people?"]
-        got = d.decide(lines, DUTY_TEXT)
-        assert got.respond and got.answer == "Nine onions." and (d.name, d.model) == ("openai", "qwen2.5-0.5b")
-        body = peer.requests[0].body
-        assert body["messages"] == [{"role": "system", "content": system_prompt(DUTY_TEXT)},
-                                    {"role": "user", "content": user_prompt(lines)}]
-        pieces = list(d._api.stream(LLMRequest.ask(system_prompt(DUTY_TEXT), user_prompt(lines))))
-        assert len(pieces) > 1 and "".join(pieces) == "Nine onions, I think." and peer.requests[1].body["stream"]
+    start(bridge, clock)
+    out = []
+    for n in range(len(room) // F):
+        o = bridge.step(n, room[n * F:(n + 1) * F])
+        out.append(np.zeros(F, np.int16) if o is None else o)
+        while bridge.working:
+            time.sleep(0.01)
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("clock", ["lockstep", "realtime"])
+def test_with_a_chat_server_the_cascade_speaks_its_streamed_reply(make_cascade, mini, clock):
+    turns = [clip(mini, "s0003", i) for i in (0, 1, 5, 6)]
+    room = room_of(*turns, wait_after=2, wait_s=8.0)
+    with FakeOpenAI(api_key=None, responder=onion_peer) as peer:
+        bridge = make_cascade(decider=make_decider(f"openai:{peer.url},model=tiny-chat"))
+        assert bridge.clocks == ("lockstep", "realtime")  # a server at a URL: both clocks
+        track = play(bridge, room, clock)
+    spoken = [r for r in bridge.records if r.outcome == "spoken"]
+    assert [r.decision for r in bridge.records] == ["SILENT", "SILENT", "RESPOND", "SILENT"]
+    assert len(spoken) == 1 and spoken[0].answer == ANSWER and spoken[0].sentences == 2
+    (s, e), = speech_spans(track)
+    whole = sum(len(bridge.speaker(x)) for x in ("Nine onions will do.", "Add one more for the sauce."))
+    assert e - s >= whole - F  # both sentences are in her track
+    heard = bridge.recognizer.transcribe(track[s:e]).text.lower()
+    assert "onion" in heard and "sauce" in heard  # the server's words reached her speech
+
+
+def test_the_claude_and_openai_apis_without_a_url_run_on_the_realtime_clock_only(make_cascade, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert make_cascade(decider=make_decider("openai:gpt-4o")).clocks == ("realtime",)
+
+
+@pytest.mark.parametrize("clock", ["lockstep", "realtime"])
+@pytest.mark.parametrize("failure", ["bad url", "refused", "timeout"])
+def test_a_failing_chat_server_fails_the_attempt_with_its_reason(make_cascade, mini, clock, failure):
+    from tests.support.llm_peers import Reply
+
+    room = room_of(clip(mini, "s0003", 5), tail_s=4.0)
+    with FakeOpenAI(api_key="right") as peer:
+        url = "http://127.0.0.1:9/v1" if failure == "bad url" else peer.url
+        peer.push(Reply(delay_s=3.0, text="{}") if failure == "timeout" else "{}")
+        monkey_key = "wrong" if failure == "refused" else "right"
+        decider = LLMDecider(f"openai:m@{url}", api_key=monkey_key, timeout_s=0.5, max_retries=0)
+        bridge = make_cascade(decider=decider)
+        with pytest.raises(Exception) as err:
+            play(bridge, room, clock)
+    want = {"bad url": "Connection error", "refused": "HTTP 401", "timeout": "timed out"}[failure]
+    assert want in str(err.value), str(err.value)
+    assert "openai" in str(err.value)
 
 
 def test_decider_choice(monkeypatch):
@@ -247,6 +318,10 @@ def test_decider_choice(monkeypatch):
     assert make_decider("auto").name == "rule" and not make_decider("rule").is_llm
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     assert make_decider("auto").name == "claude"
+    assert llm_spec("openai", "http://h:1/v1,model=m") == "openai:m@http://h:1/v1"
+    assert llm_spec("openai", "http://h:1/v1") == "openai@http://h:1/v1"
     from server.scoring.errors import BackendUnavailable
     with pytest.raises(BackendUnavailable, match="unknown cascade decider"):
         make_decider("gpt")
+    with pytest.raises(BackendUnavailable, match="model=NAME"):
+        make_decider("openai:http://h:1/v1,temperature=2")

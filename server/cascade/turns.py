@@ -4,7 +4,7 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
 
 * ``listening``: nothing to say. When the room detector closes a human utterance (its offset, i.e.
   ``DetectorConfig.merge_pause_ms`` of silence after the speech: the **end-of-utterance** threshold,
-  :data:`END_OF_UTTERANCE_MS` by default), the machine asks for it to be transcribed and decided on
+  :data:`END_OF_UTTERANCE_MS` by default; the defaults and their published sources: :mod:`.defaults`), the machine asks for it to be transcribed and decided on
   (:class:`Think`) and moves to ``thinking``.
 * ``thinking``: waiting for the decision on the latest utterance. A newer utterance that ends
   meanwhile replaces it (the older reply is stale and dropped when it comes). A reply to stay
@@ -14,7 +14,9 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
   mid-utterance, then its continuation) drops the held reply, and the continuation is decided on
   when it ends.
 * ``speaking``: the answer plays, one frame after another, until it ends (:class:`StopSpeaking`,
-  ``done``). **Barge-in**: a human utterance heard while Aria talks stops her as soon as it has
+  ``done``). A streamed answer (``Reply.final=False``) starts with its first sentence; later ones are
+  appended as they come (:meth:`TurnTaker.more`), with silence while the next is not ready, and it
+  ends after the last. **Barge-in**: a human utterance heard while Aria talks stops her as soon as it has
   overlapped her speech for ``barge_in_ms`` — speech, its pauses not counted — (:class:`StopSpeaking`,
   ``barge-in``, at the end of the frame in which that became known); it is then transcribed and decided on like any other once
   it ends. Shorter speech (a backchannel: "mm-hm", "right") lets her go on; an utterance that began
@@ -24,7 +26,7 @@ States (:class:`TurnState`, guarded transitions in :data:`TURN_TRANSITIONS`):
   turn of its own.)
 
 **Background voices**: the bridge may tell the machine that the open utterance is not a person
-speaking to Aria (``foreground=False``, e.g. a broadcast voice's band-limited spectrum): such an
+speaking to Aria (``foreground=False``: the optional broadcast guard, off by default): such an
 utterance never barges in and is never transcribed (:class:`Ignored`), whenever it happens.
 
 All times are integer stream samples (24 kHz). The machine never reads a clock: the bridge tells
@@ -37,12 +39,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Mapping, Sequence
 
+from server.cascade.defaults import BARGE_IN_MS, HOLD_MS
 from server.core.states import advance
 from server.core.timebase import STREAM_RATE, SpeechEvent
-
-END_OF_UTTERANCE_MS = 400  # silence that ends a human utterance (the room detector's merge pause)
-BARGE_IN_MS = 500  # human speech over Aria's that stops her
-HOLD_MS = 0  # silence after an utterance before a reply to it may start (0: at once)
 
 
 class TurnState(StrEnum):
@@ -94,10 +93,12 @@ class Utterance:
 
 @dataclass(frozen=True)
 class Reply:
-    """The decision on utterance ``uid``: speak ``n_samples`` of audio, or nothing (0)."""
+    """The decision on utterance ``uid``: speak ``n_samples`` of audio, or nothing (0); ``final=False``:
+    more audio follows (:meth:`TurnTaker.more`, a streamed answer's later sentences)."""
 
     uid: int
     n_samples: int
+    final: bool = True
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class TurnTaker:
         self._held: tuple[int, int, int] | None = None  # (uid, n_samples, start at) of a reply on hold
         self._open: _Open | None = None  # the human utterance in progress
         self._speech: tuple[int, int, int] | None = None  # (uid, start, n_samples) of the answer playing
+        self._streaming: int | None = None  # uid of the reply whose later audio is still to come
 
     def _go(self, new: TurnState) -> None:
         self.state = advance(TURN_TRANSITIONS, self.state, new)
@@ -210,8 +212,8 @@ class TurnTaker:
             self._held = None
             out += self._speak(now, uid, n)
         if self.state is TurnState.speaking and self._speech is not None:
-            _, start, n = self._speech
-            if now >= start + n:
+            uid, start, n = self._speech
+            if now >= start + n and self._streaming != uid:  # a streamed answer waits for its next sentence
                 self._go(TurnState.listening)
                 self._speech = None
                 out.append(StopSpeaking(start + n, "done"))
@@ -249,6 +251,7 @@ class TurnTaker:
             return [Dropped(reply.uid, "stale")]
         _, end = self._pending
         self._pending = None
+        self._streaming = None if reply.final else reply.uid
         if reply.n_samples <= 0:
             self._go(TurnState.listening)
             return []
@@ -259,6 +262,17 @@ class TurnTaker:
             self._held = (reply.uid, reply.n_samples, end + self.config.hold_samples)
             return []
         return self._speak(now, reply.uid, reply.n_samples)
+
+    def more(self, now: int, uid: int, n_samples: int, final: bool) -> list[Action]:
+        """``n_samples`` more of reply ``uid``'s audio (a streamed answer's next sentence); ``final``: the
+        last. Audio for a reply that is no longer playing or held is not spoken."""
+        if self._streaming == uid and final:
+            self._streaming = None
+        if self._held is not None and self._held[0] == uid:
+            self._held = (uid, self._held[1] + n_samples, self._held[2])
+        elif self._speech is not None and self._speech[0] == uid:
+            self._speech = (uid, self._speech[1], self._speech[2] + n_samples)
+        return []
 
     def _speak(self, now: int, uid: int, n_samples: int) -> list[Action]:
         self._go(TurnState.speaking)
