@@ -26,11 +26,11 @@ INTROS = (
 #: a later round that turns to another topic (the first one's facets all covered)
 TOPIC_CHANGES = (
     "Okay, something completely different: {title}.",
-    "Can I change the subject? I've been meaning to ask about {title}.",
+    "Can I change the subject to {title}?",
     "Totally unrelated, but I was thinking about {title} the other day.",
     "Let's switch to {title} for a bit.",
     "That reminds me, I wanted to ask you about {title} too.",
-    "New topic, if that's alright. {Title}.",
+    "New topic, if that's alright: {title}.",
     "While I have you, I'm curious about {title} as well.",
 )
 
@@ -121,7 +121,7 @@ BARGE_SWITCH = (
     "before that, tell me {ask}.",
     "new question: {ask}?",
     "could you explain {ask} instead?",
-    "I need {ask}.",
+    "I need to know {ask}.",
     "skip that and tell me {ask}.",
 )
 #: a request to cut the current answer (about ``{ask}``) short
@@ -133,6 +133,11 @@ BARGE_SHORT = (
     "I only need the gist of {ask}.",
     "can you sum up {ask} in a line?",
     "just the headline.",
+    "short version, please.",
+    "can you cut to the chase?",
+    "too much detail for me. Bottom line?",
+    "give me the quick answer.",
+    "in one sentence, {ask}?",
 )
 SWITCH_OPENERS = ("Sure.", "No problem.", "Of course.", "Okay, {ask}.", "Sure thing.", "Alright.", "Right, {ask}.",
                   "", "", "")
@@ -143,17 +148,20 @@ SHORT_OPENERS = ("Sure, in short:", "Okay, the main point:", "Sure. In one sente
 OPENERS = ("Sure.", "Right.", "Okay.", "Ah, {ask}.", "Oh, {ask}.", "Hm, {ask}.", "Mm.", "Yes.", "So, {ask}.")
 RECAP_OPENERS = ("Of course.", "Sure, no problem.", "Happy to go over it again.", "Sure, here it is again.",
                  "No problem, again then.")
-#: closing sentences bound to what was asked (``{ask}``), the topic (``{title}``) or offering the
-#: next facet (``{next}``; only where one is left)
-CLOSERS = (
+#: closing sentences bound to what was asked (``{ask}``; for how / why / what ... questions only,
+#: :data:`ECHO_WORDS`) or to the topic (``{title}``)
+ASK_CLOSERS = (
     "That's the gist of {ask}, anyway.",
     "That's {ask} in a nutshell.",
     "There's more to {ask} than people expect.",
+)
+TOPIC_CLOSERS = (
     "It's one of the surprising things about {title}.",
     "There's plenty more about {title} if you want.",
     "I find that one of the best parts of {title}.",
-    "It's a big part of why {title} is interesting.",
+    "It's a big part of what makes {title} interesting.",
 )
+#: closing sentences offering the next facet (``{next}``; only where one is left)
 OFFERS = (
     "I can also tell you {next}.",
     "If you're curious, I could explain {next}.",

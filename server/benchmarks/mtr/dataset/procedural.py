@@ -1,14 +1,17 @@
 """The procedural dialogue generator: seeded, offline, deterministic.
 
-A dialogue stays on its plan's topic (:mod:`.topics`): round 1 brings the topic up, later
-rounds react to the previous answer and ask about the next facet, or come back to one already
-covered once the facets run out. The ground-truth reply is the facet's two-sentence answer,
-with an opening and a closing sentence where the round needs a longer reply (its background
-voice or backchannels must end well before the reply does). Interruption rounds barge in
-with a changed request (another facet) or a request to cut it short; pause rounds break the
-question off mid-sentence; background rounds add a third party or a TV/radio line; backchannel
-rounds 1-3 listener backchannels. Every choice comes from ``Random(f"{seed}:{dialogue_id}")``,
-so a dialogue depends only on the seed and its plan.
+A dialogue starts on its plan's topic (:mod:`.topics`): round 1 brings the topic up, later
+rounds react to the previous answer (a sound, or picking it up) and ask about the next facet,
+taking up the reply's offer of it where there was one; once the topic's facets are covered the
+user turns to another topic. A round asks the previous question again only right after a person
+in the room talked over the reply (:data:`REASK_AFTER_SPEAKER`). The ground-truth reply is the
+facet's two-sentence answer, with an opening and a closing sentence where the round needs a
+longer reply (its background voice or backchannels must end well before the reply does).
+Interruption rounds barge in (one of many openings) with a changed request (another facet) or
+a request to cut it short; pause rounds break the question off inside its embedded question;
+background rounds add a third party or a TV/radio line; backchannel rounds 1-3 listener
+backchannels. Template banks are drawn without repeats within a dialogue. Every choice comes
+from ``Random(f"{seed}:{dialogue_id}")``, so a dialogue depends only on the seed and its plan.
 
 Dimension sets (:mod:`.sets`, :mod:`.requests`): ``quality`` rounds are the topic rounds above;
 ``instruction`` rounds ask a question with a short reference answer; ``safety`` rounds make a
@@ -145,7 +148,8 @@ class _Writer:
         nxt = self.unused[0] if self.unused else None
         offer = nxt is not None and not recap and heard and rng.random() < OFFER_SHARE
         closer = (self.draw(P.OFFERS).format(next=nxt.ask) if offer and nxt is not None
-                  else self.fmt(self.draw(P.CLOSERS), facet))
+                  else self.fmt(self.draw(P.ASK_CLOSERS if facet.ask.split()[0] in P.ECHO_WORDS and
+                                          rng.random() < 0.5 else P.TOPIC_CLOSERS), facet))
         body = " ".join(facet.facts)
         use_open, use_close = rng.random() < 0.6, rng.random() < 0.4
         candidates = [(use_open, use_close), (True, use_close), (use_open, True), (True, True)]
