@@ -80,7 +80,7 @@ ASKS = (
 #: coming back to the facet of the previous round, which a third party talked over
 #: (``{who}``: how the user names that person)
 RECAPS = (
-    "Sorry, {who} was talking to me. What did you say about {ask}?",
+    "Sorry, {who} was talking to me. Can you say again {ask}?",
     "Sorry, I missed some of that. Can you go over {ask} again?",
     "Hang on, I got distracted there. Could you repeat {ask}?",
     "Sorry about that, {who} needed me. Can you tell me again {ask}?",
@@ -127,7 +127,7 @@ BARGE_SWITCH = (
 #: a request to cut the current answer (about ``{ask}``) short
 BARGE_SHORT = (
     "that's a lot. Can you give me the short version of {ask}?",
-    "can you keep {ask} to one sentence?",
+    "one sentence on {ask}, please?",
     "just the main point, please.",
     "what's the one thing to remember?",
     "I only need the gist of {ask}.",
@@ -170,7 +170,7 @@ OFFERS = (
 )
 
 #: background speech: someone else in the room talking to somebody else (before an address, below)
-_SAID = (
+SAID = (
     "Hey, did you remember to take the chicken out of the freezer?",
     "Can you grab my keys from the kitchen table?",
     "Mom called, she said she'll be home late tonight.",
@@ -203,13 +203,18 @@ _SAID = (
     "Do you want tea? I'm putting the kettle on.",
 )
 
-#: how the person in the room addresses whoever they talk to ("" = not at all)
-_ADDRESSES = ("", "Sam, ", "Jo, ", "Love, ", "Alex, ", "Sorry, ", "Chris, ", "Oh, ")
+#: the user's name as the person in the room calls them (one per dialogue)
+NAMES = ("Sam", "Jo", "Alex", "Chris")
+#: how the person in the room addresses the user besides by name ("" = not at all)
+ADDRESSES = ("", "Love, ", "Sorry, ", "Oh, ")
+_ADDRESSES = (*ADDRESSES, *(f"{n}, " for n in NAMES))
 #: words that keep their capital after an address
 _KEEP_CAPITAL = ("I", "I'm", "I've", "Mom", "Grandma")
 
 
-def _addressed(address: str, line: str) -> str:
+def addressed(address: str, line: str) -> str:
+    """``line`` said after ``address`` ("Sam, "; "" = none), its first word in lower case unless it
+    keeps its capital."""
     if not address:
         return line
     first = line.split()[0].rstrip(",")
@@ -217,8 +222,8 @@ def _addressed(address: str, line: str) -> str:
 
 
 #: background speech lines of a third party: every line with every address (an address is not
-#: added to a line that already opens with one)
-THIRD_PARTY = tuple(_addressed(a, line) for line in _SAID for a in (_ADDRESSES if not line.startswith("Hey,") else ("",)))
+#: added to a line that already opens with one); a dialogue keeps to one name
+THIRD_PARTY = tuple(addressed(a, line) for line in SAID for a in (_ADDRESSES if not line.startswith("Hey,") else ("",)))
 
 #: background speech: a TV or radio in the room
 BROADCASTS = (

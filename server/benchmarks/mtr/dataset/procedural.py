@@ -45,6 +45,8 @@ _BY_TITLE = {t.title: t for t in TOPICS}
 #: the share of background rounds with a person talking after which the user asks the same
 #: thing again (they were talked over): the only re-asks
 REASK_AFTER_SPEAKER = 0.5
+#: at most this many re-asks in a dialogue, never two in a row
+MAX_REASKS = 2
 #: the share of interruption rounds whose barge-in switches to another facet of the topic (the
 #: others ask to cut the reply short)
 SWITCH_SHARE = 0.35
@@ -88,6 +90,9 @@ class _Writer:
         self.new_topic = False  # the next round opens a new topic
         self.reask_due = False  # the next round asks the previous one's question again
         self.reasking = False  # this round asks it again
+        self.reasks = 0
+        self.name = rng.choice(P.NAMES)  # what the person in the room calls the user
+        self.who = rng.choice(P.RECAP_WHO)  # what the user calls that person
         self._decks: dict[int, list[str]] = {}
 
     def draw(self, bank: tuple[str, ...]) -> str:
@@ -109,6 +114,7 @@ class _Writer:
         self.reasking = False
         if self.reask_due and self.heard is not None:
             self.reask_due, self.reasking = False, True
+            self.reasks += 1
             return self.heard, True
         self.reask_due = False
         if not self.unused:
@@ -167,10 +173,16 @@ class _Writer:
 
     def ask(self, facet: Facet, recap: bool) -> str:
         if recap:
-            return self.fmt(self.draw(P.RECAPS), facet, who=self.rng.choice(P.RECAP_WHO))
+            return self.fmt(self.draw(P.RECAPS), facet, who=self.who)
         if facet is self.offered:
             return self.fmt(self.draw(P.UPTAKES), facet)
         return self.fmt(self.draw(P.ASKS), facet)
+
+    def third_party(self) -> str:
+        """A line of the person in the room, addressed to the user (by this dialogue's name) or not."""
+        address = self.rng.choice((*P.ADDRESSES, f"{self.name}, "))
+        line = self.draw(P.SAID)
+        return line if line.startswith("Hey,") else P.addressed(address, line)
 
     def barge(self, bank: tuple[str, ...], facet: Facet | None = None, **extra: str) -> str:
         """A barge-in: an opening, then a template of ``bank``."""
@@ -260,9 +272,10 @@ class ProceduralGenerator:
             return RoundText(feature, user=user, assistant=assistant, barge_in=barge, barge_in_response=response)
         if feature == "background":
             kind = rng.choice(("speaker", "broadcast"))
-            line = rng.choice(P.THIRD_PARTY if kind == "speaker" else P.BROADCASTS)
+            line = w.third_party() if kind == "speaker" else w.draw(P.BROADCASTS)
             reply = w.reply(facet, recap, draw.background_after_s + estimate_s(line) + REPLY_MARGIN_S + SLACK_S)
-            w.reask_due = kind == "speaker" and rng.random() < REASK_AFTER_SPEAKER
+            w.reask_due = (kind == "speaker" and not recap and w.reasks < MAX_REASKS
+                           and rng.random() < REASK_AFTER_SPEAKER)
             return RoundText(feature, user=user, assistant=reply, background_kind=kind, background=line)
         if feature == "backchannel":
             n = rng.randint(1, 3)
