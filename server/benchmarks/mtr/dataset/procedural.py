@@ -94,14 +94,19 @@ class _Writer:
         self.name = rng.choice(P.NAMES)  # what the person in the room calls the user
         self.who = rng.choice(P.RECAP_WHO)  # what the user calls that person
         self._decks: dict[int, list[str]] = {}
+        self._last: dict[int, str] = {}
 
     def draw(self, bank: tuple[str, ...]) -> str:
         """A template of ``bank``, none twice before the bank is used up."""
         left = self._decks.get(id(bank))
         if not left:
+            last = self._last.get(id(bank))
             left = list(bank)
             self.rng.shuffle(left)
+            if len(left) > 1 and left[-1] == last:  # not the same template twice running across a refill
+                left[0], left[-1] = left[-1], left[0]
             self._decks[id(bank)] = left
+        self._last[id(bank)] = left[-1]
         return left.pop()
 
     def fmt(self, template: str, facet: Facet | None = None, **extra: str) -> str:
