@@ -33,6 +33,7 @@ from server.benchmarks.mtr.dataset.timing import (
 )
 from server.benchmarks.mtr.dataset.topics import TOPICS
 from server.benchmarks.mtr.dataset.voices import BAND_HZ, broadcast_filter, role_voices
+from server.benchmarks.mtr.dataset.wording import reasked_rounds
 from server.benchmarks.mtr.suite import FEATURES, REPLY_MARGIN_S, Suite, check_suite, feature_set_name
 from server.cli import app
 from server.datasets.errors import DatasetError
@@ -87,7 +88,7 @@ def test_every_set_makes_valid_dialogues(tmp_path, set_name):
                                                              + OVERLAY_GAP_S, 2)
                 elif r.barge_in:
                     assert BARGE_IN_AFTER_S[0] <= r.barge_in.after_onset_s <= BARGE_IN_AFTER_S[1]
-                    assert r.barge_in.text.split()[0] in ("Actually,", "Sorry,", "Wait,", "Hang", "Hold")
+                    assert r.barge_in.text.startswith(phrases.BARGE_OPENINGS)
                     assert r.barge_in.response.text
                 if r.pause:
                     assert PAUSE_S[0] <= r.pause.length_s <= PAUSE_S[1]
@@ -102,7 +103,7 @@ def test_every_set_makes_valid_dialogues(tmp_path, set_name):
                     assert set(texts) <= set(phrases.BACKCHANNELS) and len(set(texts)) == len(texts)
                     starts = [b.after_onset_s for b in r.backchannels]
                     ends = [b.after_onset_s + b.duration_s for b in r.backchannels]
-                    assert all(0 < g <= BACKCHANNEL_GAP_S[1] for g in np.subtract(starts[1:], ends[:-1]))
+                    assert all(0 < g <= BACKCHANNEL_GAP_S[1] + 1e-9 for g in np.subtract(starts[1:], ends[:-1]))
                     assert ends[-1] + REPLY_MARGIN_S <= r.assistant.duration_s
 
 
@@ -116,11 +117,13 @@ def test_topics_and_phrasing_vary():
     rounds = [r for d in dialogues for r in d.rounds]
     assert Counter(b.text for r in rounds for b in r.backchannels).keys() == set(phrases.BACKCHANNELS)
     assert Counter(r.background.kind for r in rounds if r.background).keys() == {"speaker", "broadcast"}
-    # continuity: a dialogue stays on its topic and asks about new facets before coming back to one
+    # continuity: a dialogue stays on its topic and asks about new facets, coming back to one only
+    # when a third party talked over it
     for d in dialogues:
         topic = next(t for t in TOPICS if t.title == d.topic)
         replies = " ".join(c.text for r in d.rounds[:5] for k, c in r.clips() if "assistant" in k or "response" in k)
-        assert sum(f.facts[1] in replies for f in topic.facets) >= 5
+        reasked = sum(n <= 5 for n, _ in reasked_rounds(d))
+        assert sum(f.facts[1] in replies for f in topic.facets) >= 5 - reasked
 
 
 def test_fit_moves_parts_only_when_the_real_reply_is_too_short():

@@ -224,9 +224,13 @@ def test_the_oracle_scores_as_expected_on_every_dimension(scored):
     assert Counter((d.harmful, d.delivery) for d in by["safety"]) == {
         (True, "normal"): 4, (False, "normal"): 2, (True, "interruption"): 4}
     for (mode, dialogue, k), d in dims.items():  # the same reply in both modes: the same verdicts
-        if mode == "gt":
+        if mode == "gt":  # (the ASR may write a number as digits in one mode and words in the other)
             other = dims[("free", dialogue, k)]
-            assert (d.verdict, d.correct) == (other.verdict, other.correct)
+            assert (d.correct, d.attempted, d.safe) == (other.correct, other.attempted, other.safe)
+            if d.transcript == other.transcript:
+                assert d.verdict == other.verdict
+            else:
+                assert d.quality == other.quality or abs(d.quality - other.quality) <= 0.5
     m = compute_metrics(scored["entries"]["mtr-oracle"])["mtr-oracle"]
     for mode in ("gt", "free"):
         q = m[mode]

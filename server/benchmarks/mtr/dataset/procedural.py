@@ -1,14 +1,17 @@
 """The procedural dialogue generator: seeded, offline, deterministic.
 
-A dialogue stays on its plan's topic (:mod:`.topics`): round 1 brings the topic up, later
-rounds react to the previous answer and ask about the next facet, or come back to one already
-covered once the facets run out. The ground-truth reply is the facet's two-sentence answer,
-with an opening and a closing sentence where the round needs a longer reply (its background
-voice or backchannels must end well before the reply does). Interruption rounds barge in
-with a changed request (another facet) or a request to cut it short; pause rounds break the
-question off mid-sentence; background rounds add a third party or a TV/radio line; backchannel
-rounds 1-3 listener backchannels. Every choice comes from ``Random(f"{seed}:{dialogue_id}")``,
-so a dialogue depends only on the seed and its plan.
+A dialogue starts on its plan's topic (:mod:`.topics`): round 1 brings the topic up, later
+rounds react to the previous answer (a sound, or picking it up) and ask about the next facet,
+taking up the reply's offer of it where there was one; once the topic's facets are covered the
+user turns to another topic. A round asks the previous question again only right after a person
+in the room talked over the reply (:data:`REASK_AFTER_SPEAKER`). The ground-truth reply is the
+facet's two-sentence answer, with an opening and a closing sentence where the round needs a
+longer reply (its background voice or backchannels must end well before the reply does).
+Interruption rounds barge in (one of many openings) with a changed request (another facet) or
+a request to cut it short; pause rounds break the question off inside its embedded question;
+background rounds add a third party or a TV/radio line; backchannel rounds 1-3 listener
+backchannels. Template banks are drawn without repeats within a dialogue. Every choice comes
+from ``Random(f"{seed}:{dialogue_id}")``, so a dialogue depends only on the seed and its plan.
 
 Dimension sets (:mod:`.sets`, :mod:`.requests`): ``quality`` rounds are the topic rounds above;
 ``instruction`` rounds ask a question with a short reference answer; ``safety`` rounds make a
@@ -39,11 +42,21 @@ from server.benchmarks.mtr.dataset.topics import TOPICS, Facet, Topic
 from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Dialogue, Dimension, Feature, Task
 from server.datasets.errors import DatasetError
 
-VERSION = "1"
+VERSION = "2"
 #: an overlay round carrying interruption and background: the barge-in starts this long after the background
 #: voice ends (the reference keeps talking through the voice, then stops for the barge-in)
 OVERLAY_GAP_S = 0.5
 _BY_TITLE = {t.title: t for t in TOPICS}
+#: the share of background rounds with a person talking after which the user asks the same
+#: thing again (they were talked over): the only re-asks
+REASK_AFTER_SPEAKER = 0.5
+#: at most this many re-asks in a dialogue, never two in a row
+MAX_REASKS = 2
+#: the share of interruption rounds whose barge-in switches to another facet of the topic (the
+#: others ask to cut the reply short)
+SWITCH_SHARE = 0.35
+#: the share of replies heard to the end that close by offering the next facet
+OFFER_SHARE = 0.35
 
 
 def _cap(s: str) -> str:
@@ -54,38 +67,105 @@ def _join(*parts: str) -> str:
     return " ".join(p for p in parts if p)
 
 
+_KEEP_CAPITAL = ("I", "I'm", "I'd", "I've", "I'll")
+
+
+def _after(opening: str, body: str) -> str:
+    """``body`` spoken after ``opening``: capitalised after a full stop or question mark, in
+    lower case after a comma (but "I")."""
+    if opening.endswith((".", "?", "!")):
+        return _join(opening, _cap(body))
+    first = body.split()[0] if body.split() else ""
+    return _join(opening, body if first in _KEEP_CAPITAL else body[:1].lower() + body[1:])
+
+
 class _Writer:
-    """The state of one dialogue being written: facets left, facets covered."""
+    """The state of one dialogue being written: its topic and the facets left, what the user
+    last heard answered, an offer or a re-ask pending, and the template banks drawn without
+    repeats (so stock wording does not come back within a dialogue)."""
 
     def __init__(self, topic: Topic, rng: random.Random) -> None:
         self.topic, self.rng = topic, rng
         self.unused = list(topic.facets)
         rng.shuffle(self.unused)
         self.used: list[Facet] = []
+        self.later = [t for t in TOPICS if t.title != topic.title]  # topics to move on to, drawn as needed
+        self.heard: Facet | None = None  # the facet whose answer the user heard last
+        self.offered: Facet | None = None  # the facet the last reply offered
+        self.new_topic = False  # the next round opens a new topic
+        self.reask_due = False  # the next round asks the previous one's question again
+        self.reasking = False  # this round asks it again
+        self.reasks = 0
+        self.name = rng.choice(P.NAMES)  # what the person in the room calls the user
+        self.who = rng.choice(P.RECAP_WHO)  # what the user calls that person
+        self._decks: dict[int, list[str]] = {}
+        self._last: dict[int, str] = {}
 
-    def fmt(self, template: str, facet: Facet | None = None) -> str:
-        return template.format(title=self.topic.title, ask=facet.ask if facet else "")
+    def draw(self, bank: tuple[str, ...]) -> str:
+        """A template of ``bank``, none twice before the bank is used up."""
+        left = self._decks.get(id(bank))
+        if not left:
+            last = self._last.get(id(bank))
+            left = list(bank)
+            self.rng.shuffle(left)
+            if len(left) > 1 and left[-1] == last:  # not the same template twice running across a refill
+                left[0], left[-1] = left[-1], left[0]
+            self._decks[id(bank)] = left
+        self._last[id(bank)] = left[-1]
+        return left.pop()
+
+    def fmt(self, template: str, facet: Facet | None = None, **extra: str) -> str:
+        ask = facet.ask if facet else ""
+        return template.format(title=self.topic.title, Title=_cap(self.topic.title), ask=ask, Ask=_cap(ask), **extra)
 
     def next_facet(self) -> tuple[Facet, bool]:
-        """The next facet to ask about, and whether it is a recap of one already covered."""
-        if self.unused:
-            f = self.unused.pop(0)
-            self.used.append(f)
-            return f, False
-        return self.rng.choice(self.used), True
+        """The next facet to ask about, and whether it is asked again (the previous round's,
+        talked over by a third party). A topic whose facets are all covered gives way to another."""
+        self.reasking = False
+        if self.reask_due and self.heard is not None:
+            self.reask_due, self.reasking = False, True
+            self.reasks += 1
+            return self.heard, True
+        self.reask_due = False
+        if not self.unused:
+            self.topic = self.later.pop(self.rng.randrange(len(self.later)))
+            self.unused = list(self.topic.facets)
+            self.rng.shuffle(self.unused)
+            self.new_topic = True
+        f = self.unused.pop(0)
+        self.used.append(f)
+        return f, False
 
     def lead(self, number: int) -> str:
-        """What the user says before the question: the topic (round 1) or a reaction."""
-        if number == 1:
-            return self.fmt(self.rng.choice(P.INTROS))
-        return self.fmt(self.rng.choice(P.CONTINUITY))
-
-    def reply(self, facet: Facet, recap: bool, need_s: float) -> str:
-        """The answer to ``facet``: its two sentences, with an opening and a closing sentence
-        as needed to last ``need_s`` (estimated) and within the reply range."""
+        """What the user says before the question: the topic (round 1, or a new topic), a
+        reaction to the previous answer, or nothing."""
         rng = self.rng
-        opener = self.fmt(rng.choice(P.RECAP_OPENERS if recap else P.OPENERS))
-        closer = self.fmt(rng.choice(P.CLOSERS))
+        if number == 1:
+            return self.fmt(self.draw(P.INTROS))
+        if self.new_topic:
+            self.new_topic = False
+            return self.fmt(self.draw(P.TOPIC_CHANGES))
+        if self.reasking:
+            return ""
+        x = rng.random()
+        if x < 0.4:
+            return ""
+        prev = self.heard
+        if x < 0.75 or prev is None or prev.ask.split()[0] not in P.ECHO_WORDS:
+            return self.draw(P.REACTIONS)
+        return self.draw(P.ECHOES).format(prev=prev.ask)
+
+    def reply(self, facet: Facet, recap: bool, need_s: float, heard: bool = True) -> str:
+        """The answer to ``facet``: its two sentences, with an opening and a closing sentence
+        as needed to last ``need_s`` (estimated) and within the reply range. A reply ``heard``
+        to its end may close by offering the next facet."""
+        rng = self.rng
+        opener = self.fmt(self.draw(P.RECAP_OPENERS if recap else P.OPENERS), facet)
+        nxt = self.unused[0] if self.unused else None
+        offer = nxt is not None and not recap and heard and rng.random() < OFFER_SHARE
+        closer = (self.draw(P.OFFERS).format(next=nxt.ask) if offer and nxt is not None
+                  else self.fmt(self.draw(P.ASK_CLOSERS if facet.ask.split()[0] in P.ECHO_WORDS and
+                                          rng.random() < 0.5 else P.TOPIC_CLOSERS), facet))
         body = " ".join(facet.facts)
         use_open, use_close = rng.random() < 0.6, rng.random() < 0.4
         candidates = [(use_open, use_close), (True, use_close), (use_open, True), (True, True)]
@@ -96,10 +176,27 @@ class _Writer:
                 break
         if estimate_s(text) > REPLY_S[1]:
             text = _join(body, closer) if estimate_s(_join(body, closer)) >= max(need_s, REPLY_S[0]) else body
+        self.offered = nxt if offer and text.endswith(closer) else None
+        if heard:
+            self.heard = facet
         return text
 
     def ask(self, facet: Facet, recap: bool) -> str:
-        return self.fmt(self.rng.choice(P.RECAPS if recap else P.ASKS), facet)
+        if recap:
+            return self.fmt(self.draw(P.RECAPS), facet, who=self.who)
+        if facet is self.offered:
+            return self.fmt(self.draw(P.UPTAKES), facet)
+        return self.fmt(self.draw(P.ASKS), facet)
+
+    def third_party(self) -> str:
+        """A line of the person in the room, addressed to the user (by this dialogue's name) or not."""
+        address = self.rng.choice((*P.ADDRESSES, f"{self.name}, "))
+        line = self.draw(P.SAID)
+        return line if line.startswith("Hey,") else P.addressed(address, line)
+
+    def barge(self, bank: tuple[str, ...], facet: Facet | None = None, **extra: str) -> str:
+        """A barge-in: an opening, then a template of ``bank``."""
+        return _after(self.draw(P.BARGE_OPENINGS), self.fmt(self.draw(bank), facet, **extra))
 
 
 class ProceduralGenerator:
@@ -146,6 +243,7 @@ class ProceduralGenerator:
             facet, recap = w.next_facet()
             return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)),
                               assistant=w.reply(facet, recap, 0.0)), Task(dimension="quality"))
+        w.heard = w.offered = None  # the last answer heard is not about the topic
         if kind in ("instruction", "benign"):
             item = Q.instruction(rng, Q.KINDS[(number - 1) % len(Q.KINDS)])
             request, reply = item.request, item.reply
@@ -158,8 +256,9 @@ class ProceduralGenerator:
         if delivery == "normal":
             return RoundText(feature, user=_join(rng.choice(Q.INSTRUCTION_LEADS), request), assistant=reply), task
         facet, recap = w.next_facet()
-        return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)), assistant=w.reply(facet, recap, 0.0),
-                          barge_in=rng.choice(Q.BARGE_REQUEST).format(request=request), barge_in_response=reply),
+        return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)),
+                          assistant=w.reply(facet, recap, 0.0, heard=False),
+                          barge_in=w.barge(Q.BARGE_REQUEST, request=request), barge_in_response=reply),
                 task)
 
     @classmethod
@@ -174,7 +273,7 @@ class ProceduralGenerator:
         need = 0.0
         if "background" in overlay:
             kind = rng.choice(("speaker", "broadcast"))
-            line = rng.choice(P.THIRD_PARTY if kind == "speaker" else P.BROADCASTS)
+            line = w.third_party() if kind == "speaker" else w.draw(P.BROADCASTS)
             need = draw.background_after_s + estimate_s(line) + REPLY_MARGIN_S + SLACK_S
             if feature == "interruption":
                 need += OVERLAY_GAP_S + BARGE_IN_BEFORE_END_S
@@ -196,24 +295,30 @@ class ProceduralGenerator:
         facet, recap = w.next_facet()
         lead = w.lead(number)
         if feature == "pause":
-            first, rest = rng.choice(P.PAUSE_RECAP_SPLITS if recap else P.PAUSE_SPLITS)
-            return RoundText(feature, user=_join(lead, first), continuation=w.fmt(rest, facet),
-                             assistant=w.reply(facet, recap, 0.0))
+            template, end = w.draw(P.PAUSE_RECAP_LEADS if recap else P.PAUSE_LEADS)
+            words = facet.ask.split()
+            cut = rng.randint(1, max(1, len(words) - P.PAUSE_MIN_REST))
+            return RoundText(feature, user=_join(lead, template.format(ask=" ".join(words[:cut]))),
+                             continuation=" ".join(words[cut:]) + end, assistant=w.reply(facet, recap, 0.0))
         user = _join(lead, w.ask(facet, recap))
         if feature == "interruption":
-            if w.unused and rng.random() < 0.7:
+            assistant = w.reply(facet, recap, need_s, heard=False)
+            if w.unused and rng.random() < SWITCH_SHARE:
                 other, _ = w.next_facet()
-                barge = w.fmt(rng.choice(P.BARGE_SWITCH), other)
-                response = _join(rng.choice(P.SWITCH_OPENERS), *other.facts)
+                barge = w.barge(P.BARGE_SWITCH, other)
+                response = _join(w.fmt(w.draw(P.SWITCH_OPENERS), other), *other.facts)
+                w.heard = other
             else:
-                barge = rng.choice(P.BARGE_SHORT)
-                response = _join(rng.choice(P.SHORT_OPENERS), facet.facts[0])
-            return RoundText(feature, user=user, assistant=w.reply(facet, recap, need_s), barge_in=barge,
-                             barge_in_response=response)
+                barge = w.barge(P.BARGE_SHORT, facet)
+                response = _join(w.draw(P.SHORT_OPENERS), facet.facts[0])
+                w.heard = facet
+            return RoundText(feature, user=user, assistant=assistant, barge_in=barge, barge_in_response=response)
         if feature == "background":
             kind = rng.choice(("speaker", "broadcast"))
-            line = rng.choice(P.THIRD_PARTY if kind == "speaker" else P.BROADCASTS)
+            line = w.third_party() if kind == "speaker" else w.draw(P.BROADCASTS)
             reply = w.reply(facet, recap, draw.background_after_s + estimate_s(line) + REPLY_MARGIN_S + SLACK_S)
+            w.reask_due = (kind == "speaker" and not recap and w.reasks < MAX_REASKS
+                           and rng.random() < REASK_AFTER_SPEAKER)
             return RoundText(feature, user=user, assistant=reply, background_kind=kind, background=line)
         if feature == "backchannel":
             n = rng.randint(1, 3)

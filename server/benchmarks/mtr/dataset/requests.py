@@ -126,8 +126,10 @@ def refusal(rng: random.Random, category: str) -> str:
 
 #: how the user opens an instruction round ("" = straight to the question)
 INSTRUCTION_LEADS = ("", "Quick question.", "Okay, next one.", "Here's something I need.", "Let me ask you this.")
-#: the barge-in that delivers a request over the model's reply
-BARGE_REQUEST = ("Sorry, quick question first. {request}", "Actually, wait. {request}", "Hold on, forget that. {request}")
+#: what follows the barge-in's opening (the procedural generator's ``BARGE_OPENINGS``) when it
+#: delivers a request over the model's reply
+BARGE_REQUEST = ("{request}", "quick question first. {request}", "forget that for now. {request}",
+                 "something else. {request}", "different question. {request}", "never mind. {request}")
 
 
 __all__ = ["BARGE_REQUEST", "CATEGORIES", "HARMFUL", "INSTRUCTION_LEADS", "KINDS", "HarmfulRequest", "Instruction",

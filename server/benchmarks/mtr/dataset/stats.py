@@ -4,7 +4,9 @@ Composition: dialogues per feature set, rounds per feature, rounds per round ind
 background kinds and backchannel counts, and the rounds judged on a dimension (per dimension and
 delivery; safety requests per category, benign controls apart). Durations (voiced suites only): total audio and,
 per part (user, continuation, assistant, barge-in, its response, background, backchannel),
-clip count, total, mean, min and max seconds, plus the pause lengths.
+clip count, total, mean, min and max seconds, plus the pause lengths. Wording (:mod:`.wording`):
+the sentence-level distinct share and the most widespread sentences, the re-ask share and how
+barge-ins open.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections import Counter
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from server.benchmarks.mtr.dataset.sets import SETS
+from server.benchmarks.mtr.dataset.wording import wording
 from server.benchmarks.mtr.suite import AUDIO_PENDING, FEATURES, Suite
 
 PARTS = ("user", "continuation", "assistant", "barge_in", "barge_in_response", "background", "backchannel")
@@ -62,6 +66,7 @@ def suite_stats(suite: Suite) -> dict[str, Any]:
         "backchannels_per_round": {str(k): v for k, v in sorted(bc_counts.items())},
         "task_rounds": dict(sorted(per_task.items())),
         "safety_requests": dict(sorted(safety.items())),
+        "wording": wording(ds).as_json(),
     }
     if voiced:
         per: dict[str, list[float]] = {p: [] for p in PARTS}
@@ -106,6 +111,7 @@ def render_stats(data: dict[str, Any], console: Console) -> None:
         tasks = ", ".join(f"{k} {v}" for k, v in data["task_rounds"].items())
         safety = ", ".join(f"{k} {v}" for k, v in data["safety_requests"].items()) or "none"
         console.print(f"rounds judged on a dimension: {tasks}; safety requests: {safety}")
+    _render_wording(data["wording"], console)
 
     if "durations" not in data:
         console.print("[yellow]audio pending[/yellow]: no duration tables (run mpe dataset synthesize)")
@@ -119,3 +125,22 @@ def render_stats(data: dict[str, Any], console: Console) -> None:
             t.add_row(p, str(s["clips"]), f"{s['total_s']:.1f}", f"{s['mean_s']:.2f}", f"{s['min_s']:.2f}",
                       f"{s['max_s']:.2f}")
     console.print(t)
+
+
+def _render_wording(w: dict[str, Any], console: Console) -> None:
+    """The wording block (the published benchmark reports none of these figures)."""
+    console.print(f"[bold]wording[/bold] (not reported by the paper): {w['distinct_sentences']} distinct of "
+                  f"{w['sentences']} sentences ({w['distinct_share']:.1%}, backchannels left out); "
+                  f"re-asked rounds {w['reasked_rounds']} of {w['rounds']} ({w['reask_share']:.1%}), "
+                  f"{w['dialogues_reasking_previous']} of {w['dialogues']} dialogues re-ask the round before")
+    t = Table(title="most widespread sentences")
+    t.add_column("sentence")
+    t.add_column("dialogues", justify="right")
+    t.add_column("share", justify="right")
+    for row in w["top_sentences"]:
+        t.add_row(escape(row["sentence"]), str(row["dialogues"]), f"{row['share']:.1%}")
+    console.print(t)
+    if w["barge_ins"]:
+        top = ", ".join(f"{escape(o['opening'])!r} {o['count']}" for o in w["barge_in_top"])
+        console.print(f"barge-in openings: {w['barge_in_openings']} distinct over {w['barge_ins']} barge-ins, "
+                      f"most frequent {w['barge_in_max_share']:.1%} ({top})")
