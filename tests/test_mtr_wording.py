@@ -33,7 +33,7 @@ def test_rounds_ask_again_only_right_after_a_person_talked_over_the_reply(dialog
 
 def test_barge_ins_open_in_many_ways(dialogues):
     w = wording(dialogues)
-    assert w.barge_ins == 105  # interruption rounds of 40 mixed dialogues
+    assert w.barge_ins >= 100  # interruption rounds of 40 mixed dialogues (alternating and overlay sets)
     assert w.barge_in_max_share <= 0.10, w.barge_in_top
 
 
