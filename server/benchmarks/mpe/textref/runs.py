@@ -10,8 +10,10 @@ metric, test and table is the one speech models get.
 Only the script is needed: the suite is checked without its audio (a text-only suite will do).
 Decisions are asked ``concurrency`` at a time; each is cached by content hash (backend, model,
 prompt version, history, repeat), so an interrupted command resumes without asking again, and a
-history shared by both conditions (the turns before T) is asked once. ``repeat`` asks everything
-again as a new, independent run (for the run-to-run agreement).
+history shared by both conditions (the turns before T) is asked once. With a grader, every answered
+T is then graded by a separate call (:mod:`.grading`), cached the same way, and the grade is stored
+with its decision. ``repeat`` asks everything again as a new, independent run (for the run-to-run
+agreement).
 """
 
 from __future__ import annotations
