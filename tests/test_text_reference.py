@@ -28,11 +28,12 @@ from server.benchmarks.mpe.textref.backends import (
     extract_answer,
     make_reference_backend,
 )
+from server.benchmarks.mpe.textref.grading import GRADE_PROMPT_VERSION, GRADE_SYSTEM, make_grader
 from server.benchmarks.mpe.textref.prompt import ReferenceQuery, parse_reply, queries, system_prompt, user_prompt
 from server.benchmarks.mpe.textref.runs import Decided, agreement, create_reference_run, reference_model_name
 from server.core.audio import write_wav
 from server.engine.leasing import BadRequest
-from server.scoring.errors import JudgeError
+from server.scoring.errors import BackendUnavailable, JudgeError
 from server.scoring.runner import ScoreOptions, score_bundles, score_run
 from server.scoring.store import Cache
 from tests.support.anthropic_peer import FakeAnthropic, Reply
@@ -77,8 +78,8 @@ def text_suite(root: Path) -> Path:
     return root
 
 
-def mpe(settings, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir))
+def mpe(settings, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DATABASE_URL=settings.db_url, MPE_DATA_DIR=str(settings.data_dir), **(env_extra or {}))
     p = subprocess.run([sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr
@@ -249,7 +250,7 @@ def test_a_reference_run_is_a_run_scored_and_reported_with_the_speech_models(set
         (True, True, "CORRECT", "Ben, the train leaves at nine fifteen.")
     assert by_id[("s-p1", "implicit")]["t"]["reason"] == "no_response"
     assert by_id[("s-p1", "explicit")]["text_reference"] == {"backend": "rule", "model": "name-detection",
-                                                             "prompt_version": "text-ref-rule-v1"}
+                                                             "prompt_version": "text-ref-rule-v1", "grader": None}
 
     speech = score_bundles(db, silent_bundles(tmp_path / "bundles"), ScoreOptions(asr="none", workers=1))
     assert not speech.failures
@@ -393,6 +394,119 @@ def test_an_error_after_the_retries_stores_no_run_and_the_rerun_resumes(db, tmp_
             assert s.scalar(select(func.count()).select_from(Run)) == 0
         made = create_reference_run(db, suite_path=str(suite), backend=claude(fake, max_retries=1), limit=1)
         assert made.cached >= 1 and made.episodes == 2
+
+
+# --- the paper's setting: a Gemini reference with its answer-grading call ---------------------------
+
+GEMINI = "gemini-3.1-pro"
+
+
+def gemini_responder(grading: str | None = None):
+    """The Gemini peer as a reference (the decisions of :func:`responder`) and as its grader: CORRECT
+    for the train's time, INCORRECT for the station's distance (a reply the rule judge would pass), or
+    ``grading`` for every grading call."""
+    decide = responder([], threading.Lock())
+
+    def reply(body):
+        system = body["systemInstruction"]["parts"][0]["text"]
+        user = body["contents"][0]["parts"][0]["text"]
+        if system == GRADE_SYSTEM:
+            if grading is not None:
+                return grading
+            return json.dumps({"verdict": "CORRECT" if "train" in user else "INCORRECT", "reason": "compared"})
+        return decide({"messages": [{"content": user}]})
+    return reply
+
+
+def grading_requests(peer) -> list:
+    return [r for r in peer.requests if r.body["systemInstruction"]["parts"][0]["text"] == GRADE_SYSTEM]
+
+
+def test_a_gemini_reference_run_graded_by_its_own_model_gives_table_17(settings, db, tmp_path):
+    """``mpe reference --backend google:gemini-3.1-pro`` against the Gemini peer (the base URL from
+    ``GOOGLE_GEMINI_BASE_URL``): decisions, then the grading call on every answered T with the same
+    model, then ``mpe score`` and ``mpe report`` print Table 17 with the N4 Q addressee diagnostic;
+    the same command again asks nothing."""
+    from server.benchmarks.mpe.tables import reference_tables
+    from tests.support.llm_peers import FakeGemini
+
+    suite = text_suite(tmp_path / "textmini")
+    with FakeGemini(api_key=KEY, responder=gemini_responder()) as peer:
+        env = {"GOOGLE_GEMINI_BASE_URL": peer.url, "GEMINI_API_KEY": KEY}
+        args = ("reference", "--suite", str(suite), "--backend", f"google:{GEMINI}", "--json")
+        made = json.loads(mpe(settings, *args, env_extra=env).stdout)
+        model = f"text-ref:{GEMINI}"
+        assert made["model"] == model and (made["queries"], made["asked"], made["cached"]) == (13, 13, 0)
+        # three answered T (both explicit, and the implicit "from here"), each graded by one call
+        assert made["grading"] == {"grader": f"google:{GEMINI}", "prompt_version": GRADE_PROMPT_VERSION,
+                                   "answers": 3, "asked": 3, "cached": 0, "correct": 1, "incorrect": 2,
+                                   "unparseable": 0}
+        assert peer.calls == 16 and len(grading_requests(peer)) == 3
+        assert all(r.path.endswith(f"/models/{GEMINI}:generateContent") for r in peer.requests)
+        first = grading_requests(peer)[0].body["contents"][0]["parts"][0]["text"]
+        assert first.startswith("Request put to Aria: ") and "\nGold answer: " in first and "\nAria's answer: " in first
+
+        scored = json.loads(mpe(settings, "score", made["run_id"], "--workers", "1", "--json").stdout)
+        m = scored["metrics"][model]
+        # the grader's verdicts, not the scoring's rule judge (which passes "Two kilometres.")
+        assert m["explicit"]["answer_accuracy"] == {"num": 1, "den": 2, "value": 0.5}
+        assert m["implicit"]["answer_accuracy"] == {"num": 0, "den": 1, "value": 0.0}
+        t = {(e["scenario_id"], e["condition"]): e for e in scored["episodes"]}[("s-p1", "explicit")]
+        assert (t["t"]["verdict"], t["t"]["reason"], t["t"]["correct"]) == ("CORRECT", "judged", True)
+        assert t["text_reference"]["grader"] == {"backend": "google", "model": GEMINI,
+                                                 "prompt_version": GRADE_PROMPT_VERSION}
+
+        report = json.loads(mpe(settings, "report", made["run_id"], "--json").stdout)
+        assert report["reference"]["n4q_addressee"][model]["explicit"] == {"num": 1, "den": 1, "value": 1.0}
+        t17 = reference_tables(report["reference"])[0]
+        assert t17.title.startswith("Table 17") and t17.head[-1] == "N4 Q addressed to Aria: responded"
+        assert len(t17.rows) == 2 and all(len(r) == len(t17.head) for r in t17.rows)
+        printed = mpe(settings, "report", made["run_id"]).stdout
+        assert "Table 17:" in printed and "graded by google gemini-3.1-pro" in " ".join(printed.split())
+
+        # the same command again: every decision and every grade from the cache, no request
+        again = json.loads(mpe(settings, *args, env_extra=env).stdout)
+        assert (again["asked"], again["grading"]["asked"], again["grading"]["cached"]) == (0, 0, 3)
+        assert peer.calls == 16
+
+
+def test_a_malformed_grading_reply_is_stored_unparseable_with_its_text(db, tmp_path):
+    from server.db import VerdictRow
+    from tests.support.llm_peers import FakeGemini
+
+    suite = text_suite(tmp_path / "textmini")
+    said = "Looks about right to me, more or less."
+    with FakeGemini(api_key=KEY, responder=gemini_responder(grading=said)) as peer:
+        ref = make_reference_backend(f"google:{GEMINI}", api_key=KEY, base_url=peer.url)
+        grader = make_grader(None, ref, api_key=KEY, base_url=peer.url)  # default: the reference's own model
+        assert grader is not None and (grader.name, grader.model) == ("google", GEMINI)
+        made = create_reference_run(db, suite_path=str(suite), backend=ref, grader=grader)
+        assert made.grading is not None and (made.grading.answers, made.grading.unparseable) == (3, 3)
+        assert len(grading_requests(peer)) == 3
+    res = score_run(db, made.run_id, ScoreOptions(workers=1))
+    m = res.metrics[made.model]
+    assert m["explicit"]["answer_accuracy"] == {"num": 0, "den": 2, "value": 0.0}  # unparseable counts incorrect
+    ts = [e.t for e in res.episodes if e.t.present]
+    assert len(ts) == 3 and {(t.verdict, t.reason, t.correct) for t in ts} == {(None, "unparseable", False)}
+    with db.session() as s:
+        rows = [s.get(VerdictRow, t.verdict_id) for t in ts]
+    assert {(r.task, r.label, r.raw_reply, r.backend, r.model, r.prompt_version) for r in rows} == \
+        {("answer", None, said, "google", GEMINI, GRADE_PROMPT_VERSION)}
+
+
+def test_grader_choices():
+    rule = RuleReference()
+    assert make_grader(None, rule) is None and make_grader("judge", rule) is None
+    with pytest.raises(BackendUnavailable, match="not an LLM"):
+        make_grader("same", rule)
+    with pytest.raises(BackendUnavailable, match="unknown text reference grader"):
+        make_grader("oracle", rule)
+    ref = make_reference_backend("openai:m@http://127.0.0.1:9/v1")
+    assert make_grader("judge", ref) is None
+    same = make_grader(None, ref)
+    assert same is not None and (same.name, same.model) == ("openai", "m")
+    other = make_grader("openai:grader-m@http://127.0.0.1:9/v1", ref)
+    assert other is not None and other.model == "grader-m"
 
 
 # --- run-to-run agreement -------------------------------------------------------------------------

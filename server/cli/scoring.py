@@ -19,8 +19,9 @@ console = Console(stderr=True)
 out = Console()  # tables go to stdout
 audit_app = typer.Typer(no_args_is_help=True, help="Audit the semantic judge against human labels.")
 reference_app = typer.Typer(invoke_without_command=True, help=(
-    "The transcript-conditioned text reference (docs/scoring.md): `mpe reference --suite DIR --backend rule|claude` "
-    "decides every T, N1-N3 and N4Q of the suite on its script and stores a finished run (score it with `mpe score "
+    "The transcript-conditioned text reference (docs/scoring.md): `mpe reference --suite DIR --backend "
+    "rule|claude|google:MODEL|openai:MODEL [--grader same|SPEC|judge]` decides every T, N1-N3 and N4Q of the suite "
+    "on its script, grades its answers on T, and stores a finished run (score it with `mpe score "
     "RUN`); `mpe reference agreement RUN_A RUN_B` compares two such runs."))
 
 
@@ -291,7 +292,11 @@ def reference(ctx: typer.Context,
               team: str = typer.Option("local", help="team that owns the run"),
               repeat: int = typer.Option(0, min=0, help="ask every decision again as a new repetition (another "
                                                         "run for the run-to-run agreement); 0: the first"),
-              concurrency: int = typer.Option(4, min=1, help="claude: requests in flight"),
+              grader: Optional[str] = typer.Option(None, help="who grades the answers on T: same (the reference's "
+                                                             "own LLM: the default for an LLM backend, as the paper "
+                                                             "grades) | an LLM spec | judge (mpe score's --judge: the "
+                                                             "default for rule)"),
+              concurrency: int = typer.Option(4, min=1, help="an LLM backend: requests in flight"),
               max_retries: int = typer.Option(4, min=0, help="an LLM backend: retries of a rate-limited or failed request "
                                                              "(the SDK's, honouring retry-after)"),
               as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
@@ -301,9 +306,11 @@ def reference(ctx: typer.Context,
     if suite is None or backend is None:
         raise typer.BadParameter("give --suite DIR and --backend rule|claude[:MODEL] (or a command: agreement)")
     from server.benchmarks.mpe.textref.backends import make_reference_backend
+    from server.benchmarks.mpe.textref.grading import make_grader
     from server.benchmarks.mpe.textref.runs import create_reference_run
 
     ref = make_reference_backend(backend, max_retries=max_retries)
+    grading = make_grader(grader, ref, max_retries=max_retries)
     db = _db()
     try:
         with _progress() as bar:
@@ -312,7 +319,8 @@ def reference(ctx: typer.Context,
                                         conditions=[c.strip() for c in conditions.split(",") if c.strip()]
                                         if conditions else None, limit=limit, team=team, repeat=repeat,
                                         concurrency=concurrency if ref.name != "rule" else 1,
-                                        progress=lambda i, n: bar.update(task, completed=i, total=n))
+                                        progress=lambda i, n: bar.update(task, completed=i, total=n),
+                                        grader=grading)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: answered decisions are cached; run the same command again")
         raise typer.Exit(130)
@@ -327,6 +335,13 @@ def reference(ctx: typer.Context,
     for lab, c in made.by_label.items():
         t.add_row(lab, str(c["n"]), _pct(c["respond"] / c["n"] if c["n"] else None), str(c["unparseable"]))
     console.print(t)
+    g = made.grading
+    if g is None:
+        console.print("answers on T: graded by mpe score's --judge (no grading call)")
+    else:
+        console.print(f"answers on T graded by {g.grader} ({g.prompt_version}): {g.answers} answers, {g.correct} "
+                      f"correct, {g.incorrect} incorrect, {g.unparseable} unparseable (counted incorrect); "
+                      f"{g.asked} asked, {g.cached} cached", highlight=False)
     _print_llm_usage()
     console.print(f"score it with: mpe score {made.run_id}   then: mpe report SPEECH_RUN... {made.run_id}")
 

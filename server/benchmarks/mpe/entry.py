@@ -129,13 +129,25 @@ class TimelineInfo(_Part):
         return data
 
 
-class TextReferenceInfo(_Part):
-    """Who decided an episode of a transcript-conditioned text reference (``mpe reference``): its
-    backend (``rule``: the name-detection rule baseline; ``claude``), model and prompt version."""
+class GraderInfo(_Part):
+    """The answer-grading call of a text reference (``mpe reference --grader``): the LLM that graded T's
+    answers against the gold answer, and its prompt version."""
 
-    backend: Literal["rule", "claude"]
+    backend: Literal["claude", "openai", "google"]
     model: str
     prompt_version: str
+
+
+class TextReferenceInfo(_Part):
+    """Who decided an episode of a transcript-conditioned text reference (``mpe reference``): its
+    backend (``rule``: the name-detection rule baseline; ``claude``, ``openai``, ``google``: an LLM),
+    model and prompt version, and who graded its answers (``grader``; null: the scoring's judge)."""
+
+    backend: Literal["rule", "claude", "openai", "google"]
+    model: str
+    prompt_version: str
+    grader: GraderInfo | None = Field(default=None, description="the answer-grading call; null: the answers are "
+                                                                "judged by ``mpe score --judge``")
 
     @property
     def rule_baseline(self) -> bool:
@@ -143,10 +155,12 @@ class TextReferenceInfo(_Part):
 
     def describe(self) -> str:
         """How reports name it: a text reference, and a rule baseline where it is one."""
+        graded = (f"; answers graded by {self.grader.backend} {self.grader.model} ({self.grader.prompt_version})"
+                  if self.grader else "; answers graded by the scoring's judge")
         if self.rule_baseline:
             return (f"text reference, RULE BASELINE ({self.model}, {self.prompt_version}; not a language model: "
-                    "responds when Aria is named and asked something, answers by repeating an earlier turn)")
-        return f"transcript-conditioned text reference ({self.backend} {self.model}, prompt {self.prompt_version})"
+                    f"responds when Aria is named and asked something, answers by repeating an earlier turn{graded})")
+        return f"transcript-conditioned text reference ({self.backend} {self.model}, prompt {self.prompt_version}{graded})"
 
 
 class EpisodeScore(ScoreEntry):

@@ -15,7 +15,8 @@
 
 Every decision, of either backend, is a :class:`server.scoring.judges.Verdict` with task
 ``reference``: label RESPOND / SILENT (or null), the raw reply, backend, model and prompt
-version, cached by content hash in the ``verdicts`` table.
+version, cached by content hash in the ``verdicts`` table. The answers an LLM backend gives on T are
+graded by a separate call (:mod:`.grading`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from server.benchmarks.mpe.textref.prompt import (
     system_prompt,
     user_prompt,
 )
-from server.llm import is_llm_spec
+from server.llm import ModelSpec, is_llm_spec
 from server.scoring.errors import BackendUnavailable
 from server.scoring.judges import DEFAULT_CLAUDE_MODEL, STOPWORDS, LLMMessages, Verdict, content_key, normalize
 
@@ -141,6 +142,11 @@ class LLMReference(ReferenceBackend):
         self._api = LLMMessages("text reference", spec, default_model=default, api_key=api_key, base_url=base_url,
                                 max_retries=max_retries, timeout_s=timeout_s)
         self.name, self.model = self._api.backend, self._api.model
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The provider, model and server asked (the default grader asks the same)."""
+        return self._api.client.spec
 
     def decide(self, q: ReferenceQuery) -> Verdict:
         reply, model = self._api.ask(system_prompt(), user_prompt(q), max_tokens=self.max_tokens)

@@ -6,8 +6,10 @@ What each decision becomes (an unparseable one counts as failing, as a reply wit
 does in §6):
 
 * **T**: response present (and fresh: nothing was speaking, the decision comes right after the
-  request) when RESPOND; its answer is judged by the scoring's own judge, as a transcript would
-  be (an empty answer is incorrect). SILENT: no response. Unparseable: no response.
+  request) when RESPOND; its answer carries the grading call's verdict where ``mpe reference``
+  graded it (:mod:`.grading`; an unparseable grade is incorrect), else it is judged by the
+  scoring's own judge, as a transcript would be (an empty answer is incorrect). SILENT: no
+  response. Unparseable: no response.
 * **N1-N3**: the window passes on SILENT; RESPOND (``responded``) and unparseable fail.
 * **N4Q**: window response on RESPOND (a ``fresh_onset`` after the question); never eligible for
   the yield, which needs speech still running at t_R: a text decision has no duration.
@@ -76,6 +78,9 @@ def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache
         reason = "no_response" if d.decision is not None else "unparseable"
     elif not (d.answer or "").strip():
         reason, correct = "empty_transcript", False
+    elif d.grade is not None:  # graded by the reference's grading call (an unparseable grade fails, §6)
+        verdict_id, verdict = d.grade.verdict_id, d.grade.label
+        reason, correct = "judged" if verdict else "unparseable", verdict == PASSING["answer"]
     else:
         verdict_id, v = cache.judge(judge, "answer", answer_input(doc, t_turn.text, d.answer))
         verdict, reason = v.label, "judged" if v.label else "unparseable"

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from server.benchmarks.mpe.duty import DUTY_TEXT
 from server.benchmarks.mpe.entry import TextReferenceInfo
-from server.benchmarks.mpe.judging import HumanTurn
+from server.benchmarks.mpe.judging import AnswerLabel, HumanTurn
 from server.benchmarks.mpe.rules import RESPONSE_LABELS
 from server.scoring.errors import BadBundle
 from server.scoring.judges import parse_label, reply_object
@@ -82,6 +82,15 @@ def parse_reply(reply: str) -> tuple[Decision | None, str | None]:
     return cast(Decision | None, decision), answer or None
 
 
+class TextGrade(BaseModel):
+    """The answer-grading call's verdict on one T answer (:mod:`.grading`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: AnswerLabel | None = Field(description="null: the grading reply was unparseable (counts as INCORRECT, §6)")
+    verdict_id: int | None = Field(description="the verdicts row holding the grading reply (null: not stored)")
+
+
 class TextDecision(BaseModel):
     """One utterance's decision as stored."""
 
@@ -92,6 +101,9 @@ class TextDecision(BaseModel):
     decision: Decision | None = Field(description="null: the reply was unparseable (counts as failing)")
     answer: str | None = Field(description="what the reference would say (judged on T only)")
     reply_id: int | None = Field(description="the verdicts row holding the raw reply (null: not stored)")
+    grade: TextGrade | None = Field(default=None, description="the grading call's verdict on T's answer (null: not "
+                                                              "graded by a grading call: not T, no answer, or "
+                                                              "the scoring's judge grades it)")
 
 
 class TextReference(BaseModel):

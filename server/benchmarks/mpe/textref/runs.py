@@ -10,28 +10,34 @@ metric, test and table is the one speech models get.
 Only the script is needed: the suite is checked without its audio (a text-only suite will do).
 Decisions are asked ``concurrency`` at a time; each is cached by content hash (backend, model,
 prompt version, history, repeat), so an interrupted command resumes without asking again, and a
-history shared by both conditions (the turns before T) is asked once. ``repeat`` asks everything
-again as a new, independent run (for the run-to-run agreement).
+history shared by both conditions (the turns before T) is asked once. With a grader, every answered
+T is then graded by a separate call (:mod:`.grading`), cached the same way, and the grade is stored
+with its decision. ``repeat`` asks everything again as a new, independent run (for the run-to-run
+agreement).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
+from pydantic import BaseModel
 from sqlalchemy import select
 
 from server.benchmarks.mpe import BENCHMARK as DUPLEX_MPE
+from server.benchmarks.mpe.judging import PASSING
 from server.benchmarks.mpe.rules import RESPONSE_LABELS
 from server.benchmarks.mpe.stats import addressee_kind
 from server.benchmarks.mpe.suite import CONDITIONS, Scenario, validate_suite
 from server.benchmarks.mpe.textref.backends import ReferenceBackend
+from server.benchmarks.mpe.textref.grading import AnswerGrader, GradeQuery
 from server.benchmarks.mpe.textref.prompt import (
     DECISIONS,
     STATS_KEY,
     TextDecision,
+    TextGrade,
     TextReference,
     parse_reply,
     queries,
@@ -41,6 +47,7 @@ from server.core.benchmark import EpisodeSpec
 from server.db import Attempt, Database, Episode, Run
 from server.engine.clips import load_suite
 from server.engine.leasing import BadRequest, DecidedEpisode, NotFound, record_decided_run
+from server.scoring.judges import Verdict
 from server.scoring.statistics import cohens_kappa
 from server.scoring.store import Cache
 
@@ -71,6 +78,36 @@ def reference_model_name(name: str | None, backend: ReferenceBackend) -> str:
     return name
 
 
+def _ask_all(asks: Mapping[str, tuple[BaseModel, Callable[[], Verdict]]], cache: Cache, concurrency: int,
+             progress: Progress | None) -> dict[str, tuple[int, Verdict]]:
+    """Every verdict of ``asks`` (content key -> (inputs, call)), ``concurrency`` calls in flight, from
+    the cache when it holds it. An error stops it; what was answered is cached."""
+    answers: dict[str, tuple[int, Verdict]] = {}
+    if progress:
+        progress(0, len(asks))
+    with ThreadPoolExecutor(max(1, concurrency)) as pool:
+        futures = {pool.submit(cache.cached, key, call, inputs): key for key, (inputs, call) in asks.items()}
+        try:
+            for f in as_completed(futures):
+                answers[futures[f]] = f.result()
+                if progress:
+                    progress(len(answers), len(asks))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    return answers
+
+
+def grade_query(spec: EpisodeSpec[Scenario], d: TextDecision, repeat: int) -> GradeQuery | None:
+    """The grading call's input for a decision: T answered with something; else None."""
+    if d.label != "T" or d.decision != DECISIONS[0] or not (d.answer or "").strip():
+        return None
+    (t,) = [t for t in spec.scenario.turns if t.idx == d.turn_idx]
+    return GradeQuery(question=t.text, gold_answer=spec.scenario.gold_answer, answer=d.answer or "",
+                      repeat=repeat)
+
+
 def decide_episodes(specs: list[EpisodeSpec[Scenario]], backend: ReferenceBackend, cache: Cache, *, repeat: int = 0,
                     concurrency: int = 1, progress: Progress | None = None) -> list[TextReference]:
     """Every decision of every scenario version, in turn order per version. Each distinct query is
@@ -78,21 +115,8 @@ def decide_episodes(specs: list[EpisodeSpec[Scenario]], backend: ReferenceBacken
     the LLM layer's retries) stops it: what was answered is cached, so the same call resumes."""
     jobs = [(i, turn, q) for i, spec in enumerate(specs) for turn, q in queries(
         [t.model_dump(mode="json") for t in spec.scenario.turns], repeat)]
-    distinct = {backend.cache_key(q): q for _, _, q in jobs}
-    answers: dict[str, tuple[int, Any]] = {}
-    if progress:
-        progress(0, len(distinct))
-    with ThreadPoolExecutor(max(1, concurrency)) as pool:
-        futures = {pool.submit(cache.cached, key, lambda q=q: backend.decide(q), q): key for key, q in distinct.items()}
-        try:
-            for f in as_completed(futures):
-                answers[futures[f]] = f.result()
-                if progress:
-                    progress(len(answers), len(distinct))
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    answers = _ask_all({backend.cache_key(q): (q, lambda q=q: backend.decide(q)) for _, _, q in jobs}, cache,
+                       concurrency, progress)
     per_spec: list[list[TextDecision]] = [[] for _ in specs]
     for i, turn, q in jobs:
         reply_id, v = answers[backend.cache_key(q)]
@@ -101,6 +125,37 @@ def decide_episodes(specs: list[EpisodeSpec[Scenario]], backend: ReferenceBacken
                                         reply_id=reply_id if cache.db is not None else None))
     info = backend.info()
     return [TextReference(info=info, repeat=repeat, decisions=ds) for ds in per_spec]
+
+
+def grade_episodes(specs: list[EpisodeSpec[Scenario]], refs: list[TextReference], grader: AnswerGrader,
+                   cache: Cache, *, concurrency: int = 1) -> list[TextReference]:
+    """The decisions with the grading call's verdict on every answered T (:mod:`.grading`), each
+    distinct grading query asked once, from the cache when it holds it; the grader named in their info."""
+    graded = [(i, j, g) for i, (spec, ref) in enumerate(zip(specs, refs)) for j, d in enumerate(ref.decisions)
+              if (g := grade_query(spec, d, ref.repeat)) is not None]
+    grades = _ask_all({grader.cache_key(g): (g, lambda g=g: grader.grade(g)) for _, _, g in graded}, cache,
+                      concurrency, None)
+    decisions = [list(ref.decisions) for ref in refs]
+    for i, j, g in graded:
+        grade_id, v = grades[grader.cache_key(g)]
+        decisions[i][j] = decisions[i][j].model_copy(update={"grade": TextGrade(
+            label=v.label, verdict_id=grade_id if cache.db is not None else None)})  # type: ignore[arg-type]
+    return [ref.model_copy(update={"info": ref.info.model_copy(update={"grader": grader.info()}), "decisions": ds})
+            for ref, ds in zip(refs, decisions)]
+
+
+@dataclass(frozen=True)
+class Grading:
+    """What the grading calls of ``mpe reference`` did (:mod:`.grading`)."""
+
+    grader: str  # backend:model
+    prompt_version: str
+    answers: int  # answered T decisions graded
+    asked: int  # distinct grading queries asked of the grader now
+    cached: int  # of them, found in the cache
+    correct: int
+    incorrect: int
+    unparseable: int  # no label: counts as incorrect (§6)
 
 
 @dataclass
@@ -115,16 +170,20 @@ class ReferenceRun:
     asked: int  # of them, asked of the backend now
     cached: int  # of them, found in the cache
     by_label: dict[str, dict[str, int]] = field(default_factory=dict)  # label -> {n, respond, unparseable}
+    grading: Grading | None = None  # None: no grading call (the scoring's judge grades the answers)
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "model": self.model, "episodes": self.episodes, "decisions": self.decisions,
-                "queries": self.queries, "asked": self.asked, "cached": self.cached, "by_label": self.by_label}
+                "queries": self.queries, "asked": self.asked, "cached": self.cached, "by_label": self.by_label,
+                "grading": asdict(self.grading) if self.grading else None}
 
 
 def create_reference_run(db: Database, *, suite_path: str, backend: ReferenceBackend, model_name: str | None = None,
                          conditions: list[str] | None = None, limit: int | None = None, team: str = "local",
-                         repeat: int = 0, concurrency: int = 1, progress: Progress | None = None) -> ReferenceRun:
-    """Decide every evaluated utterance of the suite's scenario versions and store the run."""
+                         repeat: int = 0, concurrency: int = 1, progress: Progress | None = None,
+                         grader: AnswerGrader | None = None) -> ReferenceRun:
+    """Decide every evaluated utterance of the suite's scenario versions, grade the answers on T with
+    ``grader`` (None: the scoring's judge will), and store the run."""
     if limit is not None and limit < 1:
         raise BadRequest("limit must be at least 1")
     if repeat < 0:
@@ -145,8 +204,20 @@ def create_reference_run(db: Database, *, suite_path: str, backend: ReferenceBac
         raise BadRequest("the suite has no scenario versions for these conditions")
     cache = Cache(db)
     refs = decide_episodes(specs, backend, cache, repeat=repeat, concurrency=concurrency, progress=progress)
-    info = backend.info()
-    revision = f"{info.backend} {info.model} {info.prompt_version}" + (f" repeat {repeat}" if repeat else "")
+    asked, cached = cache.calls["judge"], cache.calls["judge_hits"]
+    grading = None
+    if grader is not None:
+        refs = grade_episodes(specs, refs, grader, cache, concurrency=concurrency)
+        grades = [d.grade for ref in refs for d in ref.decisions if d.grade is not None]
+        grading = Grading(f"{grader.name}:{grader.model}", grader.prompt_version, len(grades),
+                          cache.calls["judge"] - asked, cache.calls["judge_hits"] - cached,
+                          sum(g.label == PASSING["answer"] for g in grades),
+                          sum(g.label is not None and g.label != PASSING["answer"] for g in grades),
+                          sum(g.label is None for g in grades))
+    info = refs[0].info
+    revision = (f"{info.backend} {info.model} {info.prompt_version}"
+                + (f" graded by {info.grader.backend} {info.grader.model} {info.grader.prompt_version}"
+                   if info.grader else "") + (f" repeat {repeat}" if repeat else ""))
     run_id = record_decided_run(db, team=team, model=name, benchmark=loaded.benchmark.name, suite=suite,
                                 conditions=conditions, limit=limit, revision=revision,
                                 episodes=[DecidedEpisode(spec, {STATS_KEY: ref.model_dump(mode="json")})
@@ -156,9 +227,8 @@ def create_reference_run(db: Database, *, suite_path: str, backend: ReferenceBac
         ds = [d for ref in refs for d in ref.decisions if d.label == lab]
         by_label[lab] = {"n": len(ds), "respond": sum(d.decision == DECISIONS[0] for d in ds),
                          "unparseable": sum(d.decision is None for d in ds)}
-    asked, cached = cache.calls["judge"], cache.calls["judge_hits"]
     return ReferenceRun(run_id, name, len(specs), sum(len(r.decisions) for r in refs), asked + cached, asked, cached,
-                        by_label)
+                        by_label, grading)
 
 
 # --- run-to-run agreement ------------------------------------------------------------------------
