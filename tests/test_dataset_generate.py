@@ -94,6 +94,27 @@ def test_scenarios_have_every_kind_of_turn_and_the_right_addressing(full):
     assert strategies["cue-in-t"] >= 0.95 * 2000  # and put the cue in T in the other 1,958
 
 
+def test_every_turn_but_t_carries_its_utterance_type(full):
+    kinds = Counter()
+    for sc in full.scenarios:
+        for t in sc.turns:
+            kinds[(t.label, t.utterance_type)] += 1
+            if t.label == "T":
+                assert t.utterance_type is None
+            elif t.label == "N3":
+                assert t.utterance_type == "self_talk"
+            elif t.label == "N4Q" or t.addressee == "device":
+                assert t.utterance_type == "device_request"
+            else:
+                assert t.utterance_type in ("human_request", "statement")
+                if t.label == "N4R":
+                    assert t.utterance_type == "statement"
+    # all four types occur among the silence windows, requests between the humans among them
+    assert {k for (lab, k) in kinds if lab in ("N1", "N2", "N3")} == {"device_request", "human_request",
+                                                                       "statement", "self_talk"}
+    assert kinds[("N2", "human_request")] > 0.05 * sum(v for (lab, _), v in kinds.items() if lab == "N2")
+
+
 CHOICE_TASKS = {"finding a day for a get-together", "booking a weekend away", "packing for a camping weekend",
                 "playing a board game", "booking flights for a holiday", "shopping for a new laptop"}
 

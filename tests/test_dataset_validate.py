@@ -98,6 +98,12 @@ def m_label_known(scs, meta, root):
     return _where(sc, 1)
 
 
+def m_utterance_type(scs, meta, root):
+    sc = _ex(scs)
+    sc.turns[1].utterance_type = "gossip"
+    return _where(sc, 1)
+
+
 def m_speaker_known(scs, meta, root):
     sc = _ex(scs)
     sc.turns[1].speaker = "E"

@@ -39,6 +39,11 @@ from server.engine.suitedir import (
 LABELS: frozenset[str] = frozenset({"T", "N1", "N2", "N3", "N4Q", "N4R"})
 SPEAKERS: frozenset[str] = frozenset({"A", "B", "C", "D"})
 CONDITIONS: tuple[str, str] = ("explicit", "implicit")
+#: What a turn is, as the paper's Table 19 groups the silence failures (optional in the
+#: manifest; see docs/scenarios.md): a request or question to a device (another assistant, or
+#: Aria in an N4 question), a request or question to the humans, a statement to the humans
+#: (facts, remarks, replies, resolutions), and self-talk (nobody addressed).
+UTTERANCE_TYPES: tuple[str, ...] = ("device_request", "human_request", "statement", "self_talk")
 
 # suite.json "audio": "pending" marks a text-only suite (generated with --no-audio).
 AUDIO_PENDING = "pending"
@@ -57,6 +62,8 @@ class Turn(_Manifest):
     clip: str
     duration_s: float
     addressee: str | None = None
+    # one of UTTERANCE_TYPES (checked by validate_suite); left out of the manifest when not recorded
+    utterance_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Scenario(_Manifest):
@@ -181,6 +188,7 @@ RULES: dict[str, str] = {
     "turns-present": "a scenario has turns",
     "turn-idx": "turn idx runs 0..n-1 in order",
     "label-known": "labels are T, N1, N2, N3, N4Q, N4R",
+    "utterance-type": "utterance_type, when given, is device_request, human_request, statement or self_talk",
     "speaker-known": "speakers are A-D",
     "text-present": "every turn has text",
     "one-t": "exactly one T",
@@ -315,6 +323,9 @@ class _Checker:
                 self.add("turn-idx", f"has idx {t.idx} at position {i} (idx must be 0..n-1 in order)", sc, i)
             if t.label not in LABELS:
                 self.add("label-known", f"unknown label {t.label!r} (allowed: {', '.join(sorted(LABELS))})", sc, i)
+            if t.utterance_type is not None and t.utterance_type not in UTTERANCE_TYPES:
+                self.add("utterance-type", f"unknown utterance_type {t.utterance_type!r} (allowed: "
+                         f"{', '.join(UTTERANCE_TYPES)})", sc, i)
             if t.speaker not in SPEAKERS:
                 self.add("speaker-known", f"speaker {t.speaker!r} (speakers are A-D)", sc, i)
             if not t.text.strip():

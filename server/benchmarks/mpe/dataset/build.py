@@ -54,7 +54,7 @@ def script_to_scenarios(script: PairScript) -> list[Scenario]:
             shared = t.implicit_text is None or t.implicit_text == t.text
             turns.append(Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond),
                               clip=clip_path(script.pair_id, cond, i, shared), duration_s=0.0,
-                              addressee=t.addressee))
+                              addressee=t.addressee, utterance_type=t.utterance_type))
         out.append(Scenario(scenario_id=script.scenario_id, pair_id=script.pair_id, condition=cond,
                             n_speakers=script.n_speakers, t_bucket=script.t_bucket,
                             attributes=script.attributes.model_dump(), gold_answer=script.gold_answer,
@@ -105,7 +105,8 @@ def same_text_suite(root: Path, meta: SuiteMeta, scenarios: list[Scenario]) -> b
         return False
     if len(old.scenarios) != len(scenarios):
         return False
-    strip = lambda sc: [(t.speaker, t.label, t.text, t.clip, t.addressee) for t in sc.turns]  # noqa: E731
+    strip = lambda sc: [(t.speaker, t.label, t.text, t.clip, t.addressee, t.utterance_type)  # noqa: E731
+                        for t in sc.turns]
     return all(
         (x.scenario_id, x.pair_id, x.condition, x.gold_answer, x.answer_keys, strip(x))
         == (y.scenario_id, y.pair_id, y.condition, y.gold_answer, y.answer_keys, strip(y))

@@ -84,6 +84,25 @@ class Line:
     role: str = "filler"
     who: str | None = None
     implicit: str | None = None
+    kind: str | None = None  # the utterance type where the template alone does not tell (:func:`utterance_type`)
+
+
+def utterance_type(ln: Line) -> str | None:
+    """What a line is, as the paper's Table 19 groups turns: self-talk (N3, nobody addressed); a
+    device request (to another device, or the N4 question to Aria); a human request (a request
+    from the place's pool, or a line to the humans whose template is a question); else a
+    statement (facts, remarks, replies, mentions, resolutions). T carries none."""
+    if ln.label == "T":
+        return None
+    if ln.kind is not None:
+        return ln.kind
+    if ln.label == "N3" or ln.to is None:
+        return "self_talk"
+    if ln.label == "N4Q" or ln.to == "device":
+        return "device_request"
+    if ln.label == "N4R":  # an answer or a "no need", whoever it is said to
+        return "statement"
+    return "human_request" if ln.text.rstrip().endswith("?") else "statement"
 
 
 @dataclass
@@ -1030,7 +1049,8 @@ class ProceduralGenerator:
                 if line in used and tries < 100:
                     continue
                 used.add(line)
-                out.append([Line("N2", line, to="one"), Line("N2", reply, to="reply", who="reply")])
+                out.append([Line("N2", line, to="one", kind="human_request" if kind == "request" else None),
+                            Line("N2", reply, to="reply", who="reply")])
                 left -= 2
                 continue
             if kind == "device":
@@ -1144,7 +1164,8 @@ class ProceduralGenerator:
                     text = prefix + (_decap(text, keep) if prefix.endswith(", ") else _cap(text))
                     prefixed = True
             turns.append(ScriptTurn(speaker=s.speaker, label=ln.label, addressee=s.addressee, text=_tidy(text),
-                                    implicit_text=_tidy(implicit) if implicit is not None else None))
+                                    implicit_text=_tidy(implicit) if implicit is not None else None,
+                                    utterance_type=utterance_type(ln)))
         gold = subst(task.gold, {})
         keys = [[subst(k, {}) for k in alts] for alts in task.keys]
         return PairScript(pair_id=plan.pair_id, scenario_id=plan.scenario_id, n_speakers=plan.n_speakers,

@@ -26,7 +26,11 @@ SCRIPT_RULES: dict[str, str] = {
     "plan-ids": "the script keeps the pair and scenario ids of its plan",
     "text-speakable": "turn text is one spoken line: no stage directions, speaker tags or line breaks",
     "implicit-text": "implicit_text is given for T and at most the turn before it",
+    "utterance-types": "a script that gives utterance types gives one on every turn but T (none on T); N3 is "
+                       "self_talk and N4Q a device_request",
 }
+#: the utterance type a label fixes (the others depend on what the turn says and to whom)
+FIXED_TYPES: dict[str, str] = {"N3": "self_talk", "N4Q": "device_request"}
 
 _MAX_CHARS = 320
 _STAGE = re.compile(r"[\[\]\(\)\*<>{}_#|~`]")
@@ -40,7 +44,7 @@ def script_scenarios(script: PairScript) -> list[Scenario]:
     for cond in CONDITIONS:
         turns = [
             Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond), clip="", duration_s=0.0,
-                 addressee=t.addressee)
+                 addressee=t.addressee, utterance_type=t.utterance_type)
             for i, t in enumerate(script.turns)
         ]
         out.append(
@@ -87,6 +91,15 @@ def check_script(script: PairScript, plan: PairPlan | None = None) -> list[Probl
             add("implicit-text", "implicit_text is only allowed on T and the turn just before it", i)
     if len(t_idx) == 1 and script.turns[t_idx[0]].implicit_text is None:
         add("implicit-text", "T has no implicit_text (the implicit condition must not name Aria)", t_idx[0])
+
+    if any(t.utterance_type is not None for t in script.turns):
+        for i, t in enumerate(script.turns):
+            if t.label == "T" and t.utterance_type is not None:
+                add("utterance-types", "T carries no utterance type (it is the request to Aria)", i)
+            elif t.label != "T" and t.utterance_type is None:
+                add("utterance-types", f"{t.label} turn has no utterance type", i)
+            elif t.label in FIXED_TYPES and t.utterance_type != FIXED_TYPES[t.label]:
+                add("utterance-types", f"{t.label} turn is {t.utterance_type}, not {FIXED_TYPES[t.label]}", i)
 
     if plan is not None:
         if (script.pair_id, script.scenario_id) != (plan.pair_id, plan.scenario_id):

@@ -13,13 +13,15 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.benchmarks.mpe.suite import ATTRIBUTE_KEYS, T_BUCKETS
+from server.benchmarks.mpe.suite import ATTRIBUTE_KEYS, T_BUCKETS, UTTERANCE_TYPES
 
 TBucket = Literal["early-middle", "middle", "late-middle"]
 Label = Literal["T", "N1", "N2", "N3", "N4Q", "N4R"]
 Speaker = Literal["A", "B", "C", "D"]
+UtteranceType = Literal["device_request", "human_request", "statement", "self_talk"]
 
 assert tuple(TBucket.__args__) == T_BUCKETS  # type: ignore[attr-defined]
+assert tuple(UtteranceType.__args__) == UTTERANCE_TYPES  # type: ignore[attr-defined]
 
 
 with warnings.catch_warnings():
@@ -69,6 +71,8 @@ class ScriptTurn(BaseModel):
     addressee: str | None = None
     text: str
     implicit_text: str | None = None  # only where the implicit condition differs
+    # what the turn is (the paper's Table 19); T carries none (it is the request to Aria)
+    utterance_type: UtteranceType | None = None
 
     def text_for(self, condition: str) -> str:
         if condition == "implicit" and self.implicit_text is not None:
@@ -115,4 +119,5 @@ __all__ = [
     "Speaker",
     "T_BUCKETS",
     "TBucket",
+    "UtteranceType",
 ]
