@@ -51,13 +51,18 @@ def generate(
         TurnLength.paper, "--turn-length",
         help="procedural: paper (multi-sentence turns sized to the paper's durations) or short (one line per turn)"),
     workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes (default: CPU cores)"),
+    preamble_pace: str = typer.Option("paper", "--preamble-pace", help=(
+        "paper: the preamble voice reads the duty at the paper's length (31.9 s); voice: at the speaker's own "
+        "rate (the built-in suites' preamble)")),
     force: bool = typer.Option(False, help="replace a different suite already in --out"),
 ) -> None:
     """Generate a Duplex-MPE suite of scenario pairs (and synthesise its audio unless --no-audio)."""
-    from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
+    from server.benchmarks.mpe.dataset.build import PreamblePace, build_text_suite, make_generator
     from server.benchmarks.mpe.dataset.compose import Composition
 
     with _errors():
+        if preamble_pace not in {p.value for p in PreamblePace}:
+            raise typer.BadParameter(f"--preamble-pace is paper or voice, not {preamble_pace!r}")
         if generator is GeneratorName.claude:
             generator = GeneratorName.anthropic
         options = {}
@@ -77,7 +82,8 @@ def generate(
             task = bar.add_task(f"generating ({generator.value})", total=pairs)
             suite, what = build_text_suite(out, name=name or out.resolve().name, pairs=pairs, seed=seed,
                                            generator=gen, composition=composition, engine_name=tts.value,
-                                           force=force, progress=lambda d, n: bar.update(task, completed=d))
+                                           force=force, progress=lambda d, n: bar.update(task, completed=d),
+                                           pace=PreamblePace(preamble_pace))
         c = composition
         console.print(f"{'wrote' if what == 'written' else 'kept the identical'} suite {out}: {pairs} pairs "
                       f"({pairs - c.four_speaker} three-human, {c.four_speaker} four-human; T buckets "
