@@ -83,15 +83,18 @@ def script_to_scenarios(script: PairScript) -> list[Scenario]:
     out = []
     for cond in CONDITIONS:
         turns = []
-        for i, t in enumerate(script.turns):
-            shared = t.implicit_text is None or t.implicit_text == t.text
-            turns.append(Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond),
-                              clip=clip_path(script.pair_id, cond, i, shared), duration_s=0.0,
+        for pos, t in enumerate(script.turns):  # a clip is named by its place in the script
+            if not t.in_version(cond):
+                continue
+            shared = t.only is None and (t.implicit_text is None or t.implicit_text == t.text)
+            turns.append(Turn(idx=len(turns), speaker=t.speaker, label=t.label, text=t.text_for(cond),
+                              clip=clip_path(script.pair_id, cond, pos, shared), duration_s=0.0,
                               addressee=t.addressee, utterance_type=t.utterance_type))
         out.append(Scenario(scenario_id=script.scenario_id, pair_id=script.pair_id, condition=cond,
                             n_speakers=script.n_speakers, t_bucket=script.t_bucket,
                             attributes=script.attributes.model_dump(), gold_answer=script.gold_answer,
-                            answer_keys=script.answer_keys, turns=turns))
+                            answer_keys=script.answer_keys, turns=turns,
+                            version_difference=script.version_difference))
     return out
 
 

@@ -51,6 +51,9 @@ def generate(
         TurnLength.paper, "--turn-length",
         help="procedural: paper (multi-sentence turns sized to the paper's durations) or short (one line per turn)"),
     workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes (default: CPU cores)"),
+    version_differences: bool = typer.Option(
+        True, "--version-differences/--equal-versions",
+        help="let some pairs' versions differ beyond T at the paper's rates (docs/scenarios.md)"),
     preamble_pace: str = typer.Option("paper", "--preamble-pace", help=(
         "paper: the preamble voice reads the duty at the paper's length (31.9 s); voice: at the speaker's own "
         "rate (the built-in suites' preamble)")),
@@ -77,7 +80,9 @@ def generate(
         if generator is GeneratorName.anthropic and turn_length is not TurnLength.paper:
             raise typer.BadParameter("--turn-length applies to --generator procedural only")
         gen = make_generator(generator.value, seed, **options)
-        composition = Composition.from_shares(pairs, four_speaker_share=four_speaker_share, n4_share=n4_share)
+        composition = Composition.from_shares(pairs, four_speaker_share=four_speaker_share, n4_share=n4_share,
+                                              version_differences=version_differences
+                                              and generator is GeneratorName.procedural)
         with _progress() as bar:
             task = bar.add_task(f"generating ({generator.value})", total=pairs)
             suite, what = build_text_suite(out, name=name or out.resolve().name, pairs=pairs, seed=seed,

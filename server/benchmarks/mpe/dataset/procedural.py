@@ -58,11 +58,13 @@ from server.benchmarks.mpe.dataset.spoken import (
     time_keys,
     words,
 )
-from server.benchmarks.mpe.suite import bucket_of
+from server.benchmarks.mpe.suite import bucket_of, mentions_aria
 from server.datasets.errors import DatasetError
 
 VERSION = "4"  # 2: up to two N4 events per pair; 3: turn lengths, phrase pools, implicit context earlier;
 # 4: the implicit cue in T, side questions and fact sources bound to the scene, clauses run together
+# (version differences, where a plan asks for them, draw from a generator of their own: the scripts
+# of the plans without one are unchanged)
 
 # ------------------------------------------------------------------------ building blocks
 
@@ -984,7 +986,12 @@ class ProceduralGenerator:
 
         slots, roles = self._assign(rng, lines, speakers)
         talk = Elaborator.for_scene(talk_rng, self.turn_length, act.key)
-        return self._render(rng, talk, plan, slots, roles, names, absent, reg, setting, task)
+        script, regrow = self._render(rng, talk, plan, slots, roles, names, absent, reg, setting, task)
+        if plan.difference == "none":
+            return script
+        diff_rng = random.Random(f"duplex-mpe/procedural/{VERSION}/{self.seed}/{plan.pair_id}/difference")
+        return self._differ(diff_rng, plan, script, regrow, Elaborator.for_scene(diff_rng, self.turn_length, act.key),
+                            talk.used)
 
     @staticmethod
     def _positions(bucket: str, pre: int, post: int, fill: int, span: tuple[int, int]) -> list[tuple[int, int]]:
@@ -1140,6 +1147,7 @@ class ProceduralGenerator:
             return text
 
         turns = []
+        regrow: dict[int, Callable[[Elaborator], str]] = {}  # turns a reworded pair may say otherwise
         prefixed = False
         for s in slots:
             ln = s.line
@@ -1153,8 +1161,12 @@ class ProceduralGenerator:
                      "clock": say_time(rng.choice((390, 420, 435, 450, 480)))}
             text = subst(ln.text, extra)
             implicit = subst(ln.implicit, extra) if ln.implicit is not None else None
+            core = text
             text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting,
                                         bool(second))
+            if ln.label in ("N1", "N2", "N3") and ln.role not in ("fact", "leadin") and implicit is None:
+                regrow[len(turns)] = lambda other, ln=ln, core=core, extra=extra, two=bool(second): _tidy(self._grow(
+                    other, ln, core, None, lambda x: subst(x, extra), reg, setting, two)[0])
             was_prefixed, prefixed = prefixed, False
             if ln.label in ("N2", "N3") and ln.who != "reply" and not was_prefixed and rng.random() < reg.prefix_rate:
                 first = text.split(" ", 1)[0].rstrip(",.?!:;")
@@ -1170,7 +1182,55 @@ class ProceduralGenerator:
         keys = [[subst(k, {}) for k in alts] for alts in task.keys]
         return PairScript(pair_id=plan.pair_id, scenario_id=plan.scenario_id, n_speakers=plan.n_speakers,
                           t_bucket=plan.t_bucket, attributes=plan.attributes, gold_answer=gold, answer_keys=keys,
-                          turns=turns)
+                          turns=turns), regrow
+
+    # -------------------------------------------------------------- version differences
+
+    @staticmethod
+    def _differ(rng: random.Random, plan: PairPlan, script: PairScript, regrow: dict[int, Callable],
+                other: Elaborator, used: set[str]) -> PairScript:
+        """The plan's version difference (compose.Composition): one more turn said otherwise in the
+        implicit version (grown again from its line, with sentences the scene has not used), one
+        small-talk turn said in one version only, or the implicit version without one N4 event.
+        Where the script leaves no room for it, the script says so (no difference) and the attempt
+        is retried (``plan-difference``)."""
+        turns = [t.model_copy() for t in script.turns]
+        t_idx = next(i for i, t in enumerate(turns) if t.label == "T")
+        speakers = {t.speaker for t in turns}
+
+        def fits(drop: set[int]) -> bool:
+            """Whether a version without the turns ``drop`` is still a scenario of the plan."""
+            kept = [t for i, t in enumerate(turns) if i not in drop]
+            t_new = next(i for i, t in enumerate(kept) if t.label == "T")
+            labels = [t.label for t in kept]
+            return (bucket_of(t_new, len(kept)) == plan.t_bucket and {t.speaker for t in kept} == speakers
+                    and "N1" in labels and "N3" in labels
+                    and all(a.speaker != b.speaker for a, b in zip(kept, kept[1:]) if b.label != "N4R"))
+
+        kind = plan.difference
+        if kind == "reworded":
+            other.used |= used
+            for i in rng.sample(sorted(regrow), len(regrow)):
+                if i in (t_idx, t_idx - 1):
+                    continue
+                said = regrow[i](other)
+                if said != turns[i].text and mentions_aria(said) == (turns[i].label == "N1"):
+                    turns[i].implicit_text = said
+                    return script.model_copy(update={"turns": turns, "version_difference": kind})
+        elif kind == "extra_turn":
+            spare = [i for i, t in enumerate(turns) if t.label in ("N2", "N3") and i not in (t_idx - 1,)
+                     and t.implicit_text is None and fits({i})]
+            if spare:
+                i = rng.choice(spare)
+                turns[i].only = rng.choice(("explicit", "implicit"))
+                return script.model_copy(update={"turns": turns, "version_difference": kind})
+        elif kind == "n4_dropped":
+            events = [q for q, t in enumerate(turns) if t.label == "N4Q" and fits({q, q + 1})]
+            if events:
+                q = rng.choice(events)
+                turns[q].only = turns[q + 1].only = "explicit"
+                return script.model_copy(update={"turns": turns, "version_difference": kind})
+        return script
 
 
     @staticmethod

@@ -5,8 +5,9 @@ The suite rules of DESIGN §2 and the construction rules (``strict``) live in
 the same checker, so a script that passes here yields a suite that passes
 ``mpe dataset validate --strict``. Among the construction rules are the generator-side pair
 checks (``pair-turns``, ``pair-labels``, ``pair-speakers``, ``pair-minimal``): a generated pair
-is one script, so its versions have the same turns; a suite from elsewhere may differ beyond
-T (DESIGN §2 pairs T and the N4 events by label). On top come the rules that only make sense for a
+is one script, so its versions have the same turns unless its plan asks for a version difference
+(then ``pair-difference`` checks it is exactly the declared one); a suite from elsewhere may
+differ beyond T (DESIGN §2 pairs T and the N4 events by label). On top come the rules that only make sense for a
 script: it matches its plan (speakers, bucket, N4 event, attributes) and its text is
 speakable (no stage directions, speaker tags or line breaks).
 """
@@ -23,6 +24,7 @@ SCRIPT_RULES: dict[str, str] = {
     "plan-bucket": "T sits in the bucket its plan assigns",
     "plan-n4": "the script has the number of N4 events its plan assigns (at most two)",
     "plan-attributes": "the script keeps the scene attributes of its plan",
+    "plan-difference": "the script's versions differ as its plan asks (none, reworded, extra_turn, n4_dropped)",
     "plan-ids": "the script keeps the pair and scenario ids of its plan",
     "text-speakable": "turn text is one spoken line: no stage directions, speaker tags or line breaks",
     "implicit-text": "implicit_text is given for T and at most the turn before it",
@@ -45,13 +47,13 @@ def script_scenarios(script: PairScript) -> list[Scenario]:
         turns = [
             Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond), clip="", duration_s=0.0,
                  addressee=t.addressee, utterance_type=t.utterance_type)
-            for i, t in enumerate(script.turns)
+            for i, t in enumerate(script.version_turns(cond))
         ]
         out.append(
             Scenario(scenario_id=script.scenario_id, pair_id=script.pair_id, condition=cond,
                      n_speakers=script.n_speakers, t_bucket=script.t_bucket,
                      attributes=script.attributes.model_dump(), gold_answer=script.gold_answer,
-                     answer_keys=script.answer_keys, turns=turns)
+                     answer_keys=script.answer_keys, turns=turns, version_difference=script.version_difference)
         )
     return out
 
@@ -86,9 +88,10 @@ def check_script(script: PairScript, plan: PairPlan | None = None) -> list[Probl
                 add("text-speakable", f"{cond} text has no words", i)
     t_idx = [i for i, t in enumerate(script.turns) if t.label == "T"]
     allowed = {t_idx[0], t_idx[0] - 1} if len(t_idx) == 1 else set()
-    for i, t in enumerate(script.turns):
-        if t.implicit_text is not None and i not in allowed:
-            add("implicit-text", "implicit_text is only allowed on T and the turn just before it", i)
+    further = [i for i, t in enumerate(script.turns) if t.implicit_text is not None and i not in allowed]
+    for i in further[1:] if script.version_difference == "reworded" else further:
+        add("implicit-text", "implicit_text is only allowed on T and the turn just before it (and on one more "
+            "turn of a reworded pair)", i)
     if len(t_idx) == 1 and script.turns[t_idx[0]].implicit_text is None:
         add("implicit-text", "T has no implicit_text (the implicit condition must not name Aria)", t_idx[0])
 
@@ -111,9 +114,12 @@ def check_script(script: PairScript, plan: PairPlan | None = None) -> list[Probl
                 f"and uses {len(used)}")
         if script.t_bucket != plan.t_bucket:
             add("plan-bucket", f"t_bucket is {script.t_bucket}, the plan says {plan.t_bucket}")
-        n4 = sum(t.label == "N4Q" for t in script.turns)
+        n4 = sum(t.label == "N4Q" for t in script.version_turns("explicit"))
         if n4 != plan.n4_events:
             add("plan-n4", f"script has {n4} N4 events; the plan asks for {plan.n4_events}")
         if script.attributes != plan.attributes:
             add("plan-attributes", "scene attributes differ from the plan's")
+        if (script.version_difference or "none") != plan.difference:
+            add("plan-difference", f"the versions differ as {script.version_difference or 'none'}; the plan asks "
+                f"for {plan.difference}")
     return problems
