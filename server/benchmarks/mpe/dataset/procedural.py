@@ -990,8 +990,12 @@ class ProceduralGenerator:
         if plan.difference == "none":
             return script
         diff_rng = random.Random(f"duplex-mpe/procedural/{VERSION}/{self.seed}/{plan.pair_id}/difference")
-        return self._differ(diff_rng, plan, script, regrow, Elaborator.for_scene(diff_rng, self.turn_length, act.key),
-                            talk.used)
+        # a turn one version may do without: a remark, self-talk or a device command, never a fact
+        # or half of a question and its reply
+        spare = {i for i, s in enumerate(slots) if s.line.role == "filler" and s.line.who != "reply"
+                 and s.line.to in ("group", None, "device") and s.line.label in ("N2", "N3")}
+        return self._differ(diff_rng, plan, script, regrow, spare,
+                            Elaborator.for_scene(diff_rng, self.turn_length, act.key), talk.used)
 
     @staticmethod
     def _positions(bucket: str, pre: int, post: int, fill: int, span: tuple[int, int]) -> list[tuple[int, int]]:
@@ -1188,7 +1192,7 @@ class ProceduralGenerator:
 
     @staticmethod
     def _differ(rng: random.Random, plan: PairPlan, script: PairScript, regrow: dict[int, Callable],
-                other: Elaborator, used: set[str]) -> PairScript:
+                spare: set[int], other: Elaborator, used: set[str]) -> PairScript:
         """The plan's version difference (compose.Composition): one more turn said otherwise in the
         implicit version (grown again from its line, with sentences the scene has not used), one
         small-talk turn said in one version only, or the implicit version without one N4 event.
@@ -1218,10 +1222,9 @@ class ProceduralGenerator:
                     turns[i].implicit_text = said
                     return script.model_copy(update={"turns": turns, "version_difference": kind})
         elif kind == "extra_turn":
-            spare = [i for i, t in enumerate(turns) if t.label in ("N2", "N3") and i not in (t_idx - 1,)
-                     and t.implicit_text is None and fits({i})]
-            if spare:
-                i = rng.choice(spare)
+            fitting = [i for i in sorted(spare) if i != t_idx - 1 and turns[i].implicit_text is None and fits({i})]
+            if fitting:
+                i = rng.choice(fitting)
                 turns[i].only = rng.choice(("explicit", "implicit"))
                 return script.model_copy(update={"turns": turns, "version_difference": kind})
         elif kind == "n4_dropped":
