@@ -300,12 +300,12 @@ def failure_type_table(a: dict[str, Any]) -> ReportTable:
                         + [Cell("–") for _ in types])
             continue
         rows.append([_c(model), _c(cond), share(r["failed"], r["n"])]
-                    + [Cell(share(x["failed"], r["failed"]).text, f"{x['failed']}/{r['failed']} of failures; "
-                            f"{x['failed']}/{x['n']} failed") for x in (r["types"][k] for k in types)])
+                    + [Cell(share(x["failed"], r["failed"]).text, f"{x['failed']}/{r['failed']}; {x['n']} windows")
+                       for x in (r["types"][k] for k in types)])
     return ReportTable("table19", "Table 19: silence failures by utterance type",
-                       "Failed N1-N3 windows grouped by the turn's utterance type in the manifest: the share of all "
-                       "failures, with each type's own failure count. Not recorded where the suite's manifest gives "
-                       "no utterance types (never guessed).",
+                       "Failed N1-N3 windows grouped by the turn's utterance type in the manifest: each type's share "
+                       "of all failures (failures of the type / all failures; the type's windows). Not recorded where "
+                       "the suite's manifest gives no utterance types (never guessed).",
                        ["model", "condition", "failed windows"] + [TYPE_TITLES.get(k, k) for k in types], rows,
                        empty="no silence windows")
 
