@@ -76,6 +76,8 @@ def test_valid_replies_make_a_valid_suite(fake, tmp_path):
     body = reqs[0].body
     assert body["model"] == "claude-test" and body["system"] == SYSTEM_PROMPT
     assert body["tools"][0]["input_schema"] == SCRIPT_SCHEMA
+    assert "utterance_type" in SCRIPT_SCHEMA["properties"]["turns"]["items"]["required"]
+    assert all(t.utterance_type for sc in suite.scenarios for t in sc.turns if t.label != "T")
     assert body["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
     auth = reqs[0].headers.get("x-api-key") or reqs[0].headers.get("authorization", "").removeprefix("Bearer ")
     assert auth == KEY
@@ -115,6 +117,17 @@ def test_malformed_and_rule_breaking_replies_are_retried_with_feedback(fake, tmp
     fb = reqs[3].body["messages"][-1]["content"]
     assert "[t-not-first]" in fb and "turn 0" in fb and "[plan-bucket]" not in fb
     assert len(reqs[3].body["messages"]) == 7
+
+
+def test_a_reply_with_a_missing_or_wrong_utterance_type_is_refused():
+    p = plans(2, n4_share=1.0)[0]
+    payload = good_payload(p)
+    payload["turns"][next(i for i, t in enumerate(payload["turns"]) if t["label"] == "N3")]["utterance_type"] = \
+        "statement"
+    payload["turns"][next(i for i, t in enumerate(payload["turns"]) if t["label"] == "N2")]["utterance_type"] = None
+    _, problems = AnthropicGenerator._parse(p, payload)
+    assert sum("[utterance-types]" in x for x in problems) == 2, problems
+    assert AnthropicGenerator._parse(p, good_payload(p))[1] == []
 
 
 def test_json_in_a_text_reply_is_accepted(fake, tmp_path):

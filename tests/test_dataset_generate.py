@@ -94,6 +94,84 @@ def test_scenarios_have_every_kind_of_turn_and_the_right_addressing(full):
     assert strategies["cue-in-t"] >= 0.95 * 2000  # and put the cue in T in the other 1,958
 
 
+def test_every_turn_but_t_carries_its_utterance_type(full):
+    kinds = Counter()
+    for sc in full.scenarios:
+        for t in sc.turns:
+            kinds[(t.label, t.utterance_type)] += 1
+            if t.label == "T":
+                assert t.utterance_type is None
+            elif t.label == "N3":
+                assert t.utterance_type == "self_talk"
+            elif t.label == "N4Q" or t.addressee == "device":
+                assert t.utterance_type == "device_request"
+            else:
+                assert t.utterance_type in ("human_request", "statement")
+                if t.label == "N4R":
+                    assert t.utterance_type == "statement"
+    # all four types occur among the silence windows, requests between the humans among them
+    assert {k for (lab, k) in kinds if lab in ("N1", "N2", "N3")} == {"device_request", "human_request",
+                                                                       "statement", "self_talk"}
+    assert kinds[("N2", "human_request")] > 0.05 * sum(v for (lab, _), v in kinds.items() if lab == "N2")
+
+
+def _mean_words(suite: Suite, cond: str) -> float:
+    turns = [t for sc in suite.scenarios if sc.condition == cond for t in sc.turns]
+    return sum(len(t.text.split()) for t in turns) / len(turns)
+
+
+def test_version_differences_at_the_papers_rates(full, tmp_path):
+    """The paper's final versions: 339 of 2,000 pairs differ beyond T and the turn before it, 16 of
+    them in their turn counts, and the implicit versions have 1,910 N4 events to the explicit 1,911."""
+    from server.benchmarks.mpe.dataset.compose import plan_pairs
+
+    c = Composition.from_shares(2000, version_differences=True)
+    assert (c.reworded, c.extra_turn, c.n4_dropped) == (323, 15, 1)
+    varied, _ = build_text_suite(tmp_path / "v", name="v", pairs=2000, seed=20260902,
+                                 generator=ProceduralGenerator(20260902), composition=c)
+    further = unequal = 0
+    for p in varied.pairs().values():
+        ex, im = p["explicit"], p["implicit"]
+        if len(ex.turns) != len(im.turns):
+            unequal += 1
+        if len(ex.turns) != len(im.turns) or any(
+                a.text != b.text for i, (a, b) in enumerate(zip(ex.turns, im.turns))
+                if i not in (ex.t_index, ex.t_index - 1)):
+            further += 1
+    assert (further, unequal) == (339, 16)
+    assert [sum(sc.labels.count("N4Q") for sc in varied.scenarios if sc.condition == cond)
+            for cond in ("explicit", "implicit")] == [1911, 1910]
+    assert check_suite(varied, check_audio=False, strict=True) == []  # each pair differs as it declares
+    # the same composition, and turn lengths within 2 % of the equal-version suite of the same seed
+    ex_pairs, v_pairs = _per_pair(full), _per_pair(varied)
+    for key in (lambda sc: sc.n_speakers, lambda sc: sc.t_bucket, lambda sc: "N4Q" in sc.labels):
+        assert Counter(map(key, ex_pairs)) == Counter(map(key, v_pairs))
+    for cond in ("explicit", "implicit"):
+        assert _mean_words(varied, cond) == pytest.approx(_mean_words(full, cond), rel=0.02)
+    # pairs without a difference are the same scripts with the option on or off
+    plans = plan_pairs(c, 20260902)
+    same = [p.pair_id for p in plans if p.difference == "none"]
+    assert len(same) == 1661
+    assert all(varied.scenario(full.pairs()[pid]["explicit"].scenario_id, cond).turns
+               == full.pairs()[pid][cond].turns for pid in same[:200] for cond in ("explicit", "implicit"))
+    assert [p.model_copy(update={"difference": "none"}) for p in plans] == plan_pairs(Composition.from_shares(2000),
+                                                                                      20260902)
+
+
+def test_a_script_without_the_planned_difference_is_refused():
+    from server.benchmarks.mpe.dataset.compose import plan_pairs
+
+    c = Composition.from_shares(40, version_differences=True)
+    plan = next(p for p in plan_pairs(c, 5) if p.difference == "reworded")
+    script = ProceduralGenerator(5).generate(plan)
+    assert script.version_difference == "reworded" and check_script(script, plan) == []
+    undone = script.model_copy(update={"version_difference": None,
+                                       "turns": [t.model_copy(update={"implicit_text": None}) if t.label != "T"
+                                                 and i != script.labels.index("T") - 1 else t
+                                                 for i, t in enumerate(script.turns)]})
+    assert "plan-difference" in {p.rule for p in check_script(undone, plan)}
+
+
 CHOICE_TASKS = {"finding a day for a get-together", "booking a weekend away", "packing for a camping weekend",
                 "playing a board game", "booking flights for a holiday", "shopping for a new laptop"}
 

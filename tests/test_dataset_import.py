@@ -9,12 +9,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 from sqlalchemy import select
 from typer.testing import CliRunner
 
 from server.benchmarks.mpe.dataset.importer import ImportMapping, import_manifest
-from server.benchmarks.mpe.suite import Suite, check_suite
+from server.benchmarks.mpe.suite import Suite, SuiteError, check_suite
 from server.cli import app
 from server.db import Episode
 from server.engine.leasing import create_run
@@ -145,3 +146,28 @@ def test_jsonl_one_object_per_version(tmp_path):
     sc = result.suite.scenario("x1", "implicit")
     assert [t.speaker for t in sc.turns] == ["B", "C", "B", "A", "C"] and sc.labels[2] == "T"
     assert sc.turns[0].duration_s == 0.3
+
+
+def test_an_utterance_type_column_is_mapped_onto_the_turns_and_checked(tmp_path):
+    root = tmp_path / "release"
+    manifest = _manifest(root)
+    rows = list(csv.DictReader(manifest.read_text().splitlines()))
+    theirs = {"other": "q", "mention": "stmt", "self": "mumble", "addressed": ""}  # T carries none
+    for r in rows:
+        r["kind"] = theirs[r["turn_type"]]
+    rows[3]["kind"] = "grumble"  # c1/named turn 3: a type the mapping does not know
+    with manifest.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS + ["kind"])
+        w.writeheader()
+        w.writerows(rows)
+    mapping = ImportMapping.model_validate({**MAPPING, "fields": {**MAPPING["fields"], "utterance_type": "kind"},
+                                            "utterance_types": {"q": "human_request", "stmt": "statement",
+                                                                "mumble": "self_talk"}})
+    result = import_manifest(manifest, tmp_path / "suite", mapping)
+    got = {(p.rule, p.line, p.scenario, p.turn) for p in result.problems}
+    assert got == {("utterance-type", 5, "c1/explicit", 3)}
+    sc = Suite.load(tmp_path / "suite").scenario("c2", "implicit")
+    assert [t.utterance_type for t in sc.turns] == ["human_request", "statement", None, "self_talk", "human_request"]
+    with pytest.raises(SuiteError, match="utterance_types map onto chatter"):
+        import_manifest(manifest, tmp_path / "other", ImportMapping.model_validate(
+            {**MAPPING, "utterance_types": {"q": "chatter"}}))

@@ -140,3 +140,22 @@ def test_missing_engine_is_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setenv("MPE_DATA_DIR", str(tmp_path / "data"))
     r = runner.invoke(app, ["dataset", "synthesize", str(tmp_path / "s"), "--tts", "espeak"])
     assert r.exit_code == 2 and "error (tts_unavailable)" in r.output and "espeak-ng" in r.output
+
+
+@needs_espeak
+def test_generated_suites_read_the_preamble_at_the_papers_length_and_builtins_keep_theirs(tmp_path):
+    from server.benchmarks.mpe.dataset.build import PAPER_PREAMBLE_S
+
+    out = tmp_path / "gen"
+    r = runner.invoke(app, ["dataset", "generate", "--out", str(out), "--pairs", "1", "--seed", "3", "--no-audio",
+                            "--tts", "piper"])
+    assert r.exit_code == 0, r.output
+    pre = json.loads((out / "suite.json").read_text())["preamble"]
+    assert (pre["pace"], pre["voice"]) == ("paper", "piper:joe@1~1.75")
+    synthesize_suite(out, data_dir=tmp_path / "data", engine_name="espeak", workers=1)
+    done = Suite.load(out).meta.preamble
+    assert done.model_extra["voice"] == "espeak:en-us+m5@115"  # the engine's own rate control
+    assert done.duration_s == pytest.approx(PAPER_PREAMBLE_S, rel=0.10)
+    # the built-in and test suites keep the speaker's own rate (and their bytes)
+    plain = text_suite(tmp_path / "plain", pairs=1, seed=3).meta.preamble
+    assert "pace" not in plain.model_extra and plain.model_extra["voice"] == "piper:joe@1.0"

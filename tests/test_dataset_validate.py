@@ -98,6 +98,12 @@ def m_label_known(scs, meta, root):
     return _where(sc, 1)
 
 
+def m_utterance_type(scs, meta, root):
+    sc = _ex(scs)
+    sc.turns[1].utterance_type = "gossip"
+    return _where(sc, 1)
+
+
 def m_speaker_known(scs, meta, root):
     sc = _ex(scs)
     sc.turns[1].speaker = "E"
@@ -300,6 +306,13 @@ def m_pair_speakers(scs, meta, root):
 def m_pair_minimal(scs, meta, root):
     sc = _ex(scs)
     _im(scs, sc.pair_id).turns[-1].text = "Something else entirely."
+    return {"pair": sc.pair_id}
+
+
+def m_pair_difference(scs, meta, root):
+    # declared reworded, but no turn besides T (and the one before it) is said otherwise
+    sc = _ex(scs)
+    sc.version_difference = _im(scs, sc.pair_id).version_difference = "reworded"
     return {"pair": sc.pair_id}
 
 
@@ -506,3 +519,35 @@ def test_pairs_with_unequal_n4_counts_and_n4_before_t_are_accepted(base, tmp_pat
     assert {"pair-n4", "n4-after-t"} <= {p.rule for p in strict} and all(p.construction for p in strict)
     assert _validate(str(suite.root)).exit_code == 0
     assert _validate(str(suite.root), "--strict").exit_code == 1
+
+
+def test_declared_version_differences_are_checked_as_declared(base, tmp_path):
+    """A pair whose versions differ on purpose (the paper's final versions) passes strict
+    validation only when it differs exactly as it declares."""
+    def check(mutate) -> list[str]:
+        scs = [sc.model_copy(deep=True) for sc in base.scenarios]
+        ex = _n4(scs)
+        im = _im(scs, ex.pair_id)
+        mutate(ex, im)
+        root = tmp_path / f"s{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(base.root, root)
+        write_suite(root, base.meta, scs)
+        return sorted({p.rule for p in check_suite(Suite.load(root), strict=True)})
+
+    def drop_n4(ex, im, declare="n4_dropped"):
+        q = im.labels.index("N4Q")
+        im.turns = [t.model_copy(update={"idx": i}) for i, t in enumerate(x for j, x in enumerate(im.turns)
+                                                                         if j not in (q, q + 1))]
+        ex.version_difference = im.version_difference = declare
+
+    def reword(ex, im, declare="reworded"):
+        i = next(i for i, t in enumerate(im.turns) if t.label == "N2" and i not in (im.t_index, im.t_index - 1))
+        im.turns[i].text = "Honestly, I'd have said it differently."
+        ex.version_difference = im.version_difference = declare
+
+    assert check(lambda ex, im: drop_n4(ex, im)) in ([], ["t-bucket"])  # the bucket may move with two turns fewer
+    assert "pair-difference" not in check(lambda ex, im: drop_n4(ex, im))
+    assert "pair-difference" in check(lambda ex, im: drop_n4(ex, im, "extra_turn"))
+    assert "pair-n4" in check(lambda ex, im: drop_n4(ex, im, None))  # undeclared: the equal-structure rules
+    assert check(lambda ex, im: reword(ex, im)) == []
+    assert check(lambda ex, im: reword(ex, im, None)) == ["pair-minimal"]

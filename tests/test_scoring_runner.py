@@ -254,7 +254,14 @@ async def test_score_runs_end_to_end(db, settings, mini_suite, say, tmp_path, mo
     # response decisions are an extra).
     for n in (3, 9, 10, 12, 13, 14, 15, 16, 18, 21):
         assert f"Table {n}:" in r.stdout
-    assert "Extra (beyond the paper): response decision by utterance type" in r.stdout
+    assert "Extra (beyond the paper): response decision by label" in r.stdout
+    # the header says which judge and ASR made the numbers, and that the offline defaults are not the paper's
+    head = r.stdout[:r.stdout.index("Table 3:")]
+    flat = " ".join(head.split())
+    assert "Scored with" in head and "judge rule" in flat and "ASR faster-whisper" in flat and "tiny.en" in flat
+    assert flat.count("the offline defaults: not the paper's judge (Claude Opus) and ASR (Qwen3-ASR-1.7B)") == 3
+    assert "mpe score RUN --judge claude:claude-opus-4-1 --asr qwen3-asr:DIR" in flat
+    assert "the offline defaults" in (tmp_path / "r.html").read_text()
     assert "Table 21" in (tmp_path / "r.html").read_text()
     assert (tmp_path / "r.html").read_text().count("<details") == 12
     r = await asyncio.to_thread(CliRunner().invoke, app, ["report", "never-scored"])

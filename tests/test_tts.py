@@ -191,10 +191,52 @@ def test_variant_recipe_scales_length_and_resamples_by_ratio(ratio):
     assert out.dtype == np.int16
 
 
+@needs_piper
+def test_tempo_part_stretches_length_at_the_same_pitch_and_leaves_other_ids_alone():
+    engine = PiperEngine()
+    fake = _FakeVoice()
+    engine._voice = fake
+    plain = engine.synthesize("two sentences. here.", "piper:joe@1.19")
+    slow = engine.synthesize("two sentences. here.", "piper:joe@1.19~1.5")
+    # without "~" the length scale is exactly the variant's (same samples, same cache: the engine
+    # version is unchanged); with it, 1.5 times as long at the variant's pitch
+    assert fake.length_scales[0] == 1.19 and fake.length_scales[1] == pytest.approx(1.19 * 1.5)
+    assert len(slow) == pytest.approx(1.5 * len(plain), abs=8)
+    peak = [np.argmax(np.abs(np.fft.rfft(x.astype(np.float64)))) * OUTPUT_RATE / len(x) for x in (plain, slow)]
+    assert peak[1] == pytest.approx(peak[0], rel=0.01)
+    assert "variants=v3" in engine.version
+
+
+@needs_piper
+def test_paper_paced_preamble_lasts_the_papers_length(engine):
+    from server.benchmarks.mpe.dataset.build import PAPER_PREAMBLE_S, PreamblePace, preamble_voice
+    from server.benchmarks.mpe.duty import DUTY_TEXT
+
+    voice = preamble_voice(DEFAULT_VOICES["B"], PreamblePace.paper)
+    assert voice == "piper:joe@1~1.75" and preamble_voice(DEFAULT_VOICES["B"], "voice") == DEFAULT_VOICES["B"]
+    seconds = len(engine.synthesize(DUTY_TEXT, voice)) / OUTPUT_RATE
+    assert seconds == pytest.approx(PAPER_PREAMBLE_S, rel=0.10)  # the paper's 31.9 s (App. A3.1), within 10 %
+
+
+@needs_espeak
+def test_paper_paced_espeak_preamble_lasts_the_papers_length():
+    from server.benchmarks.mpe.dataset.build import PAPER_PREAMBLE_S, PreamblePace, preamble_voice
+    from server.benchmarks.mpe.duty import DUTY_TEXT
+
+    voice = preamble_voice(tts.default_voices("espeak")["B"], PreamblePace.paper)
+    assert voice == "espeak:en-us+m5@115"
+    seconds = len(get_engine("espeak").synthesize(DUTY_TEXT, voice)) / OUTPUT_RATE
+    assert seconds == pytest.approx(PAPER_PREAMBLE_S, rel=0.10)
+
+
 def test_parse_voice_ids():
     assert parse_piper_voice("piper:joe@1.19").ratio == pytest.approx(1.19)
     assert parse_piper_voice("piper:joe").ratio == 1.0
-    for bad in ["joe@1.0", "piper:joe@", "piper:joe@9", "piper:joe@0.1", "espeak:en", ""]:
+    assert parse_piper_voice("piper:joe@1.19").tempo is None
+    assert parse_piper_voice("piper:joe@1.0~1.75").tempo == pytest.approx(1.75)
+    assert parse_piper_voice("piper:joe~1.5").ratio == 1.0
+    for bad in ["joe@1.0", "piper:joe@", "piper:joe@9", "piper:joe@0.1", "espeak:en", "", "piper:joe@1.0~",
+                "piper:joe@1.0~9", "piper:joe@1.0~0.1"]:
         with pytest.raises(ValueError):
             parse_piper_voice(bad)
 

@@ -22,25 +22,36 @@ DEFAULT_VOICES: dict[str, str] = {
 # changes: it is part of the engine version and therefore of every cache key.
 _VARIANT_RECIPE = "v3"
 
-_VOICE_RE = re.compile(r"^piper:(?P<model>[a-z0-9_]+)(?:@(?P<ratio>\d+(?:\.\d+)?))?$")
+_VOICE_RE = re.compile(
+    r"^piper:(?P<model>[a-z0-9_]+)(?:@(?P<ratio>\d+(?:\.\d+)?))?(?:~(?P<tempo>\d+(?:\.\d+)?))?$")
 _MIN_RATIO, _MAX_RATIO = 0.5, 2.0
+_MIN_TEMPO, _MAX_TEMPO = 0.5, 2.5
 
 
 @dataclass(frozen=True)
 class PiperVoiceSpec:
     model: str
     ratio: float
+    tempo: float | None = None  # a length factor on top of the variant, without the pitch resample
 
 
 def parse_piper_voice(voice: str) -> PiperVoiceSpec:
-    """Parse ``piper:<model>[@<ratio>]`` (ratio defaults to 1.0)."""
+    """Parse ``piper:<model>[@<ratio>][~<tempo>]`` (ratio defaults to 1.0).
+
+    ``ratio`` picks the variant (length scale and pitch, see :meth:`PiperEngine.synthesize`);
+    ``tempo`` stretches the speech by that factor more, at the variant's pitch (piper's
+    ``length_scale`` alone: ``~1.5`` speaks 1.5 times as long). An id without ``~`` is voiced
+    exactly as before the tempo part existed (same samples, same cache entries)."""
     m = _VOICE_RE.match(voice.strip()) if isinstance(voice, str) else None
     if m is None:
-        raise ValueError(f"not a piper voice id: {voice!r} (expected e.g. 'piper:joe@1.19')")
+        raise ValueError(f"not a piper voice id: {voice!r} (expected e.g. 'piper:joe@1.19' or 'piper:joe@1.0~1.5')")
     ratio = float(m.group("ratio") or 1.0)
     if not _MIN_RATIO <= ratio <= _MAX_RATIO:
         raise ValueError(f"voice {voice!r}: ratio must be between {_MIN_RATIO} and {_MAX_RATIO}")
-    return PiperVoiceSpec(model=m.group("model"), ratio=ratio)
+    tempo = float(m.group("tempo")) if m.group("tempo") else None
+    if tempo is not None and not _MIN_TEMPO <= tempo <= _MAX_TEMPO:
+        raise ValueError(f"voice {voice!r}: tempo must be between {_MIN_TEMPO} and {_MAX_TEMPO}")
+    return PiperVoiceSpec(model=m.group("model"), ratio=ratio, tempo=tempo)
 
 
 def _import_piper() -> tuple[Any, Any, Any]:
@@ -107,7 +118,10 @@ class PiperEngine:
         pv = self._load()
         base = float(pv.config.length_scale or 1.0)
         # Noise off: the same (voice, text) always gives the same samples (reproducible suites).
-        cfg = SynthesisConfig(length_scale=base * spec.ratio, noise_scale=0.0, noise_w_scale=0.0)
+        length = base * spec.ratio
+        if spec.tempo is not None:  # only where the id asks: every id without it keeps its samples
+            length *= spec.tempo
+        cfg = SynthesisConfig(length_scale=length, noise_scale=0.0, noise_w_scale=0.0)
         chunks = list(pv.synthesize(text, syn_config=cfg))  # one AudioChunk per sentence
         if not chunks:
             raise ValueError(f"piper produced no audio for {text!r}")

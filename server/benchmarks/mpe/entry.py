@@ -88,6 +88,8 @@ class SilenceScore(_Addressed):
     verdict_id: int | None
     reason: SilenceReason
     verdict_note: str | None = Field(default=None, description="the rule's explanation when decided on duration")
+    utterance_type: str | None = Field(default=None, description="the turn's utterance type in the manifest "
+                                       "(device_request, human_request, statement, self_talk); null when not given")
 
 
 class N4Score(_Addressed):

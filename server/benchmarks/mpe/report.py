@@ -1,7 +1,7 @@
 """Reports: the paper's tables in the terminal (rich) and a self-contained HTML report.
 
 Both draw the same tables (:mod:`server.benchmarks.mpe.tables`: the paper's Tables 3, 9, 10,
-12-18 and 21, numbered as in the paper, then the extras: response decisions, ranking correlation
+12-19 and 21, numbered as in the paper, then the extras: response decisions, ranking correlation
 and the breakdowns; text references apart, in Tables 17 and 18). The HTML file has no
 external resources: styles inline, charts as inline SVG. It adds sources and settings, bars
 with bootstrap CIs, the sweep chart and per-episode timelines (human clips coloured by
@@ -44,6 +44,46 @@ TEXT_PROMPT = {True: "duty text", False: "none (audio only)", None: "unknown"}
 TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Reported apart (Tables 17 and 18), never in "
                        "the speech models' tables, test families or ranking pools; their fresh onset is not measured, "
                        "no N4 event of theirs is eligible for the yield (a decision has no duration).")
+#: the models the paper's numbers come from (its judge and its ASR), and the scoring that uses them
+PAPER_JUDGE = "Claude Opus"
+PAPER_ASR = "Qwen3-ASR-1.7B"
+PAPER_SCORING = "mpe score RUN --judge claude:claude-opus-4-1 --asr qwen3-asr:DIR"
+
+
+def scorer_text(config: dict[str, Any], text_reference: bool = False) -> str:
+    """Which judge and which ASR a scoring's numbers come from (its ``scorings.config``)."""
+    asr, judge = config.get("asr") or {}, config.get("judge") or {}
+    asr_text = "not used (decided on the script)" if text_reference else (
+        "none (--asr none)" if asr_disabled(config) else
+        " ".join(str(x) for x in (asr.get("backend"), asr.get("model")) if x) or "unknown")
+    judge_text = " ".join(str(x) for x in (judge.get("backend"), judge.get("model")) if x) or "unknown"
+    return f"judge {judge_text} · ASR {asr_text}"
+
+
+def paper_models_note(config: dict[str, Any], text_reference: bool = False) -> str | None:
+    """None where a scoring used the paper's judge and ASR; else what it used instead, said plainly."""
+    asr, judge = config.get("asr") or {}, config.get("judge") or {}
+    judge_paper = judge.get("backend") == "claude" and "opus" in str(judge.get("model", "")).lower()
+    asr_paper = text_reference or asr.get("backend") == "qwen3-asr"
+    if judge_paper and asr_paper:
+        return None
+    offline = judge.get("backend") == "rule" and (text_reference or (
+        asr.get("backend") == "faster-whisper" and "tiny.en" in str(asr.get("model", ""))))
+    what = "the offline defaults" if offline else "not the paper's models"
+    return (f"{what}: not the paper's judge ({PAPER_JUDGE}) and ASR ({PAPER_ASR}), so the numbers are not "
+            f"comparable with the paper's; the paper's: {PAPER_SCORING}")
+
+
+def header_lines(sources: list[dict[str, Any]]) -> list[str]:
+    """The report's header: per scoring, the judge and ASR its numbers come from, and whether they
+    are the paper's."""
+    out = []
+    for s in sources:
+        c, ref = s.get("config") or {}, bool(s.get("text_reference"))
+        who = ", ".join((s.get("labels") or {}).values()) or ", ".join(s.get("models", []))
+        note = paper_models_note(c, ref)
+        out.append(f"{who}: {scorer_text(c, ref)}" + (f" ({note})" if note else " (the paper's judge and ASR)"))
+    return out
 
 
 @dataclass
@@ -151,7 +191,13 @@ def print_tables(metrics: dict[str, Any], console: Console, title: str = "") -> 
 
 
 def print_report(data: ReportData, console: Console) -> None:
-    """Every table of the report (what `mpe report` prints), then the sources by label."""
+    """The header (which judge and ASR made the numbers), every table of the report (what `mpe report`
+    prints), then the sources by label."""
+    header = header_lines(data.sources)
+    if header:
+        console.print("[bold]Scored with[/bold]")
+        for line in header:
+            console.print(f"  {escape(line)}", highlight=False)
     for t in report_tables(data.metrics, data.analyses, data.reference):
         _print(t, console)
     lines = source_lines(data.sources)
@@ -382,6 +428,9 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
              f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>"
              f"<p class='muted'>generated {data.generated_at} · {len(data.entries)} episodes · "
              f"models: {_e(', '.join(data.models))}</p>"]
+    header = header_lines(data.sources)
+    if header:
+        parts.append("<p><b>Scored with</b><br>" + "<br>".join(_e(line) for line in header) + "</p>")
 
     # Sources and settings (every number is traceable to a scoring and its backend versions).
     rows = []

@@ -38,6 +38,7 @@ class BundleTurn(BaseModel):
     speaker: str = ""
     text: str = ""
     addressee: str | None = None  # §2: optional in the manifest
+    utterance_type: str | None = None  # optional in the manifest (the paper's Table 19)
     duration_s: float | None = None
 
 
@@ -126,6 +127,7 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
     turns = doc.turns
     texts = {t.idx: t.text for t in turns}
     addressees = {t.idx: t.addressee for t in turns}
+    kinds = {t.idx: t.utterance_type for t in turns}
     scorer = _Scorer(track, w.segments, asr, judge, cache)
 
     # T (§6): response presence, then the answer's correctness on its transcript.
@@ -157,7 +159,7 @@ def score_episode(ep: LoadedEpisode, asr: ASRBackend, judge: Judge, cache: Cache
             speech_ms=ms(sw.speech_samples), overlap_human_ms=ms(sw.overlap_human), fragments=_spans(sw.speech),
             passed=not sw.has_speech or jw.verdict == PASSING["silence"], transcript=jw.transcript,
             transcript_id=jw.transcript_id, verdict=jw.verdict, verdict_id=jw.verdict_id, reason=jw.reason,
-            verdict_note=jw.note))
+            verdict_note=jw.note, utterance_type=kinds.get(sw.turn_idx)))
 
     n4 = [N4Score(q_idx=e.q_idx, r_idx=e.r_idx, addressee=addressees.get(e.q_idx), window_response=e.window_response,
                   category=e.category,

@@ -11,7 +11,9 @@
   (Table 14), outcomes (Table 15);
 * duration-only silence sweep (Table 12: 0/100/200/300/500 ms, no semantic exemption);
 * request-time tertiles (Table 13; boundaries from input timing only);
-* response decisions by utterance type and addressee (an extra, beyond the paper);
+* silence failures by utterance type (Table 19: device request, human request, statement,
+  self-talk; "not recorded" where the manifest gives no utterance types);
+* response decisions by label and addressee (an extra, beyond the paper);
 * Spearman correlation between the fresh-onset and the presence rankings, pooled over both
   conditions and per condition;
 * breakdowns of the six quantities by T bucket and speaker count (extras), and of silence
@@ -39,7 +41,7 @@ from server.benchmarks.mpe.judging import PASSING
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics, group, value
 from server.benchmarks.mpe.outcome import t_state
 from server.benchmarks.mpe.rules import N4_CATEGORIES, N4_OUTCOMES, RESPONSE_LABELS, SILENCE_LABELS
-from server.benchmarks.mpe.suite import T_BUCKETS
+from server.benchmarks.mpe.suite import T_BUCKETS, UTTERANCE_TYPES
 from server.scoring.statistics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -241,6 +243,29 @@ def silence_stages(entries: list[EpisodeScore]) -> dict[str, Any]:
     return out
 
 
+#: why a row of Table 19 is empty
+TYPES_NOT_RECORDED = "not recorded: the suite's manifest gives no utterance types"
+
+
+def silence_failures_by_type(entries: list[EpisodeScore]) -> dict[str, Any]:
+    """Table 19: the failed N1-N3 windows grouped by the turn's utterance type (the manifest's
+    ``utterance_type``): per type the windows, the failures, and the type's share of all failures.
+    A model and condition whose windows do not all carry a type is "not recorded" (never a guess)."""
+    out: dict[str, Any] = {}
+    for model, conds in group(entries).items():
+        out[model] = {}
+        for cond, eps in conds.items():
+            ws = [w for e in eps for w in e.silence_windows]
+            if not ws or any(w.utterance_type not in UTTERANCE_TYPES for w in ws):
+                out[model][cond] = {"recorded": False, "note": TYPES_NOT_RECORDED if ws else "no silence windows"}
+                continue
+            failed = sum(not w.passed for w in ws)
+            out[model][cond] = {"recorded": True, "n": len(ws), "failed": failed, "types": {
+                k: {"n": sum(w.utterance_type == k for w in ws),
+                    "failed": sum(w.utterance_type == k and not w.passed for w in ws)} for k in UTTERANCE_TYPES}}
+    return {"types": list(UTTERANCE_TYPES), "values": out}
+
+
 def n4_breakdown(entries: list[EpisodeScore]) -> dict[str, Any]:
     """Tables 12, 14, 15: onset categories of the N4 events, eligibility (fresh onset and still
     speaking at t_R) and the stopping outcome of the eligible ones."""
@@ -424,6 +449,7 @@ def analyses(entries: list[EpisodeScore], metrics: dict) -> dict[str, Any]:
                                "method": "percentile", "unit": "scenario"},
         "t_partition": t_partition(entries),
         "silence_stages": silence_stages(entries),
+        "silence_failures_by_type": silence_failures_by_type(entries),
         "n4_breakdown": n4_breakdown(entries),
         "silence_sweep": silence_sweep(entries),
         "request_time_tertiles": request_tertiles(entries),

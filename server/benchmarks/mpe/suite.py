@@ -39,6 +39,15 @@ from server.engine.suitedir import (
 LABELS: frozenset[str] = frozenset({"T", "N1", "N2", "N3", "N4Q", "N4R"})
 SPEAKERS: frozenset[str] = frozenset({"A", "B", "C", "D"})
 CONDITIONS: tuple[str, str] = ("explicit", "implicit")
+#: What a turn is, as the paper's Table 19 groups the silence failures (optional in the
+#: manifest; see docs/scenarios.md): a request or question to a device (another assistant, or
+#: Aria in an N4 question), a request or question to the humans, a statement to the humans
+#: (facts, remarks, replies, resolutions), and self-talk (nobody addressed).
+UTTERANCE_TYPES: tuple[str, ...] = ("device_request", "human_request", "statement", "self_talk")
+#: How a generated pair's versions may differ beyond T and the turn before it, as the paper's final
+#: versions do (docs/scenarios.md): one more turn reworded, one turn said in one version only, one
+#: N4 event in the explicit version only. Declared on both versions (``version_difference``).
+VERSION_DIFFERENCES: tuple[str, ...] = ("reworded", "extra_turn", "n4_dropped")
 
 # suite.json "audio": "pending" marks a text-only suite (generated with --no-audio).
 AUDIO_PENDING = "pending"
@@ -57,6 +66,8 @@ class Turn(_Manifest):
     clip: str
     duration_s: float
     addressee: str | None = None
+    # one of UTTERANCE_TYPES (checked by validate_suite); left out of the manifest when not recorded
+    utterance_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Scenario(_Manifest):
@@ -69,6 +80,8 @@ class Scenario(_Manifest):
     gold_answer: str
     answer_keys: list[list[str]] | None = None
     turns: list[Turn]
+    # one of VERSION_DIFFERENCES where a generator made the versions differ on purpose; left out otherwise
+    version_difference: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def labels(self) -> list[str]:
@@ -181,6 +194,7 @@ RULES: dict[str, str] = {
     "turns-present": "a scenario has turns",
     "turn-idx": "turn idx runs 0..n-1 in order",
     "label-known": "labels are T, N1, N2, N3, N4Q, N4R",
+    "utterance-type": "utterance_type, when given, is device_request, human_request, statement or self_talk",
     "speaker-known": "speakers are A-D",
     "text-present": "every turn has text",
     "one-t": "exactly one T",
@@ -213,10 +227,13 @@ RULES: dict[str, str] = {
     "pair-labels": "both conditions of a pair have the same label sequence",
     "pair-speakers": "both conditions of a pair have the same speaker sequence",
     "pair-minimal": "the conditions differ in T's text and at most the turn just before T",
+    "pair-difference": "a pair that declares a version_difference (reworded, extra_turn, n4_dropped) differs "
+                       "exactly so, in both versions alike",
 }
 CONSTRUCTION_RULES: frozenset[str] = frozenset(
     {"attributes", "t-bucket", "n4-after-t", "pair-n4", "speakers-contiguous", "explicit-names-aria", "implicit-unnamed",
-     "n1-mentions-aria", "mention-label", "addressee", "pair-turns", "pair-labels", "pair-speakers", "pair-minimal"}
+     "n1-mentions-aria", "mention-label", "addressee", "pair-turns", "pair-labels", "pair-speakers", "pair-minimal",
+     "pair-difference"}
 )
 
 #: Position buckets of T (the issue's early-middle / middle / late-middle).
@@ -315,6 +332,9 @@ class _Checker:
                 self.add("turn-idx", f"has idx {t.idx} at position {i} (idx must be 0..n-1 in order)", sc, i)
             if t.label not in LABELS:
                 self.add("label-known", f"unknown label {t.label!r} (allowed: {', '.join(sorted(LABELS))})", sc, i)
+            if t.utterance_type is not None and t.utterance_type not in UTTERANCE_TYPES:
+                self.add("utterance-type", f"unknown utterance_type {t.utterance_type!r} (allowed: "
+                         f"{', '.join(UTTERANCE_TYPES)})", sc, i)
             if t.speaker not in SPEAKERS:
                 self.add("speaker-known", f"speaker {t.speaker!r} (speakers are A-D)", sc, i)
             if not t.text.strip():
@@ -395,8 +415,11 @@ class _Checker:
 
     def construction_pair(self, pair_id: str, ex: Scenario, im: Scenario) -> None:
         # The generators write both versions from one script: the same turns, labels and
-        # speakers, differing only in T and at most the turn before it.
+        # speakers, differing only in T and at most the turn before it; or as the pair declares.
         line = self.line_of(im) or self.line_of(ex)
+        if ex.version_difference is not None or im.version_difference is not None:
+            self.declared_difference(pair_id, ex, im, line)
+            return
         n4 = [sum(t.label == "N4Q" for t in sc.turns) for sc in (ex, im)]
         if n4[0] != n4[1]:
             self.add("pair-n4", f"explicit has {n4[0]} N4 events, implicit has {n4[1]}", pair=pair_id, line=line)
@@ -423,6 +446,50 @@ class _Checker:
                      "just before it may differ", pair=pair_id, line=line)
         if t not in diff:
             self.add("pair-minimal", f"T (turn {t}) has the same text in both conditions", pair=pair_id, line=line)
+
+    def declared_difference(self, pair_id: str, ex: Scenario, im: Scenario, line: int | None) -> None:
+        problem = _declared_problem(ex.version_difference, im.version_difference, ex, im)
+        if problem:
+            self.add("pair-difference", problem, pair=pair_id, line=line)
+
+
+def _without(sc: Scenario, drop: set[int]) -> list[tuple[str, str]]:
+    return [(t.label, t.speaker) for i, t in enumerate(sc.turns) if i not in drop]
+
+
+def _declared_problem(kind: str | None, other: str | None, ex: Scenario, im: Scenario) -> str | None:
+    """What is wrong with a pair that declares a version difference (None: it differs as declared)."""
+    if kind != other:
+        return f"the versions declare different differences ({kind!r} / {other!r})"
+    if kind not in VERSION_DIFFERENCES:
+        return f"unknown version_difference {kind!r} (allowed: {', '.join(VERSION_DIFFERENCES)})"
+    n4 = [sum(t.label == "N4Q" for t in sc.turns) for sc in (ex, im)]
+    sizes = (len(ex.turns), len(im.turns))
+    if kind == "reworded":
+        if sizes[0] != sizes[1] or _without(ex, set()) != _without(im, set()):
+            return "reworded: the versions must keep the same turns, labels and speakers"
+        try:
+            t = ex.t_index
+        except SuiteError:
+            return None
+        extra = [i for i, (a, b) in enumerate(zip(ex.turns, im.turns)) if a.text != b.text and i not in (t, t - 1)]
+        return None if len(extra) == 1 else f"reworded: {len(extra)} turns besides T and the one before it differ " \
+                                           "(exactly one must)"
+    if kind == "extra_turn":
+        if abs(sizes[0] - sizes[1]) != 1 or n4[0] != n4[1]:
+            return f"extra_turn: the versions must differ by one turn with the same N4 events ({sizes[0]} / " \
+                   f"{sizes[1]} turns)"
+        long, short = (ex, im) if sizes[0] > sizes[1] else (im, ex)
+        if not any(_without(long, {i}) == _without(short, set()) for i in range(len(long.turns))):
+            return "extra_turn: the longer version is not the shorter one with one more turn"
+        return None
+    if n4[0] != n4[1] + 1 or sizes[0] != sizes[1] + 2:  # n4_dropped
+        return f"n4_dropped: the implicit version must lack one N4 event of the explicit one ({n4[0]} / {n4[1]} " \
+               f"N4 events, {sizes[0]} / {sizes[1]} turns)"
+    qs = [i for i, t in enumerate(ex.turns) if t.label == "N4Q"]
+    if not any(_without(ex, {q, q + 1}) == _without(im, set()) for q in qs):
+        return "n4_dropped: the implicit version is not the explicit one without one N4 event"
+    return None
 
 
 def _check_clip(ck: _Checker, rel: str, duration_s: float, sc: Scenario | None, turn: int | None) -> None:

@@ -31,9 +31,11 @@ OUTCOME_TITLES = {"pass": "pass", "still_voicing": "still voicing", "resumed": "
 ADDRESSEE_TITLES = {"Aria": "Aria", "person": "another person", "group": "the group", "device": "another device",
                     "nobody": "nobody / not given"}
 TASK_TITLES = {"silence": "silence preservation", "accuracy": "answer accuracy"}
+TYPE_TITLES = {"device_request": "device request", "human_request": "human request", "statement": "statement",
+               "self_talk": "self-talk"}
 #: the paper's numbered tables that the report prints, in order (17: text references, 18: silence
-#: by N label); every other table is an extra
-PAPER_TABLES: tuple[int, ...] = (3, 9, 10, 12, 13, 14, 15, 16, 17, 18, 21)
+#: by N label, 19: silence failures by utterance type); every other table is an extra
+PAPER_TABLES: tuple[int, ...] = (3, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 21)
 EXTRA = "Extra (beyond the paper)"
 
 
@@ -215,7 +217,7 @@ def response_tables(a: dict[str, Any]) -> list[ReportTable]:
     labels = rd.get("labels", [])
     rows = [[_c(model), _c(cond)] + [share(r[lab]["responded"], r[lab]["n"]) for lab in labels]
             for model, cond, r in _rows(rd.get("by_label", {}))]
-    out = [ReportTable("response-decisions", f"{EXTRA}: response decision by utterance type",
+    out = [ReportTable("response-decisions", f"{EXTRA}: response decision by label",
                        "Responded: T with a response present; N1-N3 with speech that was not a backchannel (the "
                        "window failed); N4Q with a window response. Shares of the windows of each type.",
                        ["model", "condition"] + labels, rows)]
@@ -226,7 +228,7 @@ def response_tables(a: dict[str, Any]) -> list[ReportTable]:
                 for kind, x in r[lab].items():
                     rows.append([_c(model), _c(cond), _c(lab), _c(ADDRESSEE_TITLES.get(kind, kind)),
                                  share(x["spoke"], x["n"]), share(x["responded"], x["n"])])
-    out.append(ReportTable("response-decisions-addressee", f"{EXTRA}: response decision by utterance type "
+    out.append(ReportTable("response-decisions-addressee", f"{EXTRA}: response decision by label "
                            "and addressee", "Addressees from the manifest; spoke: any detected speech.",
                            ["model", "condition", "type", "addressee", "spoke", "responded"], rows,
                            empty="the manifest gives no addressees", keys=4))
@@ -287,6 +289,27 @@ def n_label_table(a: dict[str, Any]) -> ReportTable:
                        ["model", "condition"] + part.get("groups", []), rows)
 
 
+def failure_type_table(a: dict[str, Any]) -> ReportTable:
+    """Table 19: the failed N1-N3 windows by utterance type."""
+    part = a.get("silence_failures_by_type", {})
+    types = part.get("types", [])
+    rows = []
+    for model, cond, r in _rows(part.get("values", {})):
+        if not r["recorded"]:
+            rows.append([_c(model), _c(cond), Cell("not recorded", r["note"].removeprefix("not recorded: "))]
+                        + [Cell("–") for _ in types])
+            continue
+        rows.append([_c(model), _c(cond), share(r["failed"], r["n"])]
+                    + [Cell(share(x["failed"], r["failed"]).text, f"{x['failed']}/{r['failed']}; {x['n']} windows")
+                       for x in (r["types"][k] for k in types)])
+    return ReportTable("table19", "Table 19: silence failures by utterance type",
+                       "Failed N1-N3 windows grouped by the turn's utterance type in the manifest: each type's share "
+                       "of all failures (failures of the type / all failures; the type's windows). Not recorded where "
+                       "the suite's manifest gives no utterance types (never guessed).",
+                       ["model", "condition", "failed windows"] + [TYPE_TITLES.get(k, k) for k in types], rows,
+                       empty="no silence windows")
+
+
 def _measured(v: dict[str, Any]) -> Cell:
     """A share, or "not measured" with its reason."""
     if v.get("den") is None:
@@ -325,4 +348,4 @@ def report_tables(metrics: dict[str, Any], analyses: dict[str, Any],
     t17_18 = reference_tables(reference or {})
     return [results_table(metrics), t_partition_table(a), silence_stage_table(a), sweep_table(a, metrics),
             tertile_table(a), t14, t15, paired_table(a), *t17_18[:1], n_label_table(a), *t17_18[1:],
-            pairwise_table(a), *response_tables(a), ranking_table(a), *breakdown_tables(a)]
+            failure_type_table(a), pairwise_table(a), *response_tables(a), ranking_table(a), *breakdown_tables(a)]

@@ -15,16 +15,16 @@ from pydantic import ValidationError
 
 from server.benchmarks.mpe.dataset.rules import check_script
 from server.benchmarks.mpe.dataset.schema import PairPlan, PairScript, ScriptTurn
-from server.benchmarks.mpe.suite import T_BUCKETS
+from server.benchmarks.mpe.suite import T_BUCKETS, UTTERANCE_TYPES
 from server.datasets.claude import DEFAULT_MODEL, INSTALL_HINT, ClaudeGenerator  # noqa: F401  (re-exported)
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"  # 2: utterance_type on every turn
 TOOL_NAME = "submit_scenario"
 
 _TURN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["speaker", "label", "addressee", "text"],
+    "required": ["speaker", "label", "addressee", "text", "utterance_type"],
     "properties": {
         "speaker": {"type": "string", "enum": ["A", "B", "C", "D"]},
         "label": {"type": "string", "enum": ["T", "N1", "N2", "N3", "N4Q", "N4R"]},
@@ -34,6 +34,12 @@ _TURN_SCHEMA: dict[str, Any] = {
                            "assistant), or null (nobody: thinking aloud)",
         },
         "text": {"type": "string", "description": "the line as spoken in the explicit condition"},
+        "utterance_type": {
+            "type": ["string", "null"], "enum": [*UTTERANCE_TYPES, None],
+            "description": "what the turn is: device_request (a request or question to another device, or "
+                           "an N4Q to Aria), human_request (a request or question to the people), statement "
+                           "(anything else said to the people), self_talk (nobody addressed); null on T",
+        },
         "implicit_text": {
             "type": ["string", "null"],
             "description": "only on T (required there) and optionally on the turn just before T: the "
@@ -85,6 +91,10 @@ context: either T itself carries the cue ("You heard all of that, right? ...") o
 revised to hand over to Aria (that turn keeps its label; an N1 revision may name Aria). Put the implicit
 wording in implicit_text, only on T (always) and on the turn just before T (optional). All other turns are
 identical in both conditions.
+
+Utterance types (utterance_type, one per turn; null on T): device_request (a request or question put to
+another device, and every N4Q), human_request (a request or question to one of the people or the group),
+statement (anything else said to the people: facts, remarks, replies, N4R), self_talk (every N3).
 
 T's position: with n turns and T at 0-based index t: early-middle means 5t < 2(n-1); middle means
 2(n-1) <= 5t <= 3(n-1); late-middle means 5t > 3(n-1). Example with 10 turns: early-middle t = 1..3,

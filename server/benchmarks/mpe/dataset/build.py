@@ -12,6 +12,7 @@ Clip layout: a turn whose text is the same in both conditions is one clip shared
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +30,7 @@ from server.benchmarks.mpe.suite import (
 )
 from server.datasets.errors import DatasetError
 from server.engine.suitedir import write_text_suite_files
-from server.tts import default_voices
+from server.tts import default_voices, parse_espeak_voice, parse_piper_voice, voice_engine
 
 SUITE_VERSION = "1"
 PREAMBLE_CLIP = "clips/preamble.wav"
@@ -37,6 +38,38 @@ PREAMBLE_SPEAKER = "B"  # the voice as shipped reads the duty
 
 # §3.1: the spoken duty preamble of the built-in suites is the paper's duty text, verbatim.
 PREAMBLE_TEXT = DUTY_TEXT
+
+
+class PreamblePace(str, Enum):
+    """How fast the preamble voice reads the duty: ``paper`` at the paper's length (31.9 s for its 71
+    words, App. A3.1), ``voice`` at the speaker's own rate (piper's joe: about 20.1 s)."""
+
+    paper = "paper"
+    voice = "voice"
+
+
+#: The paper's spoken preamble (App. A3.1), the length the ``paper`` pace reproduces.
+PAPER_PREAMBLE_S = 31.9
+#: The preamble voice's slowing per engine, measured on the duty text: piper ``joe@1.0~1.75`` reads
+#: it in 31.75 s (``joe@1.0``: 20.09 s; the tempo part stretches piper's length_scale without the
+#: pitch resample), espeak-ng ``en-us+m5@115`` in 32.11 s (its default 165 wpm: 22.11 s). Kokoro has
+#: no rate control here: its preamble keeps the voice's own rate.
+PIPER_PREAMBLE_TEMPO = 1.75
+ESPEAK_PREAMBLE_WPM = 115
+
+
+def preamble_voice(voice: str, pace: PreamblePace | str) -> str:
+    """The voice that reads the preamble: the speaker's ``voice`` itself, or at the paper's pace."""
+    if PreamblePace(pace) is PreamblePace.voice:
+        return voice
+    engine = voice_engine(voice)
+    if engine == "piper":
+        spec = parse_piper_voice(voice)
+        return f"piper:{spec.model}@{spec.ratio:g}~{PIPER_PREAMBLE_TEMPO:g}"
+    if engine == "espeak":
+        spec = parse_espeak_voice(voice)
+        return f"espeak:{spec.lang}{'+' + spec.variant if spec.variant else ''}@{ESPEAK_PREAMBLE_WPM}"
+    return voice
 
 Progress = Callable[[int, int], None]
 
@@ -50,15 +83,18 @@ def script_to_scenarios(script: PairScript) -> list[Scenario]:
     out = []
     for cond in CONDITIONS:
         turns = []
-        for i, t in enumerate(script.turns):
-            shared = t.implicit_text is None or t.implicit_text == t.text
-            turns.append(Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond),
-                              clip=clip_path(script.pair_id, cond, i, shared), duration_s=0.0,
-                              addressee=t.addressee))
+        for pos, t in enumerate(script.turns):  # a clip is named by its place in the script
+            if not t.in_version(cond):
+                continue
+            shared = t.only is None and (t.implicit_text is None or t.implicit_text == t.text)
+            turns.append(Turn(idx=len(turns), speaker=t.speaker, label=t.label, text=t.text_for(cond),
+                              clip=clip_path(script.pair_id, cond, pos, shared), duration_s=0.0,
+                              addressee=t.addressee, utterance_type=t.utterance_type))
         out.append(Scenario(scenario_id=script.scenario_id, pair_id=script.pair_id, condition=cond,
                             n_speakers=script.n_speakers, t_bucket=script.t_bucket,
                             attributes=script.attributes.model_dump(), gold_answer=script.gold_answer,
-                            answer_keys=script.answer_keys, turns=turns))
+                            answer_keys=script.answer_keys, turns=turns,
+                            version_difference=script.version_difference))
     return out
 
 
@@ -76,8 +112,10 @@ def generate_scripts(generator: ScenarioGenerator, plans: list[PairPlan],
 
 
 def suite_meta(*, name: str, seed: int, generator: ScenarioGenerator, composition: Composition,
-               engine_name: str = "piper", extra: dict | None = None) -> SuiteMeta:
+               engine_name: str = "piper", extra: dict | None = None,
+               pace: PreamblePace = PreamblePace.voice) -> SuiteMeta:
     voices = default_voices(engine_name)
+    paced = {"pace": pace.value} if pace is not PreamblePace.voice else {}  # absent: the suites made before
     return SuiteMeta.model_validate({
         "name": name,
         "version": SUITE_VERSION,
@@ -85,7 +123,7 @@ def suite_meta(*, name: str, seed: int, generator: ScenarioGenerator, compositio
         "seed": seed,
         "voices": voices,
         "preamble": {"text": PREAMBLE_TEXT, "clip": PREAMBLE_CLIP, "duration_s": 0.0,
-                     "voice": voices[PREAMBLE_SPEAKER]},
+                     "voice": preamble_voice(voices[PREAMBLE_SPEAKER], pace), **paced},
         "audio": AUDIO_PENDING,
         "generator_version": generator.version,
         "composition": composition.model_dump(),
@@ -101,11 +139,13 @@ def same_text_suite(root: Path, meta: SuiteMeta, scenarios: list[Scenario]) -> b
         return False
     keys = ("name", "version", "generator", "seed", "generator_version", "composition")
     a, b = old.meta.model_dump(), meta.model_dump()
-    if any(a.get(k) != b.get(k) for k in keys) or a["preamble"]["text"] != b["preamble"]["text"]:
+    if any(a.get(k) != b.get(k) for k in keys) or a["preamble"]["text"] != b["preamble"]["text"] \
+            or a["preamble"].get("pace") != b["preamble"].get("pace"):
         return False
     if len(old.scenarios) != len(scenarios):
         return False
-    strip = lambda sc: [(t.speaker, t.label, t.text, t.clip, t.addressee) for t in sc.turns]  # noqa: E731
+    strip = lambda sc: [(t.speaker, t.label, t.text, t.clip, t.addressee, t.utterance_type)  # noqa: E731
+                        for t in sc.turns]
     return all(
         (x.scenario_id, x.pair_id, x.condition, x.gold_answer, x.answer_keys, strip(x))
         == (y.scenario_id, y.pair_id, y.condition, y.gold_answer, y.answer_keys, strip(y))
@@ -136,7 +176,8 @@ def make_generator(name: str, seed: int, **options) -> ScenarioGenerator:
 
 def build_text_suite(out: Path, *, name: str, pairs: int, seed: int, generator: ScenarioGenerator,
                      composition: Composition | None = None, engine_name: str = "piper",
-                     force: bool = False, progress: Progress | None = None) -> tuple[Suite, str]:
+                     force: bool = False, progress: Progress | None = None,
+                     pace: PreamblePace = PreamblePace.voice) -> tuple[Suite, str]:
     """Plan, generate and write a text-only suite; returns the loaded suite and what happened."""
     composition = composition or Composition.from_shares(pairs)
     if composition.pairs != pairs:
@@ -144,6 +185,7 @@ def build_text_suite(out: Path, *, name: str, pairs: int, seed: int, generator: 
     plans = plan_pairs(composition, seed)
     scripts = generate_scripts(generator, plans, progress)
     scenarios = [sc for s in scripts for sc in script_to_scenarios(s)]
-    meta = suite_meta(name=name, seed=seed, generator=generator, composition=composition, engine_name=engine_name)
+    meta = suite_meta(name=name, seed=seed, generator=generator, composition=composition, engine_name=engine_name,
+                      pace=pace)
     what = write_text_suite(out, meta, scenarios, force=force)
     return Suite.load(out), what

@@ -27,7 +27,7 @@ from server.datasets.errors import DatasetError
 from server.engine.suitebuild import build_in_place
 from server.tts import TTSEngine
 
-BUILDER_VERSION = "builtin/1"
+BUILDER_VERSION = "builtin/2"  # 2: the turns carry their utterance types (Table 19)
 
 
 @dataclass(frozen=True)

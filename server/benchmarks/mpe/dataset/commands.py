@@ -51,13 +51,21 @@ def generate(
         TurnLength.paper, "--turn-length",
         help="procedural: paper (multi-sentence turns sized to the paper's durations) or short (one line per turn)"),
     workers: Optional[int] = typer.Option(None, min=1, help="synthesis worker processes (default: CPU cores)"),
+    version_differences: bool = typer.Option(
+        True, "--version-differences/--equal-versions",
+        help="let some pairs' versions differ beyond T at the paper's rates (docs/scenarios.md)"),
+    preamble_pace: str = typer.Option("paper", "--preamble-pace", help=(
+        "paper: the preamble voice reads the duty at the paper's length (31.9 s); voice: at the speaker's own "
+        "rate (the built-in suites' preamble)")),
     force: bool = typer.Option(False, help="replace a different suite already in --out"),
 ) -> None:
     """Generate a Duplex-MPE suite of scenario pairs (and synthesise its audio unless --no-audio)."""
-    from server.benchmarks.mpe.dataset.build import build_text_suite, make_generator
+    from server.benchmarks.mpe.dataset.build import PreamblePace, build_text_suite, make_generator
     from server.benchmarks.mpe.dataset.compose import Composition
 
     with _errors():
+        if preamble_pace not in {p.value for p in PreamblePace}:
+            raise typer.BadParameter(f"--preamble-pace is paper or voice, not {preamble_pace!r}")
         if generator is GeneratorName.claude:
             generator = GeneratorName.anthropic
         options = {}
@@ -72,12 +80,15 @@ def generate(
         if generator is GeneratorName.anthropic and turn_length is not TurnLength.paper:
             raise typer.BadParameter("--turn-length applies to --generator procedural only")
         gen = make_generator(generator.value, seed, **options)
-        composition = Composition.from_shares(pairs, four_speaker_share=four_speaker_share, n4_share=n4_share)
+        composition = Composition.from_shares(pairs, four_speaker_share=four_speaker_share, n4_share=n4_share,
+                                              version_differences=version_differences
+                                              and generator is GeneratorName.procedural)
         with _progress() as bar:
             task = bar.add_task(f"generating ({generator.value})", total=pairs)
             suite, what = build_text_suite(out, name=name or out.resolve().name, pairs=pairs, seed=seed,
                                            generator=gen, composition=composition, engine_name=tts.value,
-                                           force=force, progress=lambda d, n: bar.update(task, completed=d))
+                                           force=force, progress=lambda d, n: bar.update(task, completed=d),
+                                           pace=PreamblePace(preamble_pace))
         c = composition
         console.print(f"{'wrote' if what == 'written' else 'kept the identical'} suite {out}: {pairs} pairs "
                       f"({pairs - c.four_speaker} three-human, {c.four_speaker} four-human; T buckets "

@@ -30,6 +30,7 @@ from server.benchmarks.mpe.dataset.build import PREAMBLE_CLIP, PREAMBLE_TEXT
 from server.benchmarks.mpe.suite import (
     LABELS,
     SPEAKERS,
+    UTTERANCE_TYPES,
     Preamble,
     Problem,
     Scenario,
@@ -45,7 +46,7 @@ from server.engine.suitedir import CLIP_RATE, format_validation_error
 
 #: Our fields a mapping may name (``fields``: ours -> the manifest's).
 OUR_FIELDS: tuple[str, ...] = ("scenario_id", "pair_id", "condition", "label", "speaker", "text", "clip",
-                               "addressee", "gold_answer", "turns")
+                               "addressee", "utterance_type", "gold_answer", "turns")
 #: Our fields every manifest must provide.
 REQUIRED_FIELDS: tuple[str, ...] = ("scenario_id", "condition", "label", "speaker", "text", "clip", "gold_answer")
 
@@ -57,6 +58,8 @@ class ImportMapping(BaseModel):
     fields: dict[str, str] = Field(default_factory=dict)  # ours -> theirs; unnamed fields keep our name
     labels: dict[str, str] = Field(default_factory=dict)  # theirs -> T/N1/N2/N3/N4Q/N4R
     conditions: dict[str, str] = Field(default_factory=dict)  # theirs -> explicit/implicit
+    # theirs -> device_request/human_request/statement/self_talk (the optional utterance_type field)
+    utterance_types: dict[str, str] = Field(default_factory=dict)
     speakers: dict[str, str] = Field(default_factory=dict)  # theirs -> A-D; unmapped: A-D by first appearance
     preamble_clip: str | None = None  # relative to the manifest; the spoken duty instruction
     preamble_text: str = PREAMBLE_TEXT
@@ -206,10 +209,13 @@ class _Importer:
             addressee = self.get(data, "addressee", row.line)
             if addressee is not None:
                 addressee = speaker_map.get(str(addressee), str(addressee))
+            kind = self.get(data, "utterance_type", row.line)
+            if kind is not None:
+                kind = self.m.utterance_types.get(str(kind), str(kind))
             turns.append(Turn(idx=idx, speaker=speaker_map.get(str(spk_raw), ""), label=label or "",
                               text=str(self.get(data, "text", row.line) or ""),
                               clip=f"clips/{stem}_{idx:03d}.wav", duration_s=round(dur, 6),
-                              addressee=addressee))
+                              addressee=addressee, utterance_type=kind))
         data0 = members[0][1]
         gold = self.get(data0, "gold_answer", first)
         pair = self.get(data0, "pair_id", first) or sid
@@ -255,6 +261,9 @@ def import_manifest(manifest: Path, out: Path, mapping: ImportMapping) -> Import
     bad = sorted(v for v in mapping.labels.values() if v not in LABELS)
     if bad:
         raise SuiteError(f"mapping's labels map onto {', '.join(bad)} (allowed: {', '.join(sorted(LABELS))})")
+    bad = sorted(v for v in mapping.utterance_types.values() if v not in UTTERANCE_TYPES)
+    if bad:
+        raise SuiteError(f"mapping's utterance_types map onto {', '.join(bad)} (allowed: {', '.join(UTTERANCE_TYPES)})")
     imp = _Importer(manifest, out, mapping)
     suite = imp.run()
     problems = imp.problems if suite is None else check_suite(suite, check_audio=True)

@@ -58,11 +58,13 @@ from server.benchmarks.mpe.dataset.spoken import (
     time_keys,
     words,
 )
-from server.benchmarks.mpe.suite import bucket_of
+from server.benchmarks.mpe.suite import bucket_of, mentions_aria
 from server.datasets.errors import DatasetError
 
 VERSION = "4"  # 2: up to two N4 events per pair; 3: turn lengths, phrase pools, implicit context earlier;
 # 4: the implicit cue in T, side questions and fact sources bound to the scene, clauses run together
+# (version differences, where a plan asks for them, draw from a generator of their own: the scripts
+# of the plans without one are unchanged)
 
 # ------------------------------------------------------------------------ building blocks
 
@@ -84,6 +86,25 @@ class Line:
     role: str = "filler"
     who: str | None = None
     implicit: str | None = None
+    kind: str | None = None  # the utterance type where the template alone does not tell (:func:`utterance_type`)
+
+
+def utterance_type(ln: Line) -> str | None:
+    """What a line is, as the paper's Table 19 groups turns: self-talk (N3, nobody addressed); a
+    device request (to another device, or the N4 question to Aria); a human request (a request
+    from the place's pool, or a line to the humans whose template is a question); else a
+    statement (facts, remarks, replies, mentions, resolutions). T carries none."""
+    if ln.label == "T":
+        return None
+    if ln.kind is not None:
+        return ln.kind
+    if ln.label == "N3" or ln.to is None:
+        return "self_talk"
+    if ln.label == "N4Q" or ln.to == "device":
+        return "device_request"
+    if ln.label == "N4R":  # an answer or a "no need", whoever it is said to
+        return "statement"
+    return "human_request" if ln.text.rstrip().endswith("?") else "statement"
 
 
 @dataclass
@@ -965,7 +986,16 @@ class ProceduralGenerator:
 
         slots, roles = self._assign(rng, lines, speakers)
         talk = Elaborator.for_scene(talk_rng, self.turn_length, act.key)
-        return self._render(rng, talk, plan, slots, roles, names, absent, reg, setting, task)
+        script, regrow = self._render(rng, talk, plan, slots, roles, names, absent, reg, setting, task)
+        if plan.difference == "none":
+            return script
+        diff_rng = random.Random(f"duplex-mpe/procedural/{VERSION}/{self.seed}/{plan.pair_id}/difference")
+        # a turn one version may do without: a remark, self-talk or a device command, never a fact
+        # or half of a question and its reply
+        spare = {i for i, s in enumerate(slots) if s.line.role == "filler" and s.line.who != "reply"
+                 and s.line.to in ("group", None, "device") and s.line.label in ("N2", "N3")}
+        return self._differ(diff_rng, plan, script, regrow, spare,
+                            Elaborator.for_scene(diff_rng, self.turn_length, act.key), talk.used)
 
     @staticmethod
     def _positions(bucket: str, pre: int, post: int, fill: int, span: tuple[int, int]) -> list[tuple[int, int]]:
@@ -1030,7 +1060,8 @@ class ProceduralGenerator:
                 if line in used and tries < 100:
                     continue
                 used.add(line)
-                out.append([Line("N2", line, to="one"), Line("N2", reply, to="reply", who="reply")])
+                out.append([Line("N2", line, to="one", kind="human_request" if kind == "request" else None),
+                            Line("N2", reply, to="reply", who="reply")])
                 left -= 2
                 continue
             if kind == "device":
@@ -1120,6 +1151,7 @@ class ProceduralGenerator:
             return text
 
         turns = []
+        regrow: dict[int, Callable[[Elaborator], str]] = {}  # turns a reworded pair may say otherwise
         prefixed = False
         for s in slots:
             ln = s.line
@@ -1133,8 +1165,12 @@ class ProceduralGenerator:
                      "clock": say_time(rng.choice((390, 420, 435, 450, 480)))}
             text = subst(ln.text, extra)
             implicit = subst(ln.implicit, extra) if ln.implicit is not None else None
+            core = text
             text, implicit = self._grow(talk, ln, text, implicit, lambda x: subst(x, extra), reg, setting,
                                         bool(second))
+            if ln.label in ("N1", "N2", "N3") and ln.role not in ("fact", "leadin") and implicit is None:
+                regrow[len(turns)] = lambda other, ln=ln, core=core, extra=extra, two=bool(second): _tidy(self._grow(
+                    other, ln, core, None, lambda x: subst(x, extra), reg, setting, two)[0])
             was_prefixed, prefixed = prefixed, False
             if ln.label in ("N2", "N3") and ln.who != "reply" and not was_prefixed and rng.random() < reg.prefix_rate:
                 first = text.split(" ", 1)[0].rstrip(",.?!:;")
@@ -1144,12 +1180,60 @@ class ProceduralGenerator:
                     text = prefix + (_decap(text, keep) if prefix.endswith(", ") else _cap(text))
                     prefixed = True
             turns.append(ScriptTurn(speaker=s.speaker, label=ln.label, addressee=s.addressee, text=_tidy(text),
-                                    implicit_text=_tidy(implicit) if implicit is not None else None))
+                                    implicit_text=_tidy(implicit) if implicit is not None else None,
+                                    utterance_type=utterance_type(ln)))
         gold = subst(task.gold, {})
         keys = [[subst(k, {}) for k in alts] for alts in task.keys]
         return PairScript(pair_id=plan.pair_id, scenario_id=plan.scenario_id, n_speakers=plan.n_speakers,
                           t_bucket=plan.t_bucket, attributes=plan.attributes, gold_answer=gold, answer_keys=keys,
-                          turns=turns)
+                          turns=turns), regrow
+
+    # -------------------------------------------------------------- version differences
+
+    @staticmethod
+    def _differ(rng: random.Random, plan: PairPlan, script: PairScript, regrow: dict[int, Callable],
+                spare: set[int], other: Elaborator, used: set[str]) -> PairScript:
+        """The plan's version difference (compose.Composition): one more turn said otherwise in the
+        implicit version (grown again from its line, with sentences the scene has not used), one
+        small-talk turn said in one version only, or the implicit version without one N4 event.
+        Where the script leaves no room for it, the script says so (no difference) and the attempt
+        is retried (``plan-difference``)."""
+        turns = [t.model_copy() for t in script.turns]
+        t_idx = next(i for i, t in enumerate(turns) if t.label == "T")
+        speakers = {t.speaker for t in turns}
+
+        def fits(drop: set[int]) -> bool:
+            """Whether a version without the turns ``drop`` is still a scenario of the plan."""
+            kept = [t for i, t in enumerate(turns) if i not in drop]
+            t_new = next(i for i, t in enumerate(kept) if t.label == "T")
+            labels = [t.label for t in kept]
+            return (bucket_of(t_new, len(kept)) == plan.t_bucket and {t.speaker for t in kept} == speakers
+                    and "N1" in labels and "N3" in labels
+                    and all(a.speaker != b.speaker for a, b in zip(kept, kept[1:]) if b.label != "N4R"))
+
+        kind = plan.difference
+        if kind == "reworded":
+            other.used |= used
+            for i in rng.sample(sorted(regrow), len(regrow)):
+                if i in (t_idx, t_idx - 1):
+                    continue
+                said = regrow[i](other)
+                if said != turns[i].text and mentions_aria(said) == (turns[i].label == "N1"):
+                    turns[i].implicit_text = said
+                    return script.model_copy(update={"turns": turns, "version_difference": kind})
+        elif kind == "extra_turn":
+            fitting = [i for i in sorted(spare) if i != t_idx - 1 and turns[i].implicit_text is None and fits({i})]
+            if fitting:
+                i = rng.choice(fitting)
+                turns[i].only = rng.choice(("explicit", "implicit"))
+                return script.model_copy(update={"turns": turns, "version_difference": kind})
+        elif kind == "n4_dropped":
+            events = [q for q, t in enumerate(turns) if t.label == "N4Q" and fits({q, q + 1})]
+            if events:
+                q = rng.choice(events)
+                turns[q].only = turns[q + 1].only = "explicit"
+                return script.model_copy(update={"turns": turns, "version_difference": kind})
+        return script
 
 
     @staticmethod

@@ -5,8 +5,9 @@ The suite rules of DESIGN §2 and the construction rules (``strict``) live in
 the same checker, so a script that passes here yields a suite that passes
 ``mpe dataset validate --strict``. Among the construction rules are the generator-side pair
 checks (``pair-turns``, ``pair-labels``, ``pair-speakers``, ``pair-minimal``): a generated pair
-is one script, so its versions have the same turns; a suite from elsewhere may differ beyond
-T (DESIGN §2 pairs T and the N4 events by label). On top come the rules that only make sense for a
+is one script, so its versions have the same turns unless its plan asks for a version difference
+(then ``pair-difference`` checks it is exactly the declared one); a suite from elsewhere may
+differ beyond T (DESIGN §2 pairs T and the N4 events by label). On top come the rules that only make sense for a
 script: it matches its plan (speakers, bucket, N4 event, attributes) and its text is
 speakable (no stage directions, speaker tags or line breaks).
 """
@@ -23,10 +24,15 @@ SCRIPT_RULES: dict[str, str] = {
     "plan-bucket": "T sits in the bucket its plan assigns",
     "plan-n4": "the script has the number of N4 events its plan assigns (at most two)",
     "plan-attributes": "the script keeps the scene attributes of its plan",
+    "plan-difference": "the script's versions differ as its plan asks (none, reworded, extra_turn, n4_dropped)",
     "plan-ids": "the script keeps the pair and scenario ids of its plan",
     "text-speakable": "turn text is one spoken line: no stage directions, speaker tags or line breaks",
     "implicit-text": "implicit_text is given for T and at most the turn before it",
+    "utterance-types": "a script that gives utterance types gives one on every turn but T (none on T); N3 is "
+                       "self_talk and N4Q a device_request",
 }
+#: the utterance type a label fixes (the others depend on what the turn says and to whom)
+FIXED_TYPES: dict[str, str] = {"N3": "self_talk", "N4Q": "device_request"}
 
 _MAX_CHARS = 320
 _STAGE = re.compile(r"[\[\]\(\)\*<>{}_#|~`]")
@@ -40,14 +46,14 @@ def script_scenarios(script: PairScript) -> list[Scenario]:
     for cond in CONDITIONS:
         turns = [
             Turn(idx=i, speaker=t.speaker, label=t.label, text=t.text_for(cond), clip="", duration_s=0.0,
-                 addressee=t.addressee)
-            for i, t in enumerate(script.turns)
+                 addressee=t.addressee, utterance_type=t.utterance_type)
+            for i, t in enumerate(script.version_turns(cond))
         ]
         out.append(
             Scenario(scenario_id=script.scenario_id, pair_id=script.pair_id, condition=cond,
                      n_speakers=script.n_speakers, t_bucket=script.t_bucket,
                      attributes=script.attributes.model_dump(), gold_answer=script.gold_answer,
-                     answer_keys=script.answer_keys, turns=turns)
+                     answer_keys=script.answer_keys, turns=turns, version_difference=script.version_difference)
         )
     return out
 
@@ -82,11 +88,21 @@ def check_script(script: PairScript, plan: PairPlan | None = None) -> list[Probl
                 add("text-speakable", f"{cond} text has no words", i)
     t_idx = [i for i, t in enumerate(script.turns) if t.label == "T"]
     allowed = {t_idx[0], t_idx[0] - 1} if len(t_idx) == 1 else set()
-    for i, t in enumerate(script.turns):
-        if t.implicit_text is not None and i not in allowed:
-            add("implicit-text", "implicit_text is only allowed on T and the turn just before it", i)
+    further = [i for i, t in enumerate(script.turns) if t.implicit_text is not None and i not in allowed]
+    for i in further[1:] if script.version_difference == "reworded" else further:
+        add("implicit-text", "implicit_text is only allowed on T and the turn just before it (and on one more "
+            "turn of a reworded pair)", i)
     if len(t_idx) == 1 and script.turns[t_idx[0]].implicit_text is None:
         add("implicit-text", "T has no implicit_text (the implicit condition must not name Aria)", t_idx[0])
+
+    if any(t.utterance_type is not None for t in script.turns):
+        for i, t in enumerate(script.turns):
+            if t.label == "T" and t.utterance_type is not None:
+                add("utterance-types", "T carries no utterance type (it is the request to Aria)", i)
+            elif t.label != "T" and t.utterance_type is None:
+                add("utterance-types", f"{t.label} turn has no utterance type", i)
+            elif t.label in FIXED_TYPES and t.utterance_type != FIXED_TYPES[t.label]:
+                add("utterance-types", f"{t.label} turn is {t.utterance_type}, not {FIXED_TYPES[t.label]}", i)
 
     if plan is not None:
         if (script.pair_id, script.scenario_id) != (plan.pair_id, plan.scenario_id):
@@ -98,9 +114,12 @@ def check_script(script: PairScript, plan: PairPlan | None = None) -> list[Probl
                 f"and uses {len(used)}")
         if script.t_bucket != plan.t_bucket:
             add("plan-bucket", f"t_bucket is {script.t_bucket}, the plan says {plan.t_bucket}")
-        n4 = sum(t.label == "N4Q" for t in script.turns)
+        n4 = sum(t.label == "N4Q" for t in script.version_turns("explicit"))
         if n4 != plan.n4_events:
             add("plan-n4", f"script has {n4} N4 events; the plan asks for {plan.n4_events}")
         if script.attributes != plan.attributes:
             add("plan-attributes", "scene attributes differ from the plan's")
+        if (script.version_difference or "none") != plan.difference:
+            add("plan-difference", f"the versions differ as {script.version_difference or 'none'}; the plan asks "
+                f"for {plan.difference}")
     return problems

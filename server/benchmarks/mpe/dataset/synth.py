@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from server.benchmarks.mpe.dataset.build import PREAMBLE_SPEAKER
+from server.benchmarks.mpe.dataset.build import PREAMBLE_SPEAKER, PreamblePace, preamble_voice
 from server.benchmarks.mpe.suite import Suite, SuiteError, check_suite, write_suite
 from server.datasets.errors import DatasetError
 from server.datasets.synth import Progress, SynthReport, voice_clips
@@ -50,7 +50,8 @@ def synthesize_suite(
     # clip path -> (voice, text); the same path must always mean the same audio.
     clips: dict[str, tuple[str, str]] = {}
     pre = suite.meta.preamble
-    pre_voice = voices.get(PREAMBLE_SPEAKER) or next(iter(voices.values()))
+    pace = (pre.model_extra or {}).get("pace", PreamblePace.voice.value)
+    pre_voice = preamble_voice(voices.get(PREAMBLE_SPEAKER) or next(iter(voices.values())), pace)
     clips[pre.clip] = (pre_voice, pre.text)
     for sc in suite.scenarios:
         for t in sc.turns:

@@ -104,7 +104,8 @@ def text_entry(ep: LoadedEpisode, ref: TextReference, judge: Judge, cache: Cache
             end_s=sec(next_start(idx)), speech_ms=0, overlap_human_ms=0, fragments=[],
             passed=d.decision == "SILENT", transcript=d.answer if d.decision == RESPOND else None,
             transcript_id=None, verdict=None, verdict_id=None,
-            reason={RESPOND: "responded", "SILENT": "no_speech", None: "unparseable"}[d.decision]))
+            reason={RESPOND: "responded", "SILENT": "no_speech", None: "unparseable"}[d.decision],
+            utterance_type=turn.utterance_type))
 
     # N4Q: window response on RESPOND; a decision has no duration, so no event is eligible for the yield.
     n4 = []
