@@ -22,6 +22,7 @@ from rich.table import Table
 
 from clients.codec import STREAM_RATE
 from server.benchmarks.mpe.entry import EpisodeScore
+from server.benchmarks.mpe.judging import PAPER_JUDGE_MODEL
 from server.benchmarks.mpe.metrics import METRICS, compute_metrics
 from server.benchmarks.mpe.stats import analyses as compute_analyses
 from server.benchmarks.mpe.stats import reference_results, speech_entries
@@ -47,7 +48,7 @@ TEXT_REFERENCE_NOTE = ("decided on the script, no audio (clock 'text'). Reported
 #: the models the paper's numbers come from (its judge and its ASR), and the scoring that uses them
 PAPER_JUDGE = "Claude Opus"
 PAPER_ASR = "Qwen3-ASR-1.7B"
-PAPER_SCORING = "mpe score RUN --judge claude:claude-opus-4-1 --asr qwen3-asr:DIR"
+PAPER_SCORING = f"mpe score RUN --judge claude:{PAPER_JUDGE_MODEL} --asr qwen3-asr:DIR"
 
 
 def scorer_text(config: dict[str, Any], text_reference: bool = False) -> str:
