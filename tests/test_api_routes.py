@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from datetime import datetime, timedelta
 
 import httpx
 import numpy as np
@@ -581,3 +582,42 @@ async def test_scored_run_shows_metrics_and_verdicts(world):
         assert [e["id"] for e in (await a.get(url, params={"outcome": "intrusion"})).json()["items"]] == [im.id]
         assert (await a.get(url, params={"outcome": "unscored"})).json()["total"] == 0
         assert (await a.get(url, params={"outcome": "speech_in_silence"})).json()["total"] == 0  # scored now
+
+
+async def test_every_timestamp_served_carries_its_utc_offset(world):
+    """Every field the OpenAPI schema calls ``date-time`` is served with an offset (UTC), on
+    SQLite too, which keeps none; each such field is seen at least once."""
+    async with client(world) as c:
+        schemas = (await c.get("/openapi.json")).json()["components"]["schemas"]
+
+        def is_datetime(prop: dict) -> bool:
+            return prop.get("format") == "date-time" or any(is_datetime(p) for p in prop.get("anyOf", []))
+
+        fields = {name for s in schemas.values() for name, prop in s.get("properties", {}).items()
+                  if is_datetime(prop)}
+        assert {"created_at", "finished_at", "started_at", "ended_at", "expires_at"} <= fields, fields
+        ep = world.eps["explicit"].id
+        served: list[tuple[str, str]] = []
+
+        def walk(doc) -> None:
+            if isinstance(doc, dict):
+                served.extend((k, v) for k, v in doc.items() if k in fields and isinstance(v, str))
+                for v in doc.values():
+                    walk(v)
+            elif isinstance(doc, list):
+                for v in doc:
+                    walk(v)
+
+        for path in ("/v1/runs", f"/v1/runs/{world.runs['done']}", f"/v1/runs/{world.runs['done']}/episodes",
+                     f"/v1/episodes/{ep}", "/v1/suites", f"/v1/suites/{world.suites['alpha']}"):
+            r = await c.get(path)
+            assert r.status_code == 200, (path, r.text)
+            walk(r.json())
+    async with client(world, "admin") as c:
+        r = await c.post("/v1/tokens", json={"team": "alpha", "label": "dated", "expires_in_s": 86400})
+        assert r.status_code == 201, r.text
+        walk(r.json())
+        walk((await c.get("/v1/tokens", params={"team": "alpha"})).json())
+    assert {k for k, _ in served} >= {"created_at", "finished_at", "started_at", "ended_at", "expires_at"}, served
+    naive = [(k, v) for k, v in served if datetime.fromisoformat(v).utcoffset() != timedelta(0)]
+    assert not naive, naive
