@@ -17,11 +17,12 @@ import soundfile as sf
 from sqlalchemy import func, select
 
 from server.api.signed import current_secret, rotate_secret, sign
+from server.benchmarks.mpe.report import room_late_lines
 from server.db import Attempt, Episode, EventRow, SegmentRow, Token
 from server.db import Suite as SuiteRow
 from server.engine.bundles import load_track
 from server.engine.leasing import create_run, finish_attempt, lease_episode
-from server.engine.progress import run_progress
+from server.engine.progress import room_late_episodes, run_progress
 from tests.support.world import Scripted, bridge, wait_run, world_on
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -621,3 +622,30 @@ async def test_every_timestamp_served_carries_its_utc_offset(world):
     assert {k for k, _ in served} >= {"created_at", "finished_at", "started_at", "ended_at", "expires_at"}, served
     naive = [(k, v) for k, v in served if datetime.fromisoformat(v).utcoffset() != timedelta(0)]
     assert not naive, naive
+
+
+async def test_an_attempt_whose_room_frames_went_out_late_says_so(world):
+    """``stats.server.room_late`` (recorded for a realtime attempt whose room frames were sent late)
+    is served on the episode's attempts; a lockstep attempt has no room timing (null)."""
+    ep = world.eps["explicit"]
+    async with client(world) as c:
+        before = (await c.get(f"/v1/episodes/{ep.id}")).json()["attempts"]
+    assert [(a["room_late"], a["room_late_frames"]) for a in before] == [(None, None)] * len(before)
+    with world.db.session() as s:
+        att = s.get(Attempt, ep.completed_attempt_id)
+        kept = att.stats
+        att.stats = {**kept, "server": {**kept.get("server", {}), "room_late": True, "room_late_frames": 53,
+                                        "max_room_lateness_ms": 4240.0}}
+    try:
+        async with client(world) as c:
+            after = (await c.get(f"/v1/episodes/{ep.id}")).json()["attempts"]
+        late_eps = room_late_episodes(world.db, world.runs["done"])  # what the run's report says of it
+    finally:
+        with world.db.session() as s:
+            s.get(Attempt, ep.completed_attempt_id).stats = kept
+    late = next(a for a in after if a["id"] == ep.completed_attempt_id)
+    assert (late["room_late"], late["room_late_frames"], late["max_room_lateness_ms"]) == (True, 53, 4240.0)
+    assert late_eps == [ep.id] and room_late_episodes(world.db, world.runs["done"]) == []
+    line, = room_late_lines([{"run_id": world.runs["done"], "room_late": late_eps}])
+    assert ep.id in line and "sent late" in line
+    assert room_late_lines([{"run_id": world.runs["done"], "room_late": []}]) == []
