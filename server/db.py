@@ -175,6 +175,10 @@ class Episode(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     ordinal: Mapped[int] = mapped_column(Integer)
+    # the order its run's episodes are leased in (server.engine.leasing.lease_ranks): a secret shuffle
+    # of the ordinals, never served, so that the order a bridge is given its episodes in says nothing
+    # of their places in the suite
+    lease_rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     scenario_id: Mapped[str] = mapped_column(String(100))
     pair_id: Mapped[str] = mapped_column(String(100))
     condition: Mapped[str] = mapped_column(String(16))
