@@ -16,6 +16,7 @@ from sqlalchemy import event, select, text
 from server.core.status import DONE_EPISODE, EpisodeStatus, RunStatus
 from server.db import Database, Episode, Run
 from server.engine.leasing import cancel_run, create_run, finish_attempt, lease_episode, lease_ranks
+from server.engine.matching import bridge_work
 
 T = 10.0  # generous per-step timeout: every step here takes well under a second when nothing is stuck
 
@@ -232,3 +233,11 @@ def test_episodes_are_leased_in_their_secret_rank_not_the_suites_order(db, mini_
     drawn = [lease_ranks(n) for _ in range(30)]
     assert all(sorted(r) == list(range(n)) for r in drawn) and any(r != list(range(n)) for r in drawn)
     assert lease_ranks(n, check=True) == list(range(n))
+
+
+def test_a_waiting_bridges_hint_names_its_team(db):
+    """A bridge with no run is told the command that creates one for its own team (a run of
+    another team, e.g. the default ``local``, is never served to it)."""
+    hint = bridge_work(db, team="lab", admin=False, model="nobody", clocks=["lockstep"]).hint
+    assert "in team 'lab'" in hint and "mpe run create --team lab --model nobody" in hint, hint
+    assert "--team" not in bridge_work(db, team="ops", admin=True, model="nobody", clocks=["lockstep"]).hint
