@@ -18,7 +18,7 @@ import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 
@@ -106,13 +106,9 @@ def create_token(db: Database, team: str, *, admin: bool = False, scopes: Iterab
     return token
 
 
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # SQLite drops the zone
-
-
 def usable(row: Token | None) -> bool:
     """Whether a stored token may be used now: known, not revoked, not expired."""
-    return row is not None and not row.revoked and (row.expires_at is None or _aware(row.expires_at) > utcnow())
+    return row is not None and not row.revoked and (row.expires_at is None or row.expires_at > utcnow())
 
 
 def principal_of(row: Token) -> Principal:

@@ -78,6 +78,25 @@ class StatusType(TypeDecorator):
         return None if value is None else self.enum(value)
 
 
+class UtcDateTime(TypeDecorator):
+    """A point in time, read back aware in UTC from every database (the column stays
+    ``TIMESTAMP WITH TIME ZONE``; SQLite keeps no offset and would give naive datetimes back), so
+    every timestamp the server serves carries its offset. A naive value written is taken as UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
@@ -95,8 +114,8 @@ class Token(Base):
     scopes: Mapped[str] = mapped_column(String(40), default="bridge,read")  # server.auth.Scope, comma-separated
     label: Mapped[str] = mapped_column(String(200), default="")
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ServerSecret(Base):
@@ -105,7 +124,7 @@ class ServerSecret(Base):
     __tablename__ = "server_secrets"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     secret: Mapped[str] = mapped_column(String(128))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Suite(Base):
@@ -120,7 +139,7 @@ class Suite(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     meta: Mapped[dict[str, Any]] = mapped_column(JSON)
     n_scenarios: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Run(Base):
@@ -142,8 +161,8 @@ class Run(Base):
     # a bridge check's run (server/bridgecheck): leased only to bridges that announce hello.check
     is_check: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[RunStatus] = mapped_column(StatusType(RunStatus), default=RunStatus.queued, index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why a run failed (e.g. its suite changed)
 
 
@@ -156,6 +175,10 @@ class Episode(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     ordinal: Mapped[int] = mapped_column(Integer)
+    # the order its run's episodes are leased in (server.engine.leasing.lease_ranks): a secret shuffle
+    # of the ordinals, never served, so that the order a bridge is given its episodes in says nothing
+    # of their places in the suite
+    lease_rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     scenario_id: Mapped[str] = mapped_column(String(100))
     pair_id: Mapped[str] = mapped_column(String(100))
     condition: Mapped[str] = mapped_column(String(16))
@@ -167,7 +190,7 @@ class Episode(Base):
     lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
     current_attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     completed_attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
 
 class Attempt(Base):
@@ -187,8 +210,8 @@ class Attempt(Base):
     n_frames: Mapped[int] = mapped_column(Integer, default=0)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     stats: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class EventRow(Base):
@@ -249,8 +272,8 @@ class BridgeRow(Base):
     accepts_context: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     is_check: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # hello.check
     server_id: Mapped[str] = mapped_column(String(100))
-    connected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    disconnected_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    connected_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    disconnected_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class ConnectionSlot(Base):
@@ -265,7 +288,7 @@ class ConnectionSlot(Base):
     team: Mapped[str] = mapped_column(String(64))
     kind: Mapped[SlotKind] = mapped_column(StatusType(SlotKind))
     server_id: Mapped[str] = mapped_column(String(100))
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 # --- engine, sessions, migrations -------------------------------------------------------
@@ -392,7 +415,7 @@ class TranscriptRow(Base):
     n_samples: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     raw: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class VerdictRow(Base):
@@ -408,7 +431,7 @@ class VerdictRow(Base):
     label: Mapped[str | None] = mapped_column(String(40), nullable=True)  # None: missing / unparseable
     raw_reply: Mapped[str] = mapped_column(Text)
     inputs: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ScoringRow(Base):
@@ -424,8 +447,8 @@ class ScoringRow(Base):
     status: Mapped[ScoringStatus] = mapped_column(StatusType(ScoringStatus), default=ScoringStatus.running)
     n_episodes: Mapped[int] = mapped_column(Integer, default=0)
     results: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # metrics + analyses
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class EpisodeScoreRow(Base):
@@ -438,7 +461,7 @@ class EpisodeScoreRow(Base):
     episode_id: Mapped[str] = mapped_column(String(100), index=True)
     attempt_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ScoringClaim(Base):
@@ -458,7 +481,7 @@ class ScoringClaim(Base):
     lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
     claims: Mapped[int] = mapped_column(Integer, default=0)  # times claimed: more than one = taken over or retried
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it failed
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
 
 class MetricValueRow(Base):

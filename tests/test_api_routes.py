@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from datetime import datetime, timedelta
 
 import httpx
 import numpy as np
@@ -16,11 +17,12 @@ import soundfile as sf
 from sqlalchemy import func, select
 
 from server.api.signed import current_secret, rotate_secret, sign
+from server.benchmarks.mpe.report import room_late_lines
 from server.db import Attempt, Episode, EventRow, SegmentRow, Token
 from server.db import Suite as SuiteRow
 from server.engine.bundles import load_track
 from server.engine.leasing import create_run, finish_attempt, lease_episode
-from server.engine.progress import run_progress
+from server.engine.progress import room_late_episodes, run_progress
 from tests.support.world import Scripted, bridge, wait_run, world_on
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -581,3 +583,69 @@ async def test_scored_run_shows_metrics_and_verdicts(world):
         assert [e["id"] for e in (await a.get(url, params={"outcome": "intrusion"})).json()["items"]] == [im.id]
         assert (await a.get(url, params={"outcome": "unscored"})).json()["total"] == 0
         assert (await a.get(url, params={"outcome": "speech_in_silence"})).json()["total"] == 0  # scored now
+
+
+async def test_every_timestamp_served_carries_its_utc_offset(world):
+    """Every field the OpenAPI schema calls ``date-time`` is served with an offset (UTC), on
+    SQLite too, which keeps none; each such field is seen at least once."""
+    async with client(world) as c:
+        schemas = (await c.get("/openapi.json")).json()["components"]["schemas"]
+
+        def is_datetime(prop: dict) -> bool:
+            return prop.get("format") == "date-time" or any(is_datetime(p) for p in prop.get("anyOf", []))
+
+        fields = {name for s in schemas.values() for name, prop in s.get("properties", {}).items()
+                  if is_datetime(prop)}
+        assert {"created_at", "finished_at", "started_at", "ended_at", "expires_at"} <= fields, fields
+        ep = world.eps["explicit"].id
+        served: list[tuple[str, str]] = []
+
+        def walk(doc) -> None:
+            if isinstance(doc, dict):
+                served.extend((k, v) for k, v in doc.items() if k in fields and isinstance(v, str))
+                for v in doc.values():
+                    walk(v)
+            elif isinstance(doc, list):
+                for v in doc:
+                    walk(v)
+
+        for path in ("/v1/runs", f"/v1/runs/{world.runs['done']}", f"/v1/runs/{world.runs['done']}/episodes",
+                     f"/v1/episodes/{ep}", "/v1/suites", f"/v1/suites/{world.suites['alpha']}"):
+            r = await c.get(path)
+            assert r.status_code == 200, (path, r.text)
+            walk(r.json())
+    async with client(world, "admin") as c:
+        r = await c.post("/v1/tokens", json={"team": "alpha", "label": "dated", "expires_in_s": 86400})
+        assert r.status_code == 201, r.text
+        walk(r.json())
+        walk((await c.get("/v1/tokens", params={"team": "alpha"})).json())
+    assert {k for k, _ in served} >= {"created_at", "finished_at", "started_at", "ended_at", "expires_at"}, served
+    naive = [(k, v) for k, v in served if datetime.fromisoformat(v).utcoffset() != timedelta(0)]
+    assert not naive, naive
+
+
+async def test_an_attempt_whose_room_frames_went_out_late_says_so(world):
+    """``stats.server.room_late`` (recorded for a realtime attempt whose room frames were sent late)
+    is served on the episode's attempts; a lockstep attempt has no room timing (null)."""
+    ep = world.eps["explicit"]
+    async with client(world) as c:
+        before = (await c.get(f"/v1/episodes/{ep.id}")).json()["attempts"]
+    assert [(a["room_late"], a["room_late_frames"]) for a in before] == [(None, None)] * len(before)
+    with world.db.session() as s:
+        att = s.get(Attempt, ep.completed_attempt_id)
+        kept = att.stats
+        att.stats = {**kept, "server": {**kept.get("server", {}), "room_late": True, "room_late_frames": 53,
+                                        "max_room_lateness_ms": 4240.0}}
+    try:
+        async with client(world) as c:
+            after = (await c.get(f"/v1/episodes/{ep.id}")).json()["attempts"]
+        late_eps = room_late_episodes(world.db, world.runs["done"])  # what the run's report says of it
+    finally:
+        with world.db.session() as s:
+            s.get(Attempt, ep.completed_attempt_id).stats = kept
+    late = next(a for a in after if a["id"] == ep.completed_attempt_id)
+    assert (late["room_late"], late["room_late_frames"], late["max_room_lateness_ms"]) == (True, 53, 4240.0)
+    assert late_eps == [ep.id] and room_late_episodes(world.db, world.runs["done"]) == []
+    line, = room_late_lines([{"run_id": world.runs["done"], "room_late": late_eps}])
+    assert ep.id in line and "sent late" in line
+    assert room_late_lines([{"run_id": world.runs["done"], "room_late": []}]) == []

@@ -252,7 +252,9 @@ async def test_mtr_gt_history_arrives_as_context_before_the_live_round(settings,
     assert p.completed == p.total == len(forced.starts) >= 2
     loaded = load_suite(mtr_mini)
     with db.session() as s:
-        eps = s.scalars(select(Episode).where(Episode.run_id == run).order_by(Episode.ordinal)).all()
+        by_attempt = {e.completed_attempt_id: e for e in s.scalars(select(Episode).where(Episode.run_id == run))}
+    eps = [by_attempt[start.episode_id] for start in forced.starts]  # in the order the bridge played them (a
+    # bridge is given its attempt's id)
     rounds_seen = set()
     for ep, start, calls in zip(eps, forced.starts, forced.calls):
         with db.session() as s:

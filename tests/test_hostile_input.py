@@ -9,7 +9,9 @@ stored safely, and every attempt ends (never left ``running`` until its lease ex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import shutil
 import struct
 import uuid
@@ -472,3 +474,40 @@ async def test_suite_files_symlinked_out_of_the_root_are_refused(world, tmp_path
         r = await c.post(f"/v1/runs/{r.json()['id']}/cancel")
         assert r.status_code == 200
         assert ok in [d["path"] for d in (await c.get("/v1/suites/available")).json()]
+
+
+# --- not UTF-8, from anyone -----------------------------------------------------------------------
+
+def _masked_text_frame(payload: bytes) -> bytes:
+    mask = b"\x01\x02\x03\x04"
+    return bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+@shared_loop
+async def test_text_that_is_not_utf8_is_one_warning(world):
+    """A text frame of invalid UTF-8 where a bridge's hello is awaited: the socket closes with 1007
+    and the log has one WARNING line for it, no ERROR and no traceback (the check is the WebSocket
+    layer's, before any handler reads the message: a socket of any path, with or without a token)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    server_log = logging.getLogger("uvicorn.error")
+    server_log.addHandler(handler)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", world.server.port)
+        writer.write(("GET /v1/bridge HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      f"Authorization: Bearer {world.tokens['alpha']}\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), T)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        writer.write(_masked_text_frame(b'{"type": "hello", "x": "\xff\xfe"}'))
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):  # until the server closes (or resets) the connection
+            while chunk := await asyncio.wait_for(reader.read(4096), T):
+                answer += chunk
+        writer.close()
+    finally:
+        server_log.removeHandler(handler)
+    assert answer == b"\x88\x02\x03\xef", answer  # a close frame with 1007, nothing before it
+    assert [r.levelno for r in records] == [logging.WARNING], [(r.levelname, r.getMessage()) for r in records]
+    assert "not UTF-8" in records[0].getMessage() and records[0].exc_info is None

@@ -15,7 +15,8 @@ from sqlalchemy import event, select, text
 
 from server.core.status import DONE_EPISODE, EpisodeStatus, RunStatus
 from server.db import Database, Episode, Run
-from server.engine.leasing import cancel_run, create_run, finish_attempt, lease_episode
+from server.engine.leasing import cancel_run, create_run, finish_attempt, lease_episode, lease_ranks
+from server.engine.matching import bridge_work
 
 T = 10.0  # generous per-step timeout: every step here takes well under a second when nothing is stuck
 
@@ -210,3 +211,33 @@ def test_bridges_leasing_and_finishing_while_runs_are_cancelled(settings, db, mi
         status, eps = _state(db, run)
         assert len(eps) == 4 and set(eps) <= DONE_EPISODE, f"run {run} ended {status} with episodes {eps}"
         assert status == RunStatus.cancelled or (status, set(eps)) == (RunStatus.finished, {EpisodeStatus.completed})
+
+
+def test_episodes_are_leased_in_their_secret_rank_not_the_suites_order(db, mini_suite):
+    """A run's episodes are leased by their stored lease rank (a shuffle of the ordinals), so the
+    order a bridge receives its episode ids in is not the suite's order; a check's run keeps it."""
+    run = _new_run(db, mini_suite)
+    with db.session() as s:
+        eps = s.scalars(select(Episode).where(Episode.run_id == run).order_by(Episode.ordinal)).all()
+        n = len(eps)
+        assert n >= 3 and sorted(e.lease_rank for e in eps) == list(range(n))
+        for e in eps:  # a known shuffle: the suite's order reversed
+            e.lease_rank = n - 1 - e.ordinal
+        by_ordinal = [e.id for e in eps]
+    leased = []
+    while (lease := _lease(db)) is not None:
+        leased.append(lease.episode_id)
+        finish_attempt(db, lease, ok=True, end_sample=0)
+    assert leased == by_ordinal[::-1]
+    # drawn at random for each run: among 30 runs of n episodes, not all in the suite's order
+    drawn = [lease_ranks(n) for _ in range(30)]
+    assert all(sorted(r) == list(range(n)) for r in drawn) and any(r != list(range(n)) for r in drawn)
+    assert lease_ranks(n, check=True) == list(range(n))
+
+
+def test_a_waiting_bridges_hint_names_its_team(db):
+    """A bridge with no run is told the command that creates one for its own team (a run of
+    another team, e.g. the default ``local``, is never served to it)."""
+    hint = bridge_work(db, team="lab", admin=False, model="nobody", clocks=["lockstep"]).hint
+    assert "in team 'lab'" in hint and "mpe run create --team lab --model nobody" in hint, hint
+    assert "--team" not in bridge_work(db, team="ops", admin=True, model="nobody", clocks=["lockstep"]).hint

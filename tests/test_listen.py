@@ -5,6 +5,7 @@ is dropped, late joiners catch up, other replicas tail the database, errors are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import time
@@ -15,6 +16,7 @@ import pytest
 import websockets
 from sqlalchemy import select
 
+from server.api.listen import LISTEN_INBOUND_BYTES
 from server.app import BackgroundServer
 from server.db import Attempt, Episode, EventRow, FrameRow
 from server.engine.bundles import load_track
@@ -381,3 +383,28 @@ async def test_listener_queues_are_bounded():
     ch.attach(late)  # joining an ended channel: history, then the end at once
     kinds = [json.loads(m)["type"] for m in await late.next_batch()] + [json.loads(m)["type"] for m in await late.next_batch()]
     assert kinds[0] == "hello" and kinds[-1] == "end"
+
+
+async def test_a_listener_that_floods_the_socket_is_closed(tmp_path, mini_suite):
+    """A listener has nothing to say: past LISTEN_INBOUND_BYTES of what it sends, the socket closes
+    with ``too_much_data`` (1008) while the flood is still coming (not read for ever)."""
+    async with world_on("sqlite", tmp_path, mini_suite) as w:
+        run = create_run(w.db, team="alpha", model="nobody", suite_path=str(w.suite), clock="lockstep", limit=1,
+                         conditions=["explicit"])
+        with w.db.session() as s:
+            ep_id = s.scalars(select(Episode).where(Episode.run_id == run)).one().id
+        piece, sent, said = b"\0" * 16384, 0, []
+        async with websockets.connect(f"{w.ws}/v1/episodes/{ep_id}/listen?token={w.tokens['alpha']}") as ws:
+            said.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+            with pytest.raises(websockets.ConnectionClosed):
+                while sent < 64 * LISTEN_INBOUND_BYTES:
+                    await ws.send(piece)
+                    sent += len(piece)
+                    await asyncio.sleep(0)
+                pytest.fail(f"{sent} bytes sent and the socket is still open")
+            with contextlib.suppress(websockets.ConnectionClosed):
+                while True:
+                    said.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+        assert said[0]["type"] == "waiting", said
+        assert said[-1]["type"] == "error" and said[-1]["code"] == "too_much_data", said
+        assert ws.close_code == 1008 and sent < 16 * LISTEN_INBOUND_BYTES

@@ -229,13 +229,18 @@ async def test_outsider_bridge_runs_an_mtr_gt_episode(settings, db, say, tmp_pat
     """The raw bridge, from docs/protocol.md alone, serves MTR-DuplexBench ``gt`` episodes: round 1
     has no history; round 2 starts with round 1's ground truth as context frames, each before its
     room frame, and the episode completes."""
+    from sqlalchemy import update
+
     from server.app import BackgroundServer
     from server.auth import create_token
+    from server.db import Episode
     from tests.support.mtr import build_mtr_suite
 
     suite = build_mtr_suite(tmp_path / "mtr", say)
     token = create_token(db, "outsiders")
-    _run(db, suite, team="outsiders", model="outsider-mtr", conditions=["gt"])
+    run = _run(db, suite, team="outsiders", model="outsider-mtr", conditions=["gt"])
+    with db.session() as s:  # leased in the dialogue's order (a run's lease order is otherwise a secret shuffle)
+        s.execute(update(Episode).where(Episode.run_id == run).values(lease_rank=Episode.ordinal))
     async with BackgroundServer(settings) as srv:
         bridge = OutsiderBridge(srv.url + "/v1/bridge", token, "outsider-mtr", accepts_context=True)
         await bridge.connect()

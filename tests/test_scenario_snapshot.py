@@ -80,14 +80,16 @@ def test_a_bad_stored_snapshot_fails_its_run_and_the_next_is_leased(db, mini_sui
     bad = create_run(db, team="local", model="silent", suite_path=str(suite), clock="lockstep", limit=1)
     good = create_run(db, team="local", model="silent", suite_path=str(suite), clock="lockstep", limit=1)
     with db.session() as s:
-        first = s.scalars(select(Episode).where(Episode.run_id == bad).order_by(Episode.ordinal)).first()
+        first = s.scalars(select(Episode).where(Episode.run_id == bad).order_by(Episode.lease_rank)).first()  # leased first
         damaged = {k: v for k, v in first.scenario.items() if k != "turns"}  # e.g. stored by another version
         s.execute(update(Episode).where(Episode.id == first.id).values(scenario=damaged))
         bad_episode = first.id
 
     lease = _lease(db)  # the bad run's episode is tried first (the older run), then the good run's
     assert lease is not None and lease.run_id == good
-    assert lease.scenario == MPE.snapshot(MPE.load_suite(suite).scenarios[0].model_dump(mode="json"), "x")
+    with db.session() as s:
+        ordinal = s.get(Episode, lease.episode_id).ordinal
+    assert lease.scenario == MPE.snapshot(MPE.load_suite(suite).scenarios[ordinal].model_dump(mode="json"), "x")
     with db.session() as s:
         run = s.get(Run, bad)
         atts = s.scalars(select(Attempt).join(Episode).where(Episode.run_id == bad)).all()

@@ -55,7 +55,7 @@ async def test_changed_suite_fails_the_run_not_the_bridge(db, settings, mini_sui
     tok = create_token(db, "local")
     run_id = create_run(db, team="local", model="silent", suite_path=str(suite), clock="lockstep", limit=1)
     with db.session() as s:
-        first = s.scalars(select(Episode).where(Episode.run_id == run_id).order_by(Episode.ordinal)).first()
+        first = s.scalars(select(Episode).where(Episode.run_id == run_id).order_by(Episode.lease_rank)).first()  # leased first
         assert first.audio_hash  # pinned when the run was created
         rel = first.scenario["turns"][1]["clip"]
     if change == "clip":

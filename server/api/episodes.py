@@ -32,6 +32,7 @@ from server.db import Attempt, Episode, EventRow, SegmentRow
 from server.engine.bundles import Direction, count_frames, episode_document, frame_log, frames_csv, iter_frame_log
 from server.engine.disclosure import public_document, run_disclosure
 from server.engine.registry import PLUGINS, get_benchmark
+from server.engine.session import RoomTiming
 from server.scoring.results import load_episode_scores
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERRORS)
@@ -158,6 +159,16 @@ def choose_attempt(ep: Episode, atts: list[Attempt], number: int | None) -> Atte
     return next((a for a in atts if a.id == ep.completed_attempt_id), None) or (atts[-1] if atts else None)
 
 
+def _attempt_out(a: Attempt) -> AttemptOut:
+    timing = RoomTiming.of(a.stats)
+    return AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,
+                      error_message=a.error_message, n_frames=a.n_frames, started_at=a.started_at,
+                      ended_at=a.ended_at, model_revision=a.model_revision,
+                      room_late=None if timing is None else timing.late,
+                      room_late_frames=None if timing is None else timing.late_frames,
+                      max_room_lateness_ms=None if timing is None else timing.max_lateness_ms)
+
+
 @router.get("/episodes/{episode_id}", response_model=EpisodeOut, summary="One episode: events, segments, verdicts")
 def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber = None) -> dict:
     """One episode: the chosen attempt's events and detector segments (stream times in samples at
@@ -189,9 +200,7 @@ def get_episode(episode_id: str, p: Caller, state: State, attempt: AttemptNumber
         timeline=None if chosen is None else episode_timeline(bench, doc, None if scored is None else scored.entry,
                                                               outcome, bench.snapshot(ep.scenario, ep.id) if visible else None),
         live=state.live.is_live(ep.id) and chosen is not None and chosen.status == AttemptStatus.running,
-        attempts=[AttemptOut(id=a.id, number=a.number, status=a.status, error_code=a.error_code,
-                             error_message=a.error_message, n_frames=a.n_frames, started_at=a.started_at,
-                             ended_at=a.ended_at, model_revision=a.model_revision) for a in atts],
+        attempts=[_attempt_out(a) for a in atts],
         duration_s=None if end is None else round(end / STREAM_RATE, 3),
         outcome=outcome,
         scores=None if scored is None else {**scored.entry.model_dump(mode="json"), "scoring_id": scored.scoring_id},

@@ -8,7 +8,10 @@ replica it tails the database (audio chunks and events as they are flushed, abou
 behind); when the episode is done it says ``done`` and closes normally. Nothing a listener
 does reaches the episode: its sender reads bounded queues, and a listener that stops reading
 (a message not taken within ``listen_send_timeout_s``, or its queue overflowing) has its socket
-reset, so that the kernel's buffers are freed at once (server.engine.protocols).
+reset, so that the kernel's buffers are freed at once (server.engine.protocols). A listener has
+nothing to say: what it sends is read and dropped, and once it has sent more than
+:data:`LISTEN_INBOUND_BYTES` in all its socket closes with ``too_much_data`` (1008), so that a client
+flooding the socket costs the server no more than that much reading.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from server.engine.registry import get_benchmark
 log = logging.getLogger("mpe.listen")
 router = APIRouter()
 LISTEN_URL_TTL_S = 300
+LISTEN_INBOUND_BYTES = 64 * 1024  # the most a listener may send over one socket, all messages together
 
 
 class ClientGone(Exception):
@@ -80,11 +84,19 @@ def _episode_state(db: Database, episode_id: str) -> tuple[EpisodeStatus, str | 
 
 
 async def _drain_client(ws: WebSocket) -> None:
-    """Read (and ignore) what the listener sends, so a disconnect is noticed at once."""
+    """Read (and drop) what the listener sends, so a disconnect is noticed at once; past
+    LISTEN_INBOUND_BYTES in all, close the socket (the stream then ends as if the client left)."""
+    received = 0
     try:
         while True:
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
+                return
+            received += len(msg.get("bytes") or b"") + len((msg.get("text") or "").encode())
+            if received > LISTEN_INBOUND_BYTES:
+                err = MPEError(f"a listener sends nothing: over {LISTEN_INBOUND_BYTES} bytes received",
+                               code="too_much_data")
+                await _close(ws, ws_close_code(err), err.code, err.message)
                 return
     except Exception:  # the socket is gone either way
         return

@@ -236,6 +236,13 @@ class AttemptOut(BaseModel):
     started_at: datetime | None
     ended_at: datetime | None
     model_revision: str
+    room_late: bool | None = Field(default=None, description="realtime: whether room frames went out a frame "
+                                   "period or more after their deadline (the server stalled; the model heard them "
+                                   "late, so its timing is not clean; stats.server.room_late, protocol.md §8); "
+                                   "null: lockstep, or not recorded")
+    room_late_frames: int | None = Field(default=None, description="realtime: how many room frames went out late")
+    max_room_lateness_ms: float | None = Field(default=None, description="realtime: the largest delay of a room "
+                                                                         "frame behind its deadline")
 
 
 class EpisodeOut(BaseModel):

@@ -16,6 +16,7 @@ sees every episode as the last unit of work left it. SQLite has no row locks; th
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -165,8 +166,8 @@ def create_run(
                        clock=clock, limit=limit, max_attempts=max_attempts, max_inflight=max_inflight,
                        text_prompt=text_prompt, impair=None if impair is None else impair.model_dump(),
                        is_check=check)
-        for i, (spec, audio_hash) in enumerate(zip(chosen, audio)):
-            _add_episode(s, run.id, i, spec, audio_hash)
+        for i, (spec, audio_hash, rank) in enumerate(zip(chosen, audio, lease_ranks(len(chosen), check))):
+            _add_episode(s, run.id, i, spec, audio_hash, lease_rank=rank)
         announce(s)  # idle bridges of this model look at once
     return run.id
 
@@ -176,6 +177,19 @@ def _add_run(s: Session, **fields: Any) -> Run:
     s.add(run)
     s.flush()
     return run
+
+
+def lease_ranks(n: int, check: bool = False) -> list[int]:
+    """The order a run's ``n`` episodes are leased in (each episode's rank, by ordinal). A real run's
+    is a shuffle drawn from the operating system's randomness and stored, never served: the ordinal
+    is the suite's order, so leasing by it would let a bridge (which sees episode ids and the order
+    they come in) join its episodes to the suite's scenarios, which the disclosure rule forbids
+    during the run (server.engine.disclosure). Nothing the team knows (its run id, the suite)
+    predicts it. A bridge check's run keeps the probe's order (its own known suite; no secret)."""
+    ranks = list(range(n))
+    if not check:
+        secrets.SystemRandom().shuffle(ranks)
+    return ranks
 
 
 def _add_episode(s: Session, run_id: str, ordinal: int, spec: EpisodeSpec, audio_hash: str | None, **fields: Any
@@ -349,7 +363,7 @@ def _grant(
     offered = _offered(WorkKey(team, admin, model, tuple(clocks), accepts_context, check))
     # which run to serve (unlocked: the run is locked before any of its episodes, then looked at again)
     pick = (select(Episode.run_id).join(Run, Run.id == Episode.run_id).where(*offered, runnable)
-            .order_by(Run.created_at, Episode.ordinal).limit(1))
+            .order_by(Run.created_at, Episode.lease_rank, Episode.ordinal).limit(1))
     for _ in range(20):  # skip episodes whose retries are exhausted, or that another server won
         with db.session() as s:
             run_id = s.scalar(pick)
@@ -360,7 +374,7 @@ def _grant(
                 continue  # cancelled or failed meanwhile
             ep = s.scalar(select(Episode).join(Run, Run.id == Episode.run_id)
                           .where(Episode.run_id == run.id, *offered, runnable)
-                          .order_by(Episode.ordinal).limit(1)
+                          .order_by(Episode.lease_rank, Episode.ordinal).limit(1)
                           .with_for_update(of=Episode, skip_locked=True))
             if ep is None:
                 continue  # taken meanwhile

@@ -76,7 +76,8 @@ def bridge_work(db: Database, *, team: str, admin: bool, model: str, clocks: lis
         hint = f"no more work: every run for model '{model}' {scope} has ended ({ended})"
     else:
         reason = WorkReason.no_run
-        hint = f"no run for model '{model}' {scope}; create one with: mpe run create --model {model} ..."
+        team_opt = "" if admin else f"--team {team} "
+        hint = f"no run for model '{model}' {scope}; create one with: mpe run create {team_opt}--model {model} ..."
         close = _close_names(model, names)
         if close:
             hint += f" (runs exist for {', '.join(repr(n) for n in close)}: a different model name)"

@@ -12,6 +12,7 @@ from sqlalchemy import case, func, select
 from server.core.status import ACTIVE_RUN, DONE_EPISODE, FAILED_ATTEMPT, EpisodeStatus, RunStatus
 from server.db import Attempt, Database, Episode, Run, Suite
 from server.engine.leasing import NotFound
+from server.engine.session import RoomTiming
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,15 @@ def run_labels(db: Database, run_ids: Iterable[str]) -> dict[str, str]:
         rows = s.execute(select(Run.id, Run.model_name, Run.clock, Suite.name, Suite.version)
                          .join(Suite, Suite.id == Run.suite_id).where(Run.id.in_(ids))).all()
     return {run_id: run_label(model, clock, name, version, run_id) for run_id, model, clock, name, version in rows}
+
+
+def room_late_episodes(db: Database, run_id: str) -> list[str]:
+    """The episodes of a run whose completed attempt sent room frames late (realtime:
+    ``stats.server.room_late``, server.engine.session.RoomTiming): their timing is not clean."""
+    with db.session() as s:
+        rows = s.execute(select(Episode.id, Attempt.stats).join(Attempt, Attempt.id == Episode.completed_attempt_id)
+                         .where(Episode.run_id == run_id)).all()
+    return sorted(ep for ep, stats in rows if (t := RoomTiming.of(stats)) is not None and t.late)
 
 
 def run_progress(db: Database, run_id: str) -> RunProgress:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
@@ -109,6 +110,24 @@ class RoomPacing:
     def to_json(self) -> dict[str, int | float | bool]:
         return {"room_late": self.late, "room_late_frames": self.late_frames,
                 "max_room_lateness_ms": round(self.max_lateness_s * 1000, 1)}
+
+
+@dataclass(frozen=True)
+class RoomTiming:
+    """What an attempt's stats say of its room frames' timing (RoomPacing, as stored)."""
+
+    late: bool
+    late_frames: int
+    max_lateness_ms: float
+
+    @classmethod
+    def of(cls, stats: Mapping[str, Any] | None) -> "RoomTiming | None":
+        """From an attempt's ``stats`` (None: not recorded — a lockstep attempt, or an older one)."""
+        server = (stats or {}).get("server")
+        if not isinstance(server, Mapping) or not isinstance(server.get("room_late"), bool):
+            return None
+        return cls(server["room_late"], int(server.get("room_late_frames") or 0),
+                   float(server.get("max_room_lateness_ms") or 0.0))
 
 
 class Hearing:

@@ -29,6 +29,18 @@ function setMode(m, text) {
   $("seek").disabled = m !== "replay";
 }
 
+// Realtime: the server's own record of room frames it sent late (the model heard them late).
+function roomTiming() {
+  const a = doc.attempts.find((x) => x.id === doc.attempt_id);
+  if (!a || a.room_late === null || a.room_late === undefined) return [];
+  const text = a.room_late
+    ? `${a.room_late_frames} room frame${a.room_late_frames === 1 ? "" : "s"} sent late `
+      + `(up to ${a.max_room_lateness_ms} ms behind their deadline); the model heard them late, so this attempt's timing is not clean`
+    : `on time (largest delay ${a.max_room_lateness_ms} ms)`;
+  return [el("div", { class: "span2" }, el("dt", {}, "Room timing"),
+    el("dd", { id: "room-timing", class: a.room_late ? "bad" : "" }, text))];
+}
+
 function facts() {
   const item = (k, v) => el("div", {}, el("dt", {}, k), el("dd", {}, v));
   const o = doc.outcome;
@@ -38,6 +50,7 @@ function facts() {
     item("Status", el("span", { class: `status status-${doc.status}` }, doc.status)),
     item("Length", doc.duration_s === null ? "–" : fmtTime(doc.duration_s)),
     item("Attempt", doc.attempt_id ? `${doc.attempts.findIndex((a) => a.id === doc.attempt_id) + 1} of ${doc.attempts.length}` : "–"),
+    ...roomTiming(),
     item("Outcome", !o ? "–" : o.failures.length ? o.failures.join(", ").replaceAll("_", " ") : "passed",
       o && o.source === "live" ? el("span", { class: "muted small" }, " (live detector, not scored)") : ""),
     ...(doc.script === "withheld"
@@ -264,7 +277,7 @@ async function reload(attempt) {
   await drawTables();
   const sel = $("attempt");
   sel.replaceChildren(...doc.attempts.map((a) => el("option", { value: a.number, selected: a.number === doc.attempt },
-    `${a.number} (${a.status}${a.error_code ? ": " + a.error_code : ""})`)));
+    `${a.number} (${a.status}${a.error_code ? ": " + a.error_code : ""}${a.room_late ? ", room late" : ""})`)));
   $("attempt-wrap").hidden = doc.attempts.length < 2;
   try {
     if (!attempt && (doc.status === "queued" || doc.status === "running")) await startLive();

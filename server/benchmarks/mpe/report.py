@@ -28,7 +28,7 @@ from server.benchmarks.mpe.stats import analyses as compute_analyses
 from server.benchmarks.mpe.stats import reference_results, speech_entries
 from server.benchmarks.mpe.tables import Cell, ReportTable, report_tables, results_table
 from server.db import Database, Run
-from server.engine.progress import run_labels
+from server.engine.progress import room_late_episodes, run_labels
 from server.scoring.asr import NO_ASR_NOTE, asr_disabled
 from server.scoring.errors import NotScored
 from server.scoring.results import get_scoring, latest_scoring
@@ -147,7 +147,8 @@ def collect_report(db: Database, refs: Iterable[str]) -> ReportData:
         sources.append({"ref": ref, "run_id": row.run_id, "scoring_id": row.id, "config": row.config,
                         "text_prompt": _text_prompt(db, row.run_id), "labels": labels,
                         "models": sorted({e.model for e in es}), "n_episodes": len(es),
-                        "text_reference": text_refs or None})
+                        "text_reference": text_refs or None,
+                        "room_late": room_late_episodes(db, row.run_id) if row.run_id else []})
     if not entries:
         raise NotScored("nothing to report")
     return report_from_entries(entries, sources)
@@ -206,8 +207,18 @@ def print_report(data: ReportData, console: Console) -> None:
         console.print("[bold]Runs[/bold] (model · clock · suite · run id)")
         for line in lines:
             console.print(f"  {escape(line)}", highlight=False)
+    for line in room_late_lines(data.sources):
+        console.print(f"[bold]Room timing[/bold]: {escape(line)}", highlight=False)
     if any(s.get("text_reference") for s in data.sources):
         console.print(f"[bold]Text references[/bold]: {escape(TEXT_REFERENCE_NOTE)}", highlight=False)
+
+
+def room_late_lines(sources: list[dict[str, Any]]) -> list[str]:
+    """One line per run with realtime episodes whose room frames the server sent late
+    (``stats.server.room_late``): the model heard them late, so their timing is not clean."""
+    return [f"{len(s['room_late'])} episode(s) of run {s['run_id']} had room frames sent late by the server "
+            f"(the model heard them late; their timing is not clean): {', '.join(s['room_late'])}"
+            for s in sources if s.get("room_late")]
 
 
 def source_lines(sources: list[dict[str, Any]]) -> list[str]:
@@ -454,6 +465,7 @@ def render_html(data: ReportData, *, max_timelines: int | None = 60, title: str 
                                             "small"))
     if any(asr_disabled(s.get("config") or {}) and not s.get("text_reference") for s in data.sources):
         parts.append(f"<p><b>Note:</b> {_e(NO_ASR_NOTE)}.</p>")
+    parts += [f"<p><b>Room timing:</b> {_e(line)}</p>" for line in room_late_lines(data.sources)]
     if any(s.get("text_reference") for s in data.sources):
         parts.append(f"<p><b>Text references:</b> {_e(TEXT_REFERENCE_NOTE)}</p>")
 
