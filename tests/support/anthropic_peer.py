@@ -4,7 +4,8 @@ It speaks enough of ``POST /v1/messages`` for the official ``anthropic`` SDK: JS
 and (with ``"stream": true``) server-sent events; key checking (``x-api-key`` or ``Authorization: Bearer``, as SDK versions differ); API-shaped
 errors with optional ``retry-after-ms``. Replies are scripted in order (:meth:`push`), or
 computed by a ``responder(body) -> reply`` once the script is used up. Every request is
-logged (path, headers, JSON body) in :attr:`requests`.
+logged (path, headers, JSON body) in :attr:`requests`. The server, the script and the log are
+:class:`tests.support.llm_peers.LLMPeer`'s.
 
 Usage::
 
@@ -15,40 +16,28 @@ Usage::
         assert fake.requests[0].body["model"] == "claude-x"
 
 A reply is a ``str`` (the assistant's text), a ``dict`` (sent as the whole JSON body), or
-a :class:`Reply` (status, text or body, headers, optional delay).
+a :class:`Reply` (status, text or body, headers, optional delay, ``stop_reason``, default ``end_turn``).
+
+Upstream (anthropic 2.17.0): ``resources/messages/messages.py`` ``create`` posts ``/v1/messages``;
+``_client.py`` ``_api_key_auth`` sends the key as ``Authorization: Bearer`` (older versions as
+``X-Api-Key``); ``_base_client.py`` reads ``retry-after-ms`` before ``retry-after``;
+``lib/streaming/_messages.py`` ``accumulate_event`` reads the stream's ``message_start``,
+``content_block_*``, ``message_delta`` and ``message_stop`` events.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
+
+from tests.support.llm_peers import LLMPeer, RecordedRequest, Reply
+
+__all__ = ["ERROR_TYPES", "FakeAnthropic", "RecordedRequest", "Reply"]
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
                529: "overloaded_error"}
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    text: str | None = None  # assistant text for a 200 reply
-    body: dict[str, Any] | None = None  # raw JSON body (overrides text / the error body)
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-    stop_reason: str = "end_turn"
-
-
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
 
 
 def _bearer(h: BaseHTTPRequestHandler) -> str | None:
@@ -56,136 +45,61 @@ def _bearer(h: BaseHTTPRequestHandler) -> str | None:
     return auth[7:] if auth.lower().startswith("bearer ") else None
 
 
-class FakeAnthropic:
+class FakeAnthropic(LLMPeer):
+    """``POST /v1/messages``; :attr:`url` is the SDK's ``base_url``."""
+
+    name = "anthropic"
+
     def __init__(self, *, api_key: str | None = "test-key", responder: Callable[[dict], Any] | None = None,
                  model_echo: bool = True):
-        self.api_key = api_key
-        self.responder = responder
+        super().__init__(api_key=api_key, responder=responder)
         self.model_echo = model_echo
-        self.requests: list[RecordedRequest] = []
-        self._script: deque[Any] = deque()
-        self._lock = threading.Lock()
-        self._n = 0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- control
-
-    def push(self, *replies: Any) -> None:
-        with self._lock:
-            self._script.extend(replies)
+        self._n = 0  # messages answered with generated text (their ids)
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.origin
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path.startswith("/v1/messages")]
 
-    def start(self) -> "FakeAnthropic":
-        fake = self
+    @classmethod
+    def send(cls, h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        super().send(h, status, obj, {"request-id": "req_fake", **(headers or {})})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def error(self, h: BaseHTTPRequestHandler, status: int, message: str,
+              headers: dict[str, str] | None = None) -> None:
+        self.send(h, status, {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"),
+                                                         "message": message}}, headers)
 
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def do_POST(self):
-                fake._handle(self)
-
-            def do_GET(self):
-                fake._handle(self)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-anthropic", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> "FakeAnthropic":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    # -- serving
-
-    def _next_reply(self, body: dict) -> Any:
-        with self._lock:
-            if self._script:
-                return self._script.popleft()
-        if self.responder is not None:
-            return self.responder(body)
-        return ""
-
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("content-length") or 0)
-        raw = h.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        path = h.path.split("?", 1)[0]
-        with self._lock:
-            self.requests.append(RecordedRequest(h.command, h.path, {k.lower(): v for k, v in h.headers.items()}, body))
+    def serve(self, h: BaseHTTPRequestHandler, path: str, body: Any) -> None:
+        path = path.split("?", 1)[0]
         if h.command != "POST" or path != "/v1/messages":
-            return self._error(h, 404, f"no route {h.command} {path}")
+            return self.error(h, 404, f"no route {h.command} {path}")
         if self.api_key is not None and self.api_key not in (h.headers.get("x-api-key"), _bearer(h)):
-            return self._error(h, 401, "invalid x-api-key")
+            return self.error(h, 401, "invalid x-api-key")
         if not isinstance(body, dict) or not body.get("model") or not isinstance(body.get("messages"), list) \
                 or not isinstance(body.get("max_tokens"), int):
-            return self._error(h, 400, "model, max_tokens and messages are required")
-        reply = self._next_reply(body)
-        if isinstance(reply, str):
-            reply = Reply(text=reply)
-        elif isinstance(reply, dict):
-            reply = Reply(body=reply)
-        if reply.delay_s:
-            time.sleep(reply.delay_s)
-        if reply.status != 200:
-            return self._error(h, reply.status, reply.text or "scripted error", reply.body, reply.headers)
-        if reply.body is not None:
-            return self._send(h, 200, reply.body, reply.headers)
+            return self.error(h, 400, "model, max_tokens and messages are required")
+        reply = self.scripted(h, body)
+        if reply is None:
+            return
         with self._lock:
             self._n += 1
             mid = f"msg_fake_{self._n:06d}"
         text = reply.text or ""
+        stop_reason = reply.stop_reason or "end_turn"
         model = body["model"] if self.model_echo else "claude-fake"
         usage = {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": max(1, len(text) // 4)}
         if body.get("stream"):
-            return self._stream(h, mid, model, text, reply.stop_reason, usage, reply.headers)
-        self._send(h, 200, {"id": mid, "type": "message", "role": "assistant", "model": model,
-                            "content": [{"type": "text", "text": text}], "stop_reason": reply.stop_reason,
-                            "stop_sequence": None, "usage": usage}, reply.headers)
+            return self.send_sse(h, self._events(mid, model, text, stop_reason, usage), reply.headers)
+        self.send(h, 200, {"id": mid, "type": "message", "role": "assistant", "model": model,
+                           "content": [{"type": "text", "text": text}], "stop_reason": stop_reason,
+                           "stop_sequence": None, "usage": usage}, reply.headers)
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(obj).encode()
-        h.send_response(status)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(data)))
-        h.send_header("request-id", "req_fake")
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data)
-
-    def _error(self, h, status: int, message: str, body: dict | None = None, headers: dict | None = None) -> None:
-        self._send(h, status, body or {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"),
-                                                                  "message": message}}, headers)
-
-    @staticmethod
-    def _stream(h, mid: str, model: str, text: str, stop_reason: str, usage: dict, headers: dict) -> None:
+    def _events(mid: str, model: str, text: str, stop_reason: str, usage: dict[str, int]) -> list[bytes]:
         def ev(name: str, data: dict) -> bytes:
             return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
@@ -202,11 +116,4 @@ class FakeAnthropic:
                                                                           "stop_sequence": None},
                                        "usage": {"output_tokens": usage["output_tokens"]}}),
                   ev("message_stop", {"type": "message_stop"})]
-        data = b"".join(parts)
-        h.send_response(200)
-        h.send_header("content-type", "text/event-stream")
-        h.send_header("content-length", str(len(data)))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data)
+        return parts

@@ -1,11 +1,13 @@
 """Local servers speaking the OpenAI Chat Completions and Gemini ``generateContent`` wire formats over
 real HTTP, for end-to-end tests of :mod:`server.llm` through the official ``openai`` and
-``google-genai`` SDKs (the Anthropic Messages API peer is :mod:`tests.support.anthropic_peer`).
+``google-genai`` SDKs (the Anthropic Messages API peer, :mod:`tests.support.anthropic_peer`, is a
+:class:`LLMPeer` too).
 
 Replies are scripted in order (:meth:`LLMPeer.push`) or computed by ``responder(body)`` once the
 script is used up: a ``str`` (the assistant's text), a ``dict`` (the whole JSON body) or a
 :class:`Reply` (an error status with the provider's error body and headers such as ``retry-after``,
-a forced tool call's input, a delay). Every request is logged in :attr:`LLMPeer.requests`;
+a forced tool call's input, a stop reason, a delay). A scripted ``body`` is sent as is, at the scripted
+status. Every request is logged in :attr:`LLMPeer.requests`;
 :attr:`LLMPeer.calls` counts the model calls.
 
 Wire shapes, as the SDKs read them:
@@ -47,6 +49,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     tool_input: dict[str, Any] | None = None  # answer with a call of the request's (first) tool
     delay_s: float = 0.0
+    stop_reason: str | None = None  # the stop / finish reason in the provider's words; None: a normal end
 
 
 @dataclass
@@ -125,6 +128,20 @@ class LLMPeer:
             return Reply(body=reply)
         return reply
 
+    def scripted(self, h: BaseHTTPRequestHandler, body: dict) -> Reply | None:
+        """The next reply after its delay, or None once it has been answered here: an error status
+        (with the provider's error body unless a ``body`` is scripted) or a scripted ``body``."""
+        reply = self._next(body)
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        if reply.status != 200 and not reply.body:
+            self.error(h, reply.status, reply.text or "scripted error", reply.headers)
+        elif reply.body is not None:
+            self.send(h, reply.status, reply.body, reply.headers)
+        else:
+            return reply
+        return None
+
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         raw = h.rfile.read(int(h.headers.get("content-length") or 0))
         try:
@@ -139,27 +156,28 @@ class LLMPeer:
     def serve(self, h: BaseHTTPRequestHandler, path: str, body: Any) -> None:
         raise NotImplementedError
 
+    def error(self, h: BaseHTTPRequestHandler, status: int, message: str,
+              headers: dict[str, str] | None = None) -> None:
+        raise NotImplementedError
+
     @staticmethod
-    def send(h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(obj).encode()
+    def write(h: BaseHTTPRequestHandler, status: int, content_type: str, data: bytes,
+              headers: dict[str, str] | None = None) -> None:
         h.send_response(status)
-        h.send_header("content-type", "application/json")
+        h.send_header("content-type", content_type)
         h.send_header("content-length", str(len(data)))
         for k, v in (headers or {}).items():
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
 
-    @staticmethod
-    def send_sse(h: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str] | None = None) -> None:
-        data = b"".join(events)
-        h.send_response(200)
-        h.send_header("content-type", "text/event-stream")
-        h.send_header("content-length", str(len(data)))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data)
+    @classmethod
+    def send(cls, h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        cls.write(h, status, "application/json", json.dumps(obj).encode(), headers)
+
+    @classmethod
+    def send_sse(cls, h: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str] | None = None) -> None:
+        cls.write(h, 200, "text/event-stream", b"".join(events), headers)
 
 
 def _tokens(obj: Any) -> int:
@@ -194,22 +212,18 @@ class FakeOpenAI(LLMPeer):
             return self.error(h, 401, "Incorrect API key provided.")
         if not isinstance(body, dict) or not body.get("model") or not isinstance(body.get("messages"), list):
             return self.error(h, 400, "you must provide a model parameter and messages")
-        reply = self._next(body)
-        if reply.delay_s:
-            time.sleep(reply.delay_s)
-        if reply.status != 200:
-            return self.error(h, reply.status, reply.text or "scripted error", reply.headers)
-        if reply.body is not None:
-            return self.send(h, 200, reply.body, reply.headers)
+        reply = self.scripted(h, body)
+        if reply is None:
+            return
         cid, model, created = f"chatcmpl-{self.calls:06d}", body["model"], int(time.time())
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or "", "refusal": None}
-        finish = "stop"
+        finish = reply.stop_reason or "stop"
         if reply.tool_input is not None:
             fn = body["tools"][0]["function"]["name"]
             message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
                 {"id": f"call_{self.calls}", "type": "function",
                  "function": {"name": fn, "arguments": json.dumps(reply.tool_input)}}]}
-            finish = "tool_calls"
+            finish = reply.stop_reason or "tool_calls"
         usage = {"prompt_tokens": _tokens(body["messages"]), "completion_tokens": _tokens(message),
                  "total_tokens": 0}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -223,7 +237,8 @@ class FakeOpenAI(LLMPeer):
                                                "finish_reason": None}]})]
             events += [ev({**base, "choices": [{"index": 0, "delta": {"content": text[i:i + 8]},
                                                 "finish_reason": None}]}) for i in range(0, len(text), 8)]
-            events.append(ev({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            events.append(ev({**base, "choices": [{"index": 0, "delta": {},
+                                               "finish_reason": reply.stop_reason or "stop"}]}))
             if (body.get("stream_options") or {}).get("include_usage"):
                 events.append(ev({**base, "choices": [], "usage": usage}))
             events.append(b"data: [DONE]\n\n")
@@ -261,13 +276,9 @@ class FakeGemini(LLMPeer):
             return self.error(h, 400, "API key not valid. Please pass a valid API key.")
         if not isinstance(body, dict) or not isinstance(body.get("contents"), list) or not body["contents"]:
             return self.error(h, 400, "* GenerateContentRequest.contents: contents is not specified")
-        reply = self._next(body)
-        if reply.delay_s:
-            time.sleep(reply.delay_s)
-        if reply.status != 200:
-            return self.error(h, reply.status, reply.text or "scripted error", reply.headers)
-        if reply.body is not None:
-            return self.send(h, 200, reply.body, reply.headers)
+        reply = self.scripted(h, body)
+        if reply is None:
+            return
         if reply.tool_input is not None:
             fn = body["tools"][0]["functionDeclarations"][0]["name"]
             parts: list[dict[str, Any]] = [{"functionCall": {"name": fn, "args": reply.tool_input}}]
@@ -275,6 +286,7 @@ class FakeGemini(LLMPeer):
             parts = [{"text": reply.text or ""}]
         usage = {"promptTokenCount": _tokens(body["contents"]), "candidatesTokenCount": _tokens(parts)}
         usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
+        finish_reason = reply.stop_reason or "STOP"
 
         def response(ps: list[dict[str, Any]], finish: str | None, meta: dict[str, int] | None) -> dict[str, Any]:
             cand: dict[str, Any] = {"content": {"role": "model", "parts": ps}, "index": 0}
@@ -290,7 +302,7 @@ class FakeGemini(LLMPeer):
                 return self.error(h, 400, "this peer streams only with alt=sse")
             text = reply.text or ""
             pieces = [text[i:i + 8] for i in range(0, len(text), 8)] or [""]
-            events = [f"data: {json.dumps(response([{'text': p}], 'STOP' if i == len(pieces) - 1 else None, usage if i == len(pieces) - 1 else None))}\r\n\r\n".encode()  # noqa: E501
+            events = [f"data: {json.dumps(response([{'text': p}], finish_reason if i == len(pieces) - 1 else None, usage if i == len(pieces) - 1 else None))}\r\n\r\n".encode()  # noqa: E501
                       for i, p in enumerate(pieces)]
             return self.send_sse(h, events, reply.headers)
-        self.send(h, 200, response(parts, "STOP", usage), reply.headers)
+        self.send(h, 200, response(parts, finish_reason, usage), reply.headers)
