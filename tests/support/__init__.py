@@ -18,5 +18,6 @@ through tests/conftest.py and tests/faults/conftest.py, which import them.
   loopback proxy that impairs a connection.
 - ``anthropic_peer`` and ``peers/``: local servers speaking the Messages API and the model services
   the external bridges talk to, and the helpers of the endpoint-bridge tests (``peers/peer_tools``);
-  ``llm_peers``: local servers speaking OpenAI's Chat Completions and Gemini's ``generateContent``.
+  ``llm_peers``: ``LLMPeer`` (the HTTP server, reply script and request log all three LLM peers share)
+  and local servers speaking OpenAI's Chat Completions and Gemini's ``generateContent``.
 """
