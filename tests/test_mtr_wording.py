@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
+from server.benchmarks.mtr.dataset.phrases import PAUSE_RESUMES
 from server.benchmarks.mtr.dataset.plan import plan_suite
 from server.benchmarks.mtr.dataset.procedural import ProceduralGenerator
 from server.benchmarks.mtr.dataset.stats import render_stats, suite_stats
@@ -50,7 +51,9 @@ def test_a_pause_breaks_the_question_itself_off(dialogues):
     pauses = [r for d in dialogues for r in d.rounds if r.pause is not None]
     assert pauses
     for r in pauses:
-        whole = f"{r.user.text} {r.pause.continuation.text}".rstrip(".?").removesuffix(" again")
+        rest = r.pause.continuation.text
+        rest = next((rest.removeprefix(h + " ") for h in PAUSE_RESUMES if rest.startswith(h + " ")), rest)
+        whole = f"{r.user.text} {rest}".rstrip(".?").removesuffix(" again")
         assert any(whole.endswith(a) for a in asks), whole
         assert not r.user.text.endswith((".", "?", "!"))  # the turn is visibly unfinished
 

@@ -111,6 +111,10 @@ PAUSE_LEADS = (
 PAUSE_RECAP_LEADS = (("Sorry, I missed that. Can you go over {ask}", " again?"),
                      ("Could you remind me, um, {ask}", "?"), ("Sorry, what did you say about {ask}", "?"))
 PAUSE_MIN_REST = 2
+#: a short rest of the question (at most :data:`PAUSE_SHORT_REST` words) picks up after a hesitation
+#: ("Do you know where coffee" ... "um, comes from?")
+PAUSE_RESUMES = ("um,", "uh,", "er,", "erm,", "you know,", "mm,")
+PAUSE_SHORT_REST = 3
 
 #: interruption: how a barge-in opens (each dialogue draws them without repeats), said in one breath
 #: with what it asks

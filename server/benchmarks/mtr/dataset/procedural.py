@@ -177,10 +177,10 @@ class _Writer:
         if self.reasking:
             return ""
         x = rng.random()
-        if x < 0.4:
+        if x < 0.45:
             return ""
         prev = self.heard
-        if x < 0.75 or prev is None or prev.ask.split()[0] not in P.ECHO_WORDS:
+        if x < 0.77 or prev is None or prev.ask.split()[0] not in P.ECHO_WORDS:
             return self.draw(P.REACTIONS)
         return self.draw(P.ECHOES).format(prev=prev.ask)
 
@@ -239,6 +239,10 @@ class _Writer:
         """A line of the person in the room, addressed to the user (by this dialogue's name) or not."""
         address = self.rng.choice((*P.ADDRESSES, f"{self.name}, "))
         return P.addressed(address, self.draw(P.SAID))
+
+    def resume(self, rest: str) -> str:
+        """The rest of a question broken off by a pause, after a hesitation where it is short."""
+        return _join(self.draw(P.PAUSE_RESUMES), rest) if len(rest.split()) <= P.PAUSE_SHORT_REST else rest
 
     def broadcast(self) -> str:
         return P.broadcast(self.draw(P.BROADCAST_TEMPLATES), self.rng)
@@ -339,7 +343,7 @@ class ProceduralGenerator:
                 cut = max(2, len(words) // 2)
             while cut < len(words) - 1 and words[cut - 1][-1] in ".?!,":  # a pause mid-sentence, not at its end
                 cut += 1
-            out.update(user=" ".join(words[:cut]), continuation=" ".join(words[cut:]) or "please.")
+            out.update(user=" ".join(words[:cut]), continuation=w.resume(" ".join(words[cut:]) or "please."))
         return replace(base, **out), draw
 
     @staticmethod
@@ -353,7 +357,7 @@ class ProceduralGenerator:
             cut = _cut(rng, len(words))
             start = template.format(ask=" ".join(words[:cut]))
             return RoundText(feature, user=_after(lead, start) if lead else start,
-                             continuation=" ".join(words[cut:]) + end, assistant=w.reply(facet, recap, 0.0))
+                             continuation=w.resume(" ".join(words[cut:]) + end), assistant=w.reply(facet, recap, 0.0))
         user = w.question(lead, facet, recap)
         if feature == "interruption":
             assistant = w.reply(facet, recap, need_s, heard=False)
