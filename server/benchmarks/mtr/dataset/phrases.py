@@ -164,10 +164,10 @@ SHORT_OPENERS = ("Sure, in short:", "Okay, the main point:", "Sure, in one sente
 #: the assistant's reply: an optional opening sentence naming what was asked, the answer's two
 #: sentences (the first said after a short acknowledgement, the second joined on by a connective:
 #: :data:`FACT_LEADS`, :data:`FACT_LINKS`), and an optional closing sentence
-OPENERS = ("Ah, {ask}.", "Oh, {ask}.", "Hm, {ask}.", "So, {ask}.", "Good question, {ask}.", "Right, {ask}.")
+OPENERS = ("Ah, {ask}.", "Oh, {ask}.", "Hm, {ask}.", "Ooh, {ask}.", "Good question, {ask}.", "Hmm, {ask}.")
 #: said into the answer's first sentence ("Sure, volcanoes form where ...")
 FACT_LEADS = ("Sure,", "Right,", "Okay,", "Mm,", "Yes,", "Well,", "So,", "Yeah,", "Alright,", "Okay, so",
-              "Right, so", "Well, basically,", "So basically,", "Sure, so", "Oh,", "Ah,", "Yes, so", "Okay, well,",
+              "Right, so", "Well, basically,", "So basically,", "Sure, so", "Well, so", "Yes, well,", "Yes, so", "Okay, well,",
               "Mm, so", "Yeah, basically,")
 #: how the answer's second sentence is joined on
 FACT_LINKS = ("And", "Also,", "Plus,", "And actually,", "Oh, and", "On top of that,", "And also,", "What's more,",

@@ -74,17 +74,17 @@ def _join(*parts: str) -> str:
 _KEEP_CAPITAL = ("I", "I'm", "I'd", "I've", "I'll")
 
 
-#: words a fact may open with that keep their capital inside a sentence: every word of the topic
-#: bank that is never written in lower case
-_LOWER_WORDS = frozenset(w for t in TOPICS for f in t.facets for s in (f.ask, *f.facts)
-                         for w in s.split()[1:] if w[:1].islower())
+#: words a fact may open with that keep their capital inside a sentence: the names, i.e. the words
+#: the topic bank writes with a capital inside a sentence
+_NAMES = frozenset(w.strip(",.?!:;'") for t in TOPICS for f in t.facets for s in (f.ask, *f.facts)
+                   for w in s.split()[1:] if w[:1].isupper()) - {"A", "Blue", "East"}  # opening a fact they are no names: "A black hole", "Blue whales", "East and west"
 
 
 def _lead_into(lead: str, sentence: str) -> str:
     """``sentence`` said after ``lead`` ("Sure,"), in the same sentence: its first word in lower case
-    unless it is a name (a word the topic bank never writes in lower case) or "I"."""
+    unless it is a name (:data:`_NAMES`) or "I"."""
     first = sentence.split()[0]
-    if first.lower() in _LOWER_WORDS and first not in _KEEP_CAPITAL:
+    if first.strip(",.?!:;'") not in _NAMES and first not in _KEEP_CAPITAL:
         sentence = sentence[:1].lower() + sentence[1:]
     return f"{lead} {sentence}"
 
