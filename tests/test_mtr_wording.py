@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
+from server.benchmarks.mtr.dataset.phrases import PAUSE_RESUMES
 from server.benchmarks.mtr.dataset.plan import plan_suite
 from server.benchmarks.mtr.dataset.procedural import ProceduralGenerator
 from server.benchmarks.mtr.dataset.stats import render_stats, suite_stats
 from server.benchmarks.mtr.dataset.topics import TOPICS
 from server.benchmarks.mtr.dataset.wording import opening, reasked_rounds, spoken_lines, wording
 from server.benchmarks.mtr.suite import Clip, Dialogue, MTRMeta, Round, Suite
-from server.datasets.realism import sentence_spread
+from server.datasets.realism import normalise, sentence_spread, split_sentences
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,9 @@ def test_a_pause_breaks_the_question_itself_off(dialogues):
     pauses = [r for d in dialogues for r in d.rounds if r.pause is not None]
     assert pauses
     for r in pauses:
-        whole = f"{r.user.text} {r.pause.continuation.text}".rstrip(".?").removesuffix(" again")
+        rest = r.pause.continuation.text
+        rest = next((rest.removeprefix(h + " ") for h in PAUSE_RESUMES if rest.startswith(h + " ")), rest)
+        whole = f"{r.user.text} {rest}".rstrip(".?").removesuffix(" again")
         assert any(whole.endswith(a) for a in asks), whole
         assert not r.user.text.endswith((".", "?", "!"))  # the turn is visibly unfinished
 
@@ -84,3 +87,37 @@ def test_dataset_stats_prints_the_wording_block(dialogues, tmp_path):
     render_stats(data, console)
     out = console.export_text()
     assert "distinct of" in out and "re-asked rounds" in out and "barge-in openings" in out
+
+
+@pytest.fixture(scope="module")
+def suite200() -> list[Dialogue]:
+    gen = ProceduralGenerator(0)
+    return [gen.generate(p) for p in plan_suite(200, 10, "mixed", 0)]
+
+
+def _continuations(ds: list[Dialogue]) -> set[str]:
+    return {normalise(r.pause.continuation.text) for d in ds for r in d.rounds if r.pause is not None}
+
+
+def test_half_the_sentences_of_a_200_dialogue_suite_are_distinct(suite200):
+    spread = sentence_spread([spoken_lines(d) for d in suite200])
+    assert spread.distinct_share >= 0.5, (spread.distinct_share, spread.top[:5])
+
+
+def test_no_sentence_in_more_than_2_percent_of_200_dialogues(suite200):
+    """Acknowledgements are said into the sentence they open, a topic's facts are said in a new way
+    in each dialogue, broadcasts change their places and figures: no sentence in more than 2 % of
+    the dialogues. The tail of a question broken off by a pause ("comes from?") is a piece of a
+    sentence, held to 5 %."""
+    spread = sentence_spread([spoken_lines(d) for d in suite200], top=100_000)
+    tails = _continuations(suite200)
+    over = [(c.sentence, c.scenes) for c in spread.top
+            if c.scenes > 0.02 * len(suite200) and normalise(c.sentence) not in tails]
+    assert not over, over[:10]
+    assert spread.max_scene_share <= 0.05, spread.top[:3]
+
+
+def test_no_one_word_sentence_stands_alone(suite200):
+    """"Okay.", "Sure.", "Huh." are said into the next sentence, never as a stock sentence of their own."""
+    alone = {s for d in suite200 for line in spoken_lines(d) for s in split_sentences(line) if len(s.split()) == 1}
+    assert not alone, sorted(alone)[:10]

@@ -11,6 +11,8 @@ does not repeat within a dialogue.
 
 from __future__ import annotations
 
+import random
+
 #: round 1: how the user brings up the topic
 INTROS = (
     "I've been curious about {title} lately.",
@@ -32,12 +34,19 @@ TOPIC_CHANGES = (
     "That reminds me, I wanted to ask you about {title} too.",
     "New topic, if that's alright: {title}.",
     "While I have you, I'm curious about {title} as well.",
+    "Oh, before I forget, I meant to ask about {title}.",
+    "Different thing now: {title}.",
+    "Can we move on to {title}?",
+    "Something else I've been meaning to ask about is {title}.",
+    "Okay, next thing on my mind is {title}.",
 )
 
-#: later rounds: a short reaction to the previous answer (a sound, not a sentence that says anything)
+#: later rounds: a short reaction to the previous answer, said in the same breath as the question
+#: that follows ("Huh, can you tell me ...?")
 REACTIONS = (
-    "Interesting.", "Huh.", "Oh, nice.", "Wow.", "Okay.", "Right.", "Ah, okay.", "Makes sense.", "Got it.",
-    "Oh, really?", "No way.", "Hm.", "Fair enough.", "Neat.", "Oh wow.", "Ha, okay.", "Mm, okay.", "I see.",
+    "Interesting,", "Huh,", "Oh, nice,", "Wow,", "Okay,", "Right,", "Ah, okay,", "Makes sense,", "Got it,",
+    "Oh, really,", "No way,", "Hm,", "Fair enough,", "Neat,", "Oh wow,", "Ha, okay,", "Mm, okay,", "I see,",
+    "Cool,", "Okay, and", "Right, and", "Good to know,", "Oh, okay,", "Huh, okay, and",
 )
 #: later rounds: a reaction that picks up the previous answer (``{prev}``: its embedded question);
 #: only for how / why / what / where / who / which / when questions
@@ -80,11 +89,11 @@ ASKS = (
 #: coming back to the facet of the previous round, which a third party talked over
 #: (``{who}``: how the user names that person)
 RECAPS = (
-    "Sorry, {who} was talking to me. Can you say again {ask}?",
-    "Sorry, I missed some of that. Can you go over {ask} again?",
-    "Hang on, I got distracted there. Could you repeat {ask}?",
-    "Sorry about that, {who} needed me. Can you tell me again {ask}?",
-    "I didn't catch all of that with {who} talking. Can you say again {ask}?",
+    "Sorry, {who} was talking to me, can you say again {ask}?",
+    "Sorry, I missed some of that, can you go over {ask} again?",
+    "Hang on, I got distracted there, could you repeat {ask}?",
+    "Sorry about that, {who} needed me, can you tell me again {ask}?",
+    "I didn't catch all of that with {who} talking, can you say again {ask}?",
 )
 #: how the user names the person talking in a background round
 RECAP_WHO = ("my sister", "my flatmate", "my husband", "my wife", "my son", "my daughter", "my dad", "my mum",
@@ -102,52 +111,69 @@ PAUSE_LEADS = (
 PAUSE_RECAP_LEADS = (("Sorry, I missed that. Can you go over {ask}", " again?"),
                      ("Could you remind me, um, {ask}", "?"), ("Sorry, what did you say about {ask}", "?"))
 PAUSE_MIN_REST = 2
+#: a short rest of the question (at most :data:`PAUSE_SHORT_REST` words) picks up after a hesitation
+#: ("Do you know where coffee" ... "um, comes from?")
+PAUSE_RESUMES = ("um,", "uh,", "er,", "erm,", "you know,", "mm,")
+PAUSE_SHORT_REST = 3
 
-#: interruption: how a barge-in opens (each dialogue draws them without repeats), then what it asks
+#: interruption: how a barge-in opens (each dialogue draws them without repeats), said in one breath
+#: with what it asks
 BARGE_OPENINGS = (
-    "Actually, wait.", "Sorry, hold on.", "Wait, wait.", "Hang on a second.", "Oh, sorry to cut in.",
-    "Hmm, hold on.", "No, no, sorry.", "Can I stop you there?", "One sec.", "Ooh, actually,",
-    "Mm, sorry,", "Wait, I just thought of something.", "Ah, before I forget,", "Sorry, I should have asked.",
-    "Oh, that reminds me.", "Let me jump in.", "Hmm, actually,", "Okay, stop, stop.", "Sorry, sorry.",
-    "Just a moment.", "Oh, hang on.", "Excuse me, sorry.", "Right, hold that thought.", "Um, sorry.",
-    "Hold it.", "Before you go on,", "Quick interruption.", "Sorry, can I butt in?", "Oh wait.",
-    "Pardon me.", "Listen, sorry.", "Hey, sorry.",
+    "Actually, wait,", "Sorry, hold on,", "Wait, wait,", "Hang on a second,", "Oh, sorry to cut in, but",
+    "Hmm, hold on,", "No, no, sorry,", "Let me stop you there,", "One sec,", "Ooh, actually,",
+    "Mm, sorry,", "Wait, I just thought,", "Ah, before I forget,", "Sorry, I should have asked,", "Oh, that reminds me,",
+    "Let me jump in,", "Hmm, actually,", "Okay, stop, stop,", "Sorry, sorry,", "Just a moment,", "Oh, hang on,",
+    "Excuse me, sorry,", "Right, hold that thought,", "Um, sorry,", "Hold it,", "Before you go on,",
+    "Quick interruption,", "Sorry to butt in, but", "Oh wait,", "Pardon me,", "Listen, sorry,", "Hey, sorry,",
 )
 #: a changed request about another facet (``{ask}``)
 BARGE_SWITCH = (
     "can you tell me {ask} instead?",
     "I'd rather know {ask}.",
-    "never mind that. Do you know {ask}?",
+    "never mind that, do you know {ask}?",
     "before that, tell me {ask}.",
-    "new question: {ask}?",
+    "new question, {ask}?",
     "could you explain {ask} instead?",
     "I need to know {ask}.",
     "skip that and tell me {ask}.",
 )
 #: a request to cut the current answer (about ``{ask}``) short
 BARGE_SHORT = (
-    "that's a lot. Can you give me the short version of {ask}?",
-    "one sentence on {ask}, please?",
-    "just the main point, please.",
-    "what's the one thing to remember?",
-    "I only need the gist of {ask}.",
-    "can you sum up {ask} in a line?",
-    "just the headline.",
-    "short version, please.",
-    "can you cut to the chase?",
-    "too much detail for me. Bottom line?",
-    "give me the quick answer.",
+    "one sentence on {ask}?",
+    "just the gist of {ask}.",
+    "sum up {ask} in a line?",
     "in one sentence, {ask}?",
+    "just the headline on {ask}.",
+    "the short version of {ask}?",
+    "short version, please.",
+    "just the headline.",
+    "what's the bottom line?",
+    "just the gist on {ask}, please.",
+    "can you cut to the chase on {ask}?",
+    "the quick answer on {ask}?",
+    "in a nutshell?",
+    "keep it short, please.",
 )
-SWITCH_OPENERS = ("Sure.", "No problem.", "Of course.", "Okay, {ask}.", "Sure thing.", "Alright.", "Right, {ask}.",
-                  "", "", "")
-SHORT_OPENERS = ("Sure, in short:", "Okay, the main point:", "Sure. In one sentence:", "The short version:",
+#: how the answer to a changed request opens: an acknowledgement said into its first sentence
+#: (ending in a comma), or a sentence of its own naming the new facet
+SWITCH_OPENERS = ("Sure,", "No problem,", "Of course,", "Okay,", "Sure thing,", "Alright,", "Right,",
+                  "Okay, so", "Oh, sure,", "Yeah, so")
+SHORT_OPENERS = ("Sure, in short:", "Okay, the main point:", "Sure, in one sentence:", "The short version:",
                  "In a nutshell:", "Briefly:", "Okay, quickly:", "The gist is this:")
 
-#: the assistant's reply: an optional opening, two sentences of the answer, an optional close
-OPENERS = ("Sure.", "Right.", "Okay.", "Ah, {ask}.", "Oh, {ask}.", "Hm, {ask}.", "Mm.", "Yes.", "So, {ask}.")
-RECAP_OPENERS = ("Of course.", "Sure, no problem.", "Happy to go over it again.", "Sure, here it is again.",
-                 "No problem, again then.")
+#: the assistant's reply: an optional opening sentence naming what was asked, the answer's two
+#: sentences (the first said after a short acknowledgement, the second joined on by a connective:
+#: :data:`FACT_LEADS`, :data:`FACT_LINKS`), and an optional closing sentence
+OPENERS = ("Ah, {ask}.", "Oh, {ask}.", "Hm, {ask}.", "Ooh, {ask}.", "Good question, {ask}.", "Hmm, {ask}.")
+#: said into the answer's first sentence ("Sure, volcanoes form where ...")
+FACT_LEADS = ("Sure,", "Right,", "Okay,", "Mm,", "Yes,", "Well,", "So,", "Yeah,", "Alright,", "Okay, so",
+              "Right, so", "Well, basically,", "So basically,", "Sure, so", "Well, so", "Yes, well,", "Yes, so", "Okay, well,",
+              "Mm, so", "Yeah, basically,")
+#: how the answer's second sentence is joined on
+FACT_LINKS = ("And", "Also,", "Plus,", "And actually,", "Oh, and", "On top of that,", "And also,", "What's more,",
+              "And then,", "Also, by the way,", "And funnily enough,", "Oh, and also,", "And on top of that,", "Plus, actually,")
+RECAP_OPENERS = ("Of course, here's {ask} again.", "Sure, no problem, {ask} again.", "Happy to go over {ask} again.",
+                 "Sure, here's {ask} once more.", "No problem, {ask} again then.")
 #: closing sentences bound to what was asked (``{ask}``; for how / why / what ... questions only,
 #: :data:`ECHO_WORDS`) or to the topic (``{title}``)
 ASK_CLOSERS = (
@@ -160,6 +186,10 @@ TOPIC_CLOSERS = (
     "There's plenty more about {title} if you want.",
     "I find that one of the best parts of {title}.",
     "It's a big part of what makes {title} interesting.",
+    "People are often surprised by that about {title}.",
+    "That's one of my favourite things about {title}.",
+    "It's a good thing to know about {title}.",
+    "Ask me anything else about {title} too.",
 )
 #: closing sentences offering the next facet (``{next}``; only where one is left)
 OFFERS = (
@@ -171,16 +201,16 @@ OFFERS = (
 
 #: background speech: someone else in the room talking to somebody else (before an address, below)
 SAID = (
-    "Hey, did you remember to take the chicken out of the freezer?",
+    "Did you remember to take the chicken out of the freezer?",
     "Can you grab my keys from the kitchen table?",
     "Mom called, she said she'll be home late tonight.",
     "Don't forget we have the dentist at four tomorrow.",
-    "Is the dog fed? He keeps staring at me.",
-    "Can you turn the heating up a little? It's freezing in here.",
+    "Is the dog fed, he keeps staring at me?",
+    "Can you turn the heating up a little, it's freezing in here?",
     "I'm heading to the store, do we need milk?",
     "Have you seen my blue jacket anywhere?",
     "The plumber is coming on Thursday morning, by the way.",
-    "Could you move your car? I need to get out.",
+    "Could you move your car, I need to get out?",
     "Dinner's almost ready, can you set the table?",
     "Did anyone water the tomatoes today?",
     "I think the washing machine just finished.",
@@ -193,23 +223,53 @@ SAID = (
     "Did you pay the electricity bill this month?",
     "Let's order pizza tonight, I'm too tired to cook.",
     "Your package arrived, I put it by the door.",
-    "Could you keep it down a bit? I'm on a call.",
+    "Could you keep it down a bit, I'm on a call?",
     "Which train are you taking tomorrow morning?",
     "We're out of coffee again, can you add it to the list?",
     "I found your glasses, they were on the couch.",
     "Grandma wants to know if we're coming on Sunday.",
     "Can you check if the back door is locked?",
     "The neighbors invited us to a barbecue next weekend.",
-    "Do you want tea? I'm putting the kettle on.",
+    "I'm putting the kettle on, do you want tea?",
+    "Have you seen the remote, it was here a minute ago?",
+    "The bins go out tonight, don't forget.",
+    "Can you call the garage back about the car?",
+    "I'm borrowing your umbrella, it's pouring out there.",
+    "What time is your train on Friday?",
+    "There's post for you on the stairs.",
+    "Did you finish the milk, there's none left?",
+    "I've put your shirts in the wardrobe.",
+    "Can you feed the cat before you go out?",
+    "Your phone's been buzzing in the hall.",
+    "We need to book the car in for its service.",
+    "Is it okay if Tom comes round for dinner?",
+    "The Wi-Fi's down again, can you restart the router?",
+    "I'm going for a run, back in half an hour.",
+    "Have you got any change for the parking meter?",
+    "Can you remind me to ring the bank tomorrow?",
+    "The oven's still on, by the way.",
+    "Did you lock the shed last night?",
+    "I'm making a shopping list, do you want anything?",
+    "Can you pass me that pen?",
+    "The lady next door dropped off some apples.",
+    "What do you fancy for lunch?",
+    "I can't find the spare key anywhere.",
+    "Could you help me open this jar?",
+    "Your mum's on the phone, she wants a quick word.",
+    "Did you book the table for Saturday?",
+    "The washing's still out and it's starting to rain.",
+    "Can you check the kids have brushed their teeth?",
+    "I've left the car keys on the hook.",
+    "Is there any more of that soup?",
 )
 
 #: the user's name as the person in the room calls them (one per dialogue)
 NAMES = ("Sam", "Jo", "Alex", "Chris")
 #: how the person in the room addresses the user besides by name ("" = not at all)
-ADDRESSES = ("", "Love, ", "Sorry, ", "Oh, ")
+ADDRESSES = ("", "Love, ", "Sorry, ", "Oh, ", "Hey, ", "Listen, ", "Um, ", "Sorry, love, ")
 _ADDRESSES = (*ADDRESSES, *(f"{n}, " for n in NAMES))
 #: words that keep their capital after an address
-_KEEP_CAPITAL = ("I", "I'm", "I've", "Mom", "Grandma")
+_KEEP_CAPITAL = ("I", "I'm", "I've", "Mom", "Grandma", "Tom")
 
 
 def addressed(address: str, line: str) -> str:
@@ -221,37 +281,65 @@ def addressed(address: str, line: str) -> str:
     return address + (line if first in _KEEP_CAPITAL else line[:1].lower() + line[1:])
 
 
-#: background speech lines of a third party: every line with every address (an address is not
-#: added to a line that already opens with one); a dialogue keeps to one name
-THIRD_PARTY = tuple(addressed(a, line) for line in SAID for a in (_ADDRESSES if not line.startswith("Hey,") else ("",)))
+#: background speech lines of a third party: every line with every address ; a dialogue keeps to one name
+THIRD_PARTY = tuple(addressed(a, line) for line in SAID for a in _ADDRESSES)
 
-#: background speech: a TV or radio in the room
-BROADCASTS = (
-    "And now the weather: sunny skies this afternoon, with highs near twenty-four degrees.",
-    "Traffic update: expect delays on the northbound motorway near junction twelve.",
-    "Coming up after the break, our guest chef shares three easy summer recipes.",
-    "In sports tonight, the home side won two to one in extra time.",
-    "This is Radio City, your number one station for the latest hits.",
-    "Stocks closed slightly higher today, led by gains in technology shares.",
-    "Don't miss our weekend sale, with up to half off all garden furniture.",
-    "Scattered showers are expected overnight, clearing by tomorrow morning.",
-    "Breaking news: the city council has approved plans for a new bridge.",
-    "Stay tuned for the evening news, right after this short message.",
-    "The match is tied at halftime, and the crowd is on its feet.",
-    "Call now and get a second blender absolutely free.",
-    "Tomorrow will be windy along the coast, so hold on to your hats.",
-    "Our next song is a classic from the eighties, so turn it up.",
-    "Officials say the northern line will reopen on Monday morning.",
-    "Welcome back to the quiz show, where tonight's prize is a trip to Rome.",
-    "Temperatures will drop below freezing in the hills tonight.",
-    "A reminder that the museum is free to visit this Sunday.",
-    "That was the latest single from the band, now climbing the charts.",
-    "In tonight's episode, the detective finally finds the missing letter.",
-    "Heavy traffic is reported around the stadium ahead of tonight's concert.",
-    "The airport reports delays of up to an hour because of fog.",
-    "Here's the forecast for the weekend: dry and mild, with a light breeze.",
-    "And that's the goal that sends them through to the final.",
+#: background speech: a TV or radio in the room. A broadcast is one of these templates with its
+#: slots filled (the places, roads, teams and figures a station reads out change from one bulletin
+#: to the next): {place}, {road}, {n} (a junction), {high} and {low} (temperatures), {team}, {score}, {day}, {time}
+BROADCAST_TEMPLATES = (
+    "And now the weather: {sky} in {place} this afternoon, with highs near {high} degrees.",
+    "Traffic update: expect delays on the {road} near junction {n}.",
+    "In sports tonight, {team} beat {rival} {score} in extra time.",
+    "Scattered showers are expected over {place} {time}, clearing by {day}.",
+    "Officials say the {line} will reopen on {day} morning after {k} weeks of repairs.",
+    "Temperatures will drop to {low} below freezing in {place} {time}.",
+    "Here's the forecast for {place}: {sky}, with highs of {high}.",
+    "There are queues of up to {k} miles on the {road} ahead of {day}'s match.",
+    "It's {tie} at halftime, and {team} need a goal against {rival}.",
+    "Breaking news: the council in {place} has approved plans for a new {thing}.",
+    "Coming up after the break, our guest chef shares {k} easy {dish} recipes for {day}.",
+    "Don't miss our {day} sale, with up to {part} off all {goods}.",
 )
+_SLOTS = {
+    "sky": ("sunny skies", "cloudy skies", "light rain", "bright spells", "patchy drizzle"),
+    "place": ("the north", "the city", "the hills", "the coast", "the valley", "the east", "the south-west"),
+    "n": ("three", "five", "eight", "eleven", "twelve", "fourteen", "seventeen", "twenty", "twenty-two"),
+    "high": ("twelve", "fifteen", "eighteen", "twenty", "twenty-two", "twenty-four"),
+    "low": ("two", "three", "four", "five", "six"),
+    "k": ("three", "four", "five"),
+    "road": ("northbound motorway", "ring road", "bypass", "coast road", "eastbound motorway"),
+    "team": ("the home side", "the visitors", "United", "the Rovers", "City"),
+    "score": ("two to one", "three to two", "one nil", "four to three"),
+    "rival": ("Athletic", "the Wanderers", "County", "Albion"),
+    "tie": ("one all", "nil nil", "two all"),
+    "dish": ("summer", "pasta", "soup", "curry", "baking"),
+    "part": ("half", "a third", "a quarter"),
+    "time": ("tonight", "overnight", "this evening", "later today"),
+    "day": ("Monday", "Tuesday", "Friday", "Saturday", "Sunday"),
+    "line": ("northern line", "coastal line", "airport line", "old bridge", "tram line"),
+    "thing": ("bridge", "library", "cycle path", "swimming pool", "market hall"),
+    "goods": ("garden furniture", "sofas", "kitchenware", "bikes", "televisions"),
+}
+
+
+def _expand(template: str) -> tuple[str, ...]:
+    out = [template]
+    for slot, fills in _SLOTS.items():
+        if "{" + slot + "}" in template:
+            out = [t.replace("{" + slot + "}", f) for t in out for f in fills]
+    return tuple(out)
+
+
+BROADCASTS = tuple(b for t in BROADCAST_TEMPLATES for b in _expand(t))
+
+
+def broadcast(template: str, rng: random.Random) -> str:
+    """``template`` (one of :data:`BROADCAST_TEMPLATES`) with each slot filled by ``rng`` (one of
+    :data:`BROADCASTS`)."""
+    for slot, fills in _SLOTS.items():
+        template = template.replace("{" + slot + "}", rng.choice(fills))
+    return template
 
 #: listener backchannels (spoken by the user while the assistant answers)
 BACKCHANNELS = ("Mm-hmm.", "Right.", "Yeah.", "Okay.", "I see.", "Uh-huh.")

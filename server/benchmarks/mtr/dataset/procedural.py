@@ -42,7 +42,7 @@ from server.benchmarks.mtr.dataset.topics import TOPICS, Facet, Topic
 from server.benchmarks.mtr.suite import REPLY_MARGIN_S, Dialogue, Dimension, Feature, Task
 from server.datasets.errors import DatasetError
 
-VERSION = "2"
+VERSION = "3"
 #: an overlay round carrying interruption and background: the barge-in starts this long after the background
 #: voice ends (the reference keeps talking through the voice, then stops for the barge-in)
 OVERLAY_GAP_S = 0.5
@@ -55,6 +55,10 @@ MAX_REASKS = 2
 #: the share of interruption rounds whose barge-in switches to another facet of the topic (the
 #: others ask to cut the reply short)
 SWITCH_SHARE = 0.35
+#: the shares of replies with an opening sentence naming what was asked, and with a closing sentence
+#: (both added as well where a reply must last longer)
+OPEN_SHARE = 0.1
+CLOSE_SHARE = 0.2
 #: the share of replies heard to the end that close by offering the next facet
 OFFER_SHARE = 0.35
 
@@ -70,6 +74,21 @@ def _join(*parts: str) -> str:
 _KEEP_CAPITAL = ("I", "I'm", "I'd", "I've", "I'll")
 
 
+#: words a fact may open with that keep their capital inside a sentence: the names, i.e. the words
+#: the topic bank writes with a capital inside a sentence
+_NAMES = frozenset(w.strip(",.?!:;'") for t in TOPICS for f in t.facets for s in (f.ask, *f.facts)
+                   for w in s.split()[1:] if w[:1].isupper()) - {"A", "Blue", "East"}  # opening a fact they are no names: "A black hole", "Blue whales", "East and west"
+
+
+def _lead_into(lead: str, sentence: str) -> str:
+    """``sentence`` said after ``lead`` ("Sure,"), in the same sentence: its first word in lower case
+    unless it is a name (:data:`_NAMES`) or "I"."""
+    first = sentence.split()[0]
+    if first.strip(",.?!:;'") not in _NAMES and first not in _KEEP_CAPITAL:
+        sentence = sentence[:1].lower() + sentence[1:]
+    return f"{lead} {sentence}"
+
+
 def _after(opening: str, body: str) -> str:
     """``body`` spoken after ``opening``: capitalised after a full stop or question mark, in
     lower case after a comma (but "I")."""
@@ -77,6 +96,14 @@ def _after(opening: str, body: str) -> str:
         return _join(opening, _cap(body))
     first = body.split()[0] if body.split() else ""
     return _join(opening, body if first in _KEEP_CAPITAL else body[:1].lower() + body[1:])
+
+
+def _cut(rng: random.Random, n: int) -> int:
+    """Where a pause breaks off an embedded question of ``n`` words: after its first two words where
+    it has them (fewer would leave a stock start, "Do you know what"), leaving at least
+    :data:`P.PAUSE_MIN_REST` words for after the pause, three where the question is long enough."""
+    hi = max(1, n - max(P.PAUSE_MIN_REST, 3 if n >= 5 else 0))
+    return rng.randint(min(2, hi), hi)
 
 
 class _Writer:
@@ -99,6 +126,8 @@ class _Writer:
         self.name = rng.choice(P.NAMES)  # what the person in the room calls the user
         self.who = rng.choice(P.RECAP_WHO)  # what the user calls that person
         self._decks: dict[int, list[str]] = {}
+        self._said: dict[str, str] = {}
+        self.asked = ""  # the embedded question of the user's last question  # a facet's answer as first said in this dialogue
         self._last: dict[int, str] = {}
 
     def draw(self, bank: tuple[str, ...]) -> str:
@@ -148,12 +177,22 @@ class _Writer:
         if self.reasking:
             return ""
         x = rng.random()
-        if x < 0.4:
+        if x < 0.45:
             return ""
         prev = self.heard
-        if x < 0.75 or prev is None or prev.ask.split()[0] not in P.ECHO_WORDS:
+        if x < 0.77 or prev is None or prev.ask.split()[0] not in P.ECHO_WORDS:
             return self.draw(P.REACTIONS)
         return self.draw(P.ECHOES).format(prev=prev.ask)
+
+    def answer(self, facet: Facet, lead: str = "") -> str:
+        """``facet``'s two sentences as said in this dialogue: the first after a short
+        acknowledgement (``lead``, or one of :data:`P.FACT_LEADS`), the second joined on by a
+        connective. Said again (a re-ask, a changed request back to it), they come out the same."""
+        if facet.ask not in self._said:
+            first, second = facet.facts
+            self._said[facet.ask] = _join(_lead_into(lead or self.draw(P.FACT_LEADS), first),
+                                          _lead_into(self.draw(P.FACT_LINKS), second))
+        return self._said[facet.ask]
 
     def reply(self, facet: Facet, recap: bool, need_s: float, heard: bool = True) -> str:
         """The answer to ``facet``: its two sentences, with an opening and a closing sentence
@@ -166,8 +205,8 @@ class _Writer:
         closer = (self.draw(P.OFFERS).format(next=nxt.ask) if offer and nxt is not None
                   else self.fmt(self.draw(P.ASK_CLOSERS if facet.ask.split()[0] in P.ECHO_WORDS and
                                           rng.random() < 0.5 else P.TOPIC_CLOSERS), facet))
-        body = " ".join(facet.facts)
-        use_open, use_close = rng.random() < 0.6, rng.random() < 0.4
+        body = self.answer(facet)
+        use_open, use_close = rng.random() < OPEN_SHARE, rng.random() < CLOSE_SHARE
         candidates = [(use_open, use_close), (True, use_close), (use_open, True), (True, True)]
         text = body
         for o, c in candidates:
@@ -175,11 +214,19 @@ class _Writer:
             if estimate_s(text) >= max(need_s, REPLY_S[0]):
                 break
         if estimate_s(text) > REPLY_S[1]:
-            text = _join(body, closer) if estimate_s(_join(body, closer)) >= max(need_s, REPLY_S[0]) else body
+            fits = [t for t in (_join(body, closer), _join(opener, body))
+                    if max(need_s, REPLY_S[0]) <= estimate_s(t) <= REPLY_S[1]]
+            text = fits[0] if fits else body
         self.offered = nxt if offer and text.endswith(closer) else None
         if heard:
             self.heard = facet
         return text
+
+    def question(self, lead: str, facet: Facet, recap: bool) -> str:
+        """The user's turn: ``lead`` (a reaction said into the question, or a sentence of its own) and the question."""
+        q = self.ask(facet, recap)
+        self.asked = facet.ask
+        return _after(lead, q) if lead else q
 
     def ask(self, facet: Facet, recap: bool) -> str:
         if recap:
@@ -191,8 +238,14 @@ class _Writer:
     def third_party(self) -> str:
         """A line of the person in the room, addressed to the user (by this dialogue's name) or not."""
         address = self.rng.choice((*P.ADDRESSES, f"{self.name}, "))
-        line = self.draw(P.SAID)
-        return line if line.startswith("Hey,") else P.addressed(address, line)
+        return P.addressed(address, self.draw(P.SAID))
+
+    def resume(self, rest: str) -> str:
+        """The rest of a question broken off by a pause, after a hesitation where it is short."""
+        return _join(self.draw(P.PAUSE_RESUMES), rest) if len(rest.split()) <= P.PAUSE_SHORT_REST else rest
+
+    def broadcast(self) -> str:
+        return P.broadcast(self.draw(P.BROADCAST_TEMPLATES), self.rng)
 
     def barge(self, bank: tuple[str, ...], facet: Facet | None = None, **extra: str) -> str:
         """A barge-in: an opening, then a template of ``bank``."""
@@ -241,7 +294,7 @@ class ProceduralGenerator:
         kind = task_kind(dimension, number)
         if kind == "quality":
             facet, recap = w.next_facet()
-            return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)),
+            return (RoundText(feature, user=w.question(w.lead(number), facet, recap),
                               assistant=w.reply(facet, recap, 0.0)), Task(dimension="quality"))
         w.heard = w.offered = None  # the last answer heard is not about the topic
         if kind in ("instruction", "benign"):
@@ -256,7 +309,7 @@ class ProceduralGenerator:
         if delivery == "normal":
             return RoundText(feature, user=_join(rng.choice(Q.INSTRUCTION_LEADS), request), assistant=reply), task
         facet, recap = w.next_facet()
-        return (RoundText(feature, user=_join(w.lead(number), w.ask(facet, recap)),
+        return (RoundText(feature, user=w.question(w.lead(number), facet, recap),
                           assistant=w.reply(facet, recap, 0.0, heard=False),
                           barge_in=w.barge(Q.BARGE_REQUEST, request=request), barge_in_response=reply),
                 task)
@@ -273,7 +326,7 @@ class ProceduralGenerator:
         need = 0.0
         if "background" in overlay:
             kind = rng.choice(("speaker", "broadcast"))
-            line = w.third_party() if kind == "speaker" else w.draw(P.BROADCASTS)
+            line = w.third_party() if kind == "speaker" else w.broadcast()
             need = draw.background_after_s + estimate_s(line) + REPLY_MARGIN_S + SLACK_S
             if feature == "interruption":
                 need += OVERLAY_GAP_S + BARGE_IN_BEFORE_END_S
@@ -283,10 +336,14 @@ class ProceduralGenerator:
         base = cls._round(w, number, feature, draw, need)
         if "pause" in overlay:
             words = base.user.split()
-            cut = max(2, len(words) // 2)
+            asked = len(words) - len(w.asked.split())  # the question's embedded question starts here
+            if w.asked and base.user.rstrip(".?").endswith(w.asked) and asked >= 0:  # broken off inside it
+                cut = asked + _cut(rng, len(w.asked.split()))
+            else:
+                cut = max(2, len(words) // 2)
             while cut < len(words) - 1 and words[cut - 1][-1] in ".?!,":  # a pause mid-sentence, not at its end
                 cut += 1
-            out.update(user=" ".join(words[:cut]), continuation=" ".join(words[cut:]) or "please.")
+            out.update(user=" ".join(words[:cut]), continuation=w.resume(" ".join(words[cut:]) or "please."))
         return replace(base, **out), draw
 
     @staticmethod
@@ -297,16 +354,18 @@ class ProceduralGenerator:
         if feature == "pause":
             template, end = w.draw(P.PAUSE_RECAP_LEADS if recap else P.PAUSE_LEADS)
             words = facet.ask.split()
-            cut = rng.randint(1, max(1, len(words) - P.PAUSE_MIN_REST))
-            return RoundText(feature, user=_join(lead, template.format(ask=" ".join(words[:cut]))),
-                             continuation=" ".join(words[cut:]) + end, assistant=w.reply(facet, recap, 0.0))
-        user = _join(lead, w.ask(facet, recap))
+            cut = _cut(rng, len(words))
+            start = template.format(ask=" ".join(words[:cut]))
+            return RoundText(feature, user=_after(lead, start) if lead else start,
+                             continuation=w.resume(" ".join(words[cut:]) + end), assistant=w.reply(facet, recap, 0.0))
+        user = w.question(lead, facet, recap)
         if feature == "interruption":
             assistant = w.reply(facet, recap, need_s, heard=False)
             if w.unused and rng.random() < SWITCH_SHARE:
                 other, _ = w.next_facet()
                 barge = w.barge(P.BARGE_SWITCH, other)
-                response = _join(w.fmt(w.draw(P.SWITCH_OPENERS), other), *other.facts)
+                opener = w.fmt(w.draw(P.SWITCH_OPENERS), other)
+                response = (w.answer(other, opener) if opener.endswith((",", "so")) else _join(opener, w.answer(other)))
                 w.heard = other
             else:
                 barge = w.barge(P.BARGE_SHORT, facet)
@@ -315,7 +374,7 @@ class ProceduralGenerator:
             return RoundText(feature, user=user, assistant=assistant, barge_in=barge, barge_in_response=response)
         if feature == "background":
             kind = rng.choice(("speaker", "broadcast"))
-            line = w.third_party() if kind == "speaker" else w.draw(P.BROADCASTS)
+            line = w.third_party() if kind == "speaker" else w.broadcast()
             reply = w.reply(facet, recap, draw.background_after_s + estimate_s(line) + REPLY_MARGIN_S + SLACK_S)
             w.reask_due = (kind == "speaker" and not recap and w.reasks < MAX_REASKS
                            and rng.random() < REASK_AFTER_SPEAKER)
