@@ -14,7 +14,7 @@ from server.benchmarks.mtr.dataset.stats import render_stats, suite_stats
 from server.benchmarks.mtr.dataset.topics import TOPICS
 from server.benchmarks.mtr.dataset.wording import opening, reasked_rounds, spoken_lines, wording
 from server.benchmarks.mtr.suite import Clip, Dialogue, MTRMeta, Round, Suite
-from server.datasets.realism import normalise, sentence_spread, split_sentences
+from server.datasets.realism import sentence_spread, split_sentences
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +95,6 @@ def suite200() -> list[Dialogue]:
     return [gen.generate(p) for p in plan_suite(200, 10, "mixed", 0)]
 
 
-def _continuations(ds: list[Dialogue]) -> set[str]:
-    return {normalise(r.pause.continuation.text) for d in ds for r in d.rounds if r.pause is not None}
-
-
 def test_half_the_sentences_of_a_200_dialogue_suite_are_distinct(suite200):
     spread = sentence_spread([spoken_lines(d) for d in suite200])
     assert spread.distinct_share >= 0.5, (spread.distinct_share, spread.top[:5])
@@ -106,15 +102,11 @@ def test_half_the_sentences_of_a_200_dialogue_suite_are_distinct(suite200):
 
 def test_no_sentence_in_more_than_2_percent_of_200_dialogues(suite200):
     """Acknowledgements are said into the sentence they open, a topic's facts are said in a new way
-    in each dialogue, broadcasts change their places and figures: no sentence in more than 2 % of
-    the dialogues. The tail of a question broken off by a pause ("comes from?") is a piece of a
-    sentence, held to 5 %."""
+    in each dialogue, broadcasts change their places and figures, a question broken off by a pause
+    keeps three of its words before it and picks up after a hesitation: no sentence (nor piece of one
+    around a pause) in more than 2 % of the dialogues."""
     spread = sentence_spread([spoken_lines(d) for d in suite200], top=100_000)
-    tails = _continuations(suite200)
-    over = [(c.sentence, c.scenes) for c in spread.top
-            if c.scenes > 0.02 * len(suite200) and normalise(c.sentence) not in tails]
-    assert not over, over[:10]
-    assert spread.max_scene_share <= 0.05, spread.top[:3]
+    assert spread.max_scene_share <= 0.02, spread.top[:5]
 
 
 def test_no_one_word_sentence_stands_alone(suite200):

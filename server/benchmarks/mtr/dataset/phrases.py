@@ -39,6 +39,18 @@ TOPIC_CHANGES = (
     "Can we move on to {title}?",
     "Something else I've been meaning to ask about is {title}.",
     "Okay, next thing on my mind is {title}.",
+    "Next up, {title}?",
+    "Right, on a completely different note, {title}.",
+    "Random one: {title}.",
+    "Here's something else: {title}.",
+    "Mind if we talk about {title} now?",
+    "Can we do {title} next?",
+    "I've got another one for you, about {title}.",
+    "Now, {title}.",
+    "So, totally different subject, {title}.",
+    "And now for something else, {title}.",
+    "Okay, let's try {title}.",
+    "Oh, and I wanted to ask about {title}.",
 )
 
 #: later rounds: a short reaction to the previous answer, said in the same breath as the question
@@ -107,6 +119,9 @@ PAUSE_LEADS = (
     ("Can you explain {ask}", "?"), ("What I'd like to know is, uh, {ask}", "."),
     ("So, I've been wondering {ask}", "."), ("Can you tell me {ask}", "?"), ("Any idea {ask}", "?"),
     ("Do you happen to know, um, {ask}", "?"), ("I'd love to know {ask}", "."),
+    ("I've always wanted to know {ask}", "."), ("Could you explain, um, {ask}", "?"),
+    ("Tell me, uh, {ask}", "."), ("I'm curious {ask}", "."), ("Would you know {ask}", "?"),
+    ("Do you have any idea {ask}", "?"), ("So, um, {ask}", "?"), ("I keep wondering {ask}", "."),
 )
 PAUSE_RECAP_LEADS = (("Sorry, I missed that. Can you go over {ask}", " again?"),
                      ("Could you remind me, um, {ask}", "?"), ("Sorry, what did you say about {ask}", "?"))
@@ -114,7 +129,7 @@ PAUSE_MIN_REST = 2
 #: a short rest of the question (at most :data:`PAUSE_SHORT_REST` words) picks up after a hesitation
 #: ("Do you know where coffee" ... "um, comes from?")
 PAUSE_RESUMES = ("um,", "uh,", "er,", "erm,", "you know,", "mm,")
-PAUSE_SHORT_REST = 3
+PAUSE_SHORT_REST = 5
 
 #: interruption: how a barge-in opens (each dialogue draws them without repeats), said in one breath
 #: with what it asks
@@ -153,6 +168,18 @@ BARGE_SHORT = (
     "the quick answer on {ask}?",
     "in a nutshell?",
     "keep it short, please.",
+    "the short answer, please.",
+    "just the main point.",
+    "give me the gist.",
+    "sum it up for me?",
+    "the main point of {ask}?",
+    "quickly, {ask}?",
+    "give me {ask} in brief.",
+    "the one-line version of {ask}?",
+    "just the key fact on {ask}.",
+    "briefly, {ask}?",
+    "{ask} in a few words?",
+    "the gist of {ask}, quickly?",
 )
 #: how the answer to a changed request opens: an acknowledgement said into its first sentence
 #: (ending in a comma), or a sentence of its own naming the new facet

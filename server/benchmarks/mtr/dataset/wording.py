@@ -33,12 +33,12 @@ OPENING_WORDS = 2
 
 
 def spoken_lines(d: Dialogue) -> list[str]:
-    """Every line spoken in ``d`` except the listener backchannels."""
+    """Every line spoken in ``d`` except the listener backchannels; a user's turn broken off by a
+    pause is one line with its continuation (the pause falls inside a sentence, which is counted whole)."""
     lines: list[str] = []
     for r in d.rounds:
-        lines += [r.user.text, r.assistant.text]
-        if r.pause is not None:
-            lines.append(r.pause.continuation.text)
+        user = r.user.text if r.pause is None else f"{r.user.text} {r.pause.continuation.text}"
+        lines += [user, r.assistant.text]
         if r.barge_in is not None:
             lines += [r.barge_in.text, r.barge_in.response.text]
         if r.background is not None:
