@@ -62,3 +62,11 @@ def test_settings_say_nothing_that_contradicts_them(suite):
         assert s.value in inv.SIDE_QUESTIONS
         if "outdoor" in s.kinds:
             assert all("TV" not in d.value for d in inv.devices_for(s))
+
+
+
+def test_a_gold_answer_agrees_in_number(tmp_path):
+    # two exams one day apart: "There is one day between them", never "There are one days" (seed 11 has both)
+    s, _ = build_text_suite(tmp_path / "s", name="s", pairs=2000, seed=11, generator=ProceduralGenerator(11))
+    golds = {sc.gold_answer for sc in s.scenarios}
+    assert "There is one day between them." in golds and not [g for g in golds if g.startswith("There are one ")]

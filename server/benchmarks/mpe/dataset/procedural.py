@@ -610,7 +610,8 @@ def task_exams(c: Ctx) -> Task:
     else:
         i, j = c.sample(range(3), 2)
         q = f"how many days are there between the {subj[i]} exam and the {subj[j]} exam?"
-        gold = f"There are {words(abs(days[i] - days[j]))} days between them."
+        gap = abs(days[i] - days[j])
+        gold = "There is one day between them." if gap == 1 else f"There are {words(gap)} days between them."
         keys = [number_keys(abs(days[i] - days[j]))]
     n4 = [("is the library open late this week?", "until midnight, they extended it for exams.",
            "it says midnight on the library page."),
