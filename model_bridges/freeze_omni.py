@@ -72,6 +72,12 @@ turn is taken as the model's own in the same way, through ``speech_dialogue`` on
   continues that turn's state; the ground-truth reply ends the turn. A ground-truth turn with no
   speech start before it follows the last state (``forced_unheard``). Replies start again from
   the first live slot.
+
+A turn is forced within the slot it starts in (one LLM step per token), so in realtime that
+slot's answer is late by the turn's compute (a history slot, whose answer the server ignores).
+Context frames without words (``context_turns``) end the attempt with ``model_error``. The MTR
+paper gives the history as ground-truth assistant audio and publishes no Freeze-Omni inference
+code, so this text route is the bridge's own (docs/bridges.md).
 """
 
 from __future__ import annotations

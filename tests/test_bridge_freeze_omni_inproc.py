@@ -442,3 +442,19 @@ async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, tmp_pat
     encode = bridge.pipeline.model.tokenizer.encode
     for replies, fed in seen:
         assert [encode(r) for r in replies] == fed[:len(replies)]  # the history's turns, then any live ones
+
+
+def test_the_gpu_check_forces_the_models_own_words(dirs):
+    """bench/gpu_smoke.py's context episode gives a text-output model the words of its own first reply
+    (its ``text`` messages) with the context audio, so the forced path runs (not ``model_error``)."""
+    from bench.gpu_smoke import probe_episode, smoke
+
+    request, barge = np.zeros(int(0.6 * 24000), np.int16), np.zeros(int(0.6 * 24000), np.int16)
+    tone(request, 0.0, 0.6, 0.1)
+    tone(barge, 0.0, 0.6, 0.1, freq=330)
+    bridge = make(dirs)
+    lines: list[str] = []
+    report = smoke(bridge, probe_episode(request, barge), say=lines.append)
+    assert report.context is not None and any(line.startswith("context:") for line in lines)
+    assert bridge.counts["forced_turns"] == 1
+    assert bridge.counts["forced_tokens"] == len(bridge.pipeline.model.tokenizer.encode("Yes, it is nine. That is all."))
