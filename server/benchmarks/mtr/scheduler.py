@@ -94,7 +94,7 @@ class History:
 def _turn(role: str, text: str, play: Play, frame: int, full: int | None = None) -> ContextTurn:
     """The §5.2 record of one dialogue line laid out at ``play`` (``full``: the clip's whole length
     when only part of it plays)."""
-    return ContextTurn(role=role, text=text, start_seq=play.start // frame, end_seq=-(-play.end // frame),
+    return ContextTurn(role=role, text=text[:4000], start_seq=play.start // frame, end_seq=-(-play.end // frame),
                        played=1.0 if not full or play.length >= full else play.length / full)
 
 
