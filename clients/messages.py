@@ -18,6 +18,7 @@ MAX_TEXT_MESSAGE = 64 * 1024
 MAX_STATS_BYTES = 256 * 1024  # the attempt's stats, every ``stats`` message merged, as compact UTF-8 JSON
 MAX_TEXT_BYTES = 1024 * 1024  # the ``text`` of all its ``text`` messages, UTF-8
 MAX_TEXT_MESSAGES = 20_000  # its ``text`` messages
+MAX_TURN_TEXT = 4000  # the words of one history line (``ContextTurn.text``, docs/protocol.md §5.2)
 #: objects and arrays nested in one text message, the message itself included (docs/protocol.md §4):
 #: what is stored must serialise again, and pydantic's serialiser stops at 255
 MAX_DEPTH = 64
@@ -107,7 +108,7 @@ class ContextTurn(_Msg):
     cut short by a barge-in); ``text`` is still the whole line's words."""
 
     role: Literal["user", "assistant"]
-    text: str = Field(max_length=4000)
+    text: str = Field(max_length=MAX_TURN_TEXT)
     start_seq: int = Field(ge=0, lt=2**32)  # the slot its audio starts in
     end_seq: int = Field(ge=0, lt=2**32)  # the slot after the one its audio ends in
     played: float = Field(default=1.0, gt=0, le=1)

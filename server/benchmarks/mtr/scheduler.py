@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from clients.messages import ContextTurn
+from clients.messages import MAX_TURN_TEXT, ContextTurn
 from server.benchmarks.mtr.suite import Dialogue, Round, key
 from server.core.episode import FRAME
 from server.core.events import Event
@@ -94,7 +94,7 @@ class History:
 def _turn(role: str, text: str, play: Play, frame: int, full: int | None = None) -> ContextTurn:
     """The §5.2 record of one dialogue line laid out at ``play`` (``full``: the clip's whole length
     when only part of it plays)."""
-    return ContextTurn(role=role, text=text[:4000], start_seq=play.start // frame, end_seq=-(-play.end // frame),
+    return ContextTurn(role=role, text=text[:MAX_TURN_TEXT], start_seq=play.start // frame, end_seq=-(-play.end // frame),
                        played=1.0 if not full or play.length >= full else play.length / full)
 
 
