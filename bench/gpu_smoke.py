@@ -18,7 +18,8 @@ It builds the bridge the way ``mpe bridge MODEL`` does (loading, warm-up), then:
 ``context``
     Where the bridge accepts assistant-context frames (teacher forcing): the probe again, its first
     frames up to the barge-in given as context — the model's own reply from the first probe as the
-    ground truth of what it said — so the forced path runs on the host (its cost is reported).
+    ground truth of what it said, its audio and the words of its ``text`` messages (for a model
+    whose own past output is text) — so the forced path runs on the host (its cost is reported).
 ``realtime``
     One episode paced on the wall clock like the server's realtime clock (room frame *n* arrives at
     ``t0 + n·80 ms``; DESIGN §4): lateness = the answer's completion minus its slot's end; a frame
@@ -46,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clients.messages import EpisodeStart  # noqa: E402
+from clients.messages import ContextTurn, EpisodeStart  # noqa: E402
 from model_bridges import create_bridge  # noqa: E402
 from server.benchmarks.mtr.rules import LiveRound, RoundResult, judge_round  # noqa: E402
 from server.core.detector import detect_segments  # noqa: E402
@@ -95,9 +96,20 @@ def failures(result: RoundResult) -> list[str]:
     return [result.failure] if result.failure in FAILING else []
 
 
-def start(clock: str, bridge, n_ctx: int = 0) -> EpisodeStart:
+def start(clock: str, bridge, n_ctx: int = 0, turns: list[ContextTurn] | None = None) -> EpisodeStart:
     return EpisodeStart(episode_id=f"smoke-{clock}", clock=clock, sample_rate=bridge.sample_rate,
-                        frame_samples=bridge.frame_samples, context_frames=n_ctx)
+                        frame_samples=bridge.frame_samples, context_frames=n_ctx, context_turns=turns or [])
+
+
+def own_turn(texts: list[dict], audio: np.ndarray, n_ctx: int, frame: int) -> list[ContextTurn]:
+    """The words of the model's own reply in the first ``n_ctx`` slots (its ``text`` messages there), as
+    the assistant turn of the context episode (docs/protocol.md §5.2): from the slot its audio
+    starts in; none when it sent no text there."""
+    words = " ".join(m["text"] for m in texts if m["type"] == "text" and m["seq"] < n_ctx).strip()
+    loud = np.flatnonzero(np.abs(audio[:n_ctx * frame].reshape(-1, frame)).max(axis=1)) if n_ctx else []
+    if not words or not len(loud):
+        return []
+    return [ContextTurn(role="assistant", text=words, start_seq=int(loud[0]), end_seq=n_ctx)]
 
 
 def to_bridge(x: np.ndarray, rate: int) -> np.ndarray:
@@ -117,15 +129,16 @@ def to_stream(x: np.ndarray, rate: int) -> np.ndarray:
     return np.clip(np.round(soxr.resample(x.astype(np.float32), rate, STREAM_RATE)), -32768, 32767).astype(np.int16)
 
 
-def lockstep(bridge, room: np.ndarray, context: np.ndarray | None = None) -> tuple[np.ndarray, list[float], float]:
-    """One episode as fast as the model goes (room and context at 24 kHz): its audio (24 kHz), the
-    per-frame compute times and the reset cost."""
+def lockstep(bridge, room: np.ndarray, context: np.ndarray | None = None,
+             turns: list[ContextTurn] | None = None) -> tuple[np.ndarray, list[float], float]:
+    """One episode as fast as the model goes (room and context at 24 kHz; ``turns``: the context's
+    words): its audio (24 kHz), the per-frame compute times and the reset cost."""
     fs, rate = bridge.frame_samples, bridge.sample_rate
     x = to_bridge(room, rate)
     ctx = None if context is None else to_bridge(context, rate)
     n_ctx = 0 if ctx is None else len(ctx) // fs
     t0 = time.perf_counter()
-    bridge.reset(start("lockstep", bridge, n_ctx))
+    bridge.reset(start("lockstep", bridge, n_ctx, turns))
     reset_s = time.perf_counter() - t0
     out, times = [], []
     for seq in range(len(x) // fs):
@@ -170,7 +183,9 @@ class SmokeReport:
 
 def smoke(bridge, probe: Probe, out_dir: Path | None = None, say=print) -> SmokeReport:
     """The probe episode twice, the context episode where the bridge accepts context; the verdicts."""
+    mark = len(bridge._outbox)
     first, times1, reset1 = lockstep(bridge, probe.room)
+    said = bridge._outbox[mark:]  # the model's text messages of the first run
     second, times2, reset2 = lockstep(bridge, probe.room)
     times = times1 + times2
     rtf = sum(times) / (len(times) * SLOT_S)
@@ -192,7 +207,9 @@ def smoke(bridge, probe: Probe, out_dir: Path | None = None, say=print) -> Smoke
     if getattr(bridge, "accepts_context", False):
         n_ctx = probe.barge_in[0] // bridge_frame_24k(bridge)
         ctx = first[:n_ctx * bridge_frame_24k(bridge)]
-        forced, ftimes, _ = lockstep(bridge, probe.room, ctx)
+        # a model whose own past output is text (freeze-omni) takes the reply's words (§5.2)
+        turns = own_turn(said, first, n_ctx, bridge_frame_24k(bridge))
+        forced, ftimes, _ = lockstep(bridge, probe.room, ctx, turns)
         report.context = judge(probe, forced)
         say(f"context: {n_ctx} frames forced (the model's own reply as ground truth), then live; compute per "
             f"frame p50 {ms(ftimes, 50):.1f} ms; verdict after the context: "

@@ -18,6 +18,7 @@ MAX_TEXT_MESSAGE = 64 * 1024
 MAX_STATS_BYTES = 256 * 1024  # the attempt's stats, every ``stats`` message merged, as compact UTF-8 JSON
 MAX_TEXT_BYTES = 1024 * 1024  # the ``text`` of all its ``text`` messages, UTF-8
 MAX_TEXT_MESSAGES = 20_000  # its ``text`` messages
+MAX_TURN_TEXT = 4000  # the words of one history line (``ContextTurn.text``, docs/protocol.md §5.2)
 #: objects and arrays nested in one text message, the message itself included (docs/protocol.md §4):
 #: what is stored must serialise again, and pydantic's serialiser stops at 255
 MAX_DEPTH = 64
@@ -31,7 +32,8 @@ class _Msg(BaseModel):
     _omit_default: ClassVar[tuple[str, ...]] = ()
 
     def dumps(self) -> str:
-        left_off = {f for f in self._omit_default if getattr(self, f) == type(self).model_fields[f].default}
+        fields = type(self).model_fields
+        left_off = {f for f in self._omit_default if getattr(self, f) == fields[f].get_default(call_default_factory=True)}
         return self.model_dump_json(exclude_none=True, exclude=left_off or None)
 
 
@@ -98,6 +100,28 @@ class Reference(_Msg):
     condition: str
 
 
+class ContextTurn(_Msg):
+    """One turn of the ground-truth history of an episode with assistant-context frames
+    (docs/protocol.md §5.2): who speaks, the words, and the slots its audio spans. An
+    ``assistant`` turn's audio arrives as the context frames of those slots, a ``user`` turn's in
+    the room frames. ``played`` < 1: only that leading fraction of the clip's audio plays (a reply
+    cut short by a barge-in); ``text`` is still the whole line's words."""
+
+    role: Literal["user", "assistant"]
+    text: str = Field(max_length=MAX_TURN_TEXT)
+    start_seq: int = Field(ge=0, lt=2**32)  # the slot its audio starts in
+    end_seq: int = Field(ge=0, lt=2**32)  # the slot after the one its audio ends in
+    played: float = Field(default=1.0, gt=0, le=1)
+
+    def spoken_text(self) -> str:
+        """The words of the part that plays: all of ``text``, or its leading words in proportion
+        to ``played`` (at least one word) when the clip is cut short."""
+        if self.played >= 1:
+            return self.text
+        words = self.text.split()
+        return " ".join(words[:max(1, round(len(words) * self.played))])
+
+
 class EpisodeStart(_Msg):
     type: Literal["episode.start"] = "episode.start"
     episode_id: str
@@ -113,8 +137,11 @@ class EpisodeStart(_Msg):
     #: assistant-context frame (kind 3) right before their room frame; 0 (absent on the wire): none.
     #: Only bridges that sent ``hello.accepts_context`` are given episodes with context frames.
     context_frames: int = Field(default=0, ge=0, lt=2**32)
+    #: the words of the history that the context frames belong to, in time order (docs/protocol.md
+    #: §5.2): only with ``context_frames`` and only where the benchmark has them; empty (absent): none
+    context_turns: list[ContextTurn] = Field(default_factory=list, max_length=256)
 
-    _omit_default = ("context_frames",)
+    _omit_default = ("context_frames", "context_turns")
 
 
 class EpisodeEnd(_Msg):

@@ -47,9 +47,37 @@ decide when the model listens and when a dialogue ends, so the version changes t
 effect was not measured here (no GPU, no Freeze-Omni weights); the ``[freeze-omni]`` extra pins 5.1.2,
 the authors' version, for a bridge host in a venv of its own (docs/bridges.md).
 
-Teacher forcing is not offered: the model's own past output enters its LLM state as the text
-tokens it generated (``speech_dialogue`` with stat ``cs``), never as audio; an audio-only
-context frame has no faithful place there without a transcript of the assistant turns.
+**Ground-truth history** (``accepts_context``, docs/protocol.md §5.1-5.2). The model's own past
+output enters its LLM state as text tokens, never as audio: on ``ss`` ``recognize`` feeds the chat
+template's suffix (the assistant turn's opening, models/audioLLM.py:289-294), and each ``cs`` step
+feeds the token sampled one step before (``input_ids = last_id``, models/audioLLM.py:303-308;
+``past_tokens`` grows by it, models/pipeline.py:80-84) until ``<|im_end|>`` is sampled, which is
+not fed (the next user turn's prefix starts with it, models/audioLLM.py:281-285). So a history
+turn is taken as the model's own in the same way, through ``speech_dialogue`` only:
+
+- *Teacher-forced:* each ground-truth assistant turn's words (``context_turns``, role
+  ``assistant``; a reply cut by a barge-in: :meth:`~clients.messages.ContextTurn.spoken_text`).
+  In the slot its audio starts, the state of the user turn being listened to gets stat ``ss``
+  (the suffix), then the turn's tokens (the LLM's tokenizer, as ``synthesize`` encodes text) go
+  in one ``cs`` step each, every step's sampled token replaced by the ground truth's next one;
+  after the last the state is left as upstream leaves it when ``<|im_end|>`` is sampled (stat
+  ``sl``, the next speech start copies it). No audio is made for it: the context audio is the
+  assistant track of those slots (the server records it), and the context frames themselves are
+  not fed to the model, which never hears its own voice in the demo either.
+- *Not forced:* the user turns. The history's room audio goes through the normal listening path
+  (VAD, the 6-chunk prefill, the state classifier on every chunk), so the user's words enter the
+  LLM as speech features exactly as live. In the history the classifier's verdicts do not act
+  (``history_verdicts`` counts them): an ``ss`` or ``el`` there is taken as ``cl``, so the user's
+  turn is listened to whole, and a speech start while a user turn is open (a pause in it)
+  continues that turn's state; the ground-truth reply ends the turn. A ground-truth turn with no
+  speech start before it follows the last state (``forced_unheard``). Replies start again from
+  the first live slot.
+
+A turn is forced within the slot it starts in (one LLM step per token), so in realtime that
+slot's answer is late by the turn's compute (a history slot, whose answer the server ignores).
+Context frames without words (``context_turns``) end the attempt with ``model_error``. The MTR
+paper gives the history as ground-truth assistant audio and publishes no Freeze-Omni inference
+code, so this text route is the bridge's own (docs/bridges.md).
 """
 
 from __future__ import annotations
@@ -99,6 +127,7 @@ class FreezeOmni(InProcessBridge):
     name = "freeze-omni"
     family = "freeze-omni"
     takes_text_prompt = True
+    accepts_context = True
 
     def __init__(self, checkpoint: str = "", **options: Any):
         super().__init__(checkpoint, **options)
@@ -180,12 +209,18 @@ class FreezeOmni(InProcessBridge):
         self._slot = 0
         self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
         self.counts = {"chunks": 0, "speech_starts": 0, "vad_ends": 0, "answers": 0, "dismissed": 0,
-                       "interrupted": 0, "tokens": 0, "segments": 0, "reply_steps": 0}
+                       "interrupted": 0, "tokens": 0, "segments": 0, "reply_steps": 0, "forced_turns": 0,
+                       "forced_tokens": 0, "forced_unheard": 0,
+                       "history_verdicts": 0}
+        self.forcing: dict = {}  # slot -> the ground-truth assistant turn that starts in it (gt history)
 
     def compute(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         self._slot = seq
         deadline = self.now() + FRAME_S
         with self.torch.no_grad():
+            turn = self.forcing.get(seq)
+            if turn is not None:
+                self.force_turn(turn.spoken_text())
             for chunk in self.rechunk.push(room):
                 self.listen(chunk)
             steps = 0
@@ -208,6 +243,49 @@ class FreezeOmni(InProcessBridge):
     def reset(self, episode) -> None:
         self.clock = episode.clock
         super().reset(episode)
+        self.forcing = self.assistant_turns()
+
+    def in_history(self) -> bool:
+        """The slot being stepped is one of the episode's ground-truth history (context) slots."""
+        return self._slot < self.context_frames
+
+    # ground-truth history (see the module docstring) ------------------------------------------
+
+    def force_turn(self, text: str) -> None:
+        """Take ``text`` into the LLM state as the model's own reply to the turn listened to."""
+        torch, dialogue = self.torch, self.pipeline.speech_dialogue
+        if self.listening is not None:
+            out = self.listening
+        else:  # no speech start before it: the turn follows the last state
+            self.counts["forced_unheard"] += 1
+            out = copy.deepcopy(self.latest)
+            out.update(adapter_cache=None, encoder_cache=None, pe_index=0, last_id=None)
+            out.pop("text", None)
+            out.pop("hidden_state", None)
+        self.vad.in_dialog = False  # as on ss: the next speech start is a new user turn
+        self.listening = None
+        out = dialogue(None, **(out | {"stat": "ss"}))  # the assistant turn's opening (chat suffix)
+        tokens = list(self.pipeline.model.tokenizer.encode(text))
+        for i, token in enumerate(tokens):
+            # the step's sample is replaced by the ground truth's token, which the next step feeds
+            past = list(out.get("past_tokens") or [])
+            if out["stat"] == "cs":
+                past[-1] = token
+            else:
+                past.append(token)
+            fed = {k: v for k, v in out.items() if k not in ("text", "hidden_state")}
+            fed.update(stat="cs", last_id=torch.tensor([[token]], device=self.token_device(out)), past_tokens=past)
+            out = dialogue(None, **fed)
+        out = {k: v for k, v in out.items() if k not in ("text", "hidden_state")}
+        out.update(stat="sl", last_id=None)  # as after <|im_end|> was sampled (not fed)
+        self.latest = out
+        self.counts["forced_turns"] += 1
+        self.counts["forced_tokens"] += len(tokens)
+
+    def token_device(self, out: dict):
+        """Where the sampled token ids live (the model's device)."""
+        last = out.get("last_id")
+        return last.device if last is not None else self.device
 
     # listening (bin/server.py send_pcm and llm_prefill) ------------------------------------------
 
@@ -215,7 +293,11 @@ class FreezeOmni(InProcessBridge):
         self.counts["chunks"] += 1
         res = self.vad.predict(chunk.astype(np.float32))
         status = res.get("status")
-        if status == "sl":
+        if status == "sl" and self.in_history() and self.listening is not None:
+            self.counts["speech_starts"] += 1  # gt history: the same user turn goes on (a pause in it)
+            for feature in [*res["feature_last_chunk"], res["feature"]]:
+                self.prefill("cl", feature)
+        elif status == "sl":
             self.counts["speech_starts"] += 1
             out = copy.deepcopy(self.latest)
             out.update(adapter_cache=None, encoder_cache=None, pe_index=0, stat="sl", last_id=None)
@@ -240,6 +322,11 @@ class FreezeOmni(InProcessBridge):
             if out["stat"] == "cl":
                 out = dialogue(torch.as_tensor(np.asarray(feature, dtype=np.float32)), **out)
             if first:
+                out["stat"] = "cl"
+            if out["stat"] in ("ss", "el") and self.in_history():
+                # gt history: the classifier's verdict does not act; the user's turn is listened to
+                # whole and the ground-truth reply answers it (force_turn)
+                self.counts["history_verdicts"] += 1
                 out["stat"] = "cl"
             if out["stat"] == "el":
                 self.vad.in_dialog = False

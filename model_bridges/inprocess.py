@@ -51,7 +51,7 @@ from clients.errors import (
     ModelOutOfMemory,
     MPEError,
 )
-from clients.messages import EpisodeEnd, EpisodeStart
+from clients.messages import ContextTurn, EpisodeEnd, EpisodeStart
 from clients.sdk import Bridge
 from model_bridges.playout import (
     BridgeConfigError,
@@ -204,6 +204,7 @@ class InProcessBridge(Bridge):
         self.timer = FrameTimer()
         self.figures: dict[str, Any] = {}
         self.context_frames = 0
+        self.context_turns: list[ContextTurn] = []
 
     def check_options(self) -> None:
         """Call at the end of a subclass __init__: unknown options are an error, not ignored."""
@@ -247,6 +248,15 @@ class InProcessBridge(Bridge):
         """What the stats say about the loaded model (checkpoint, sizes)."""
         return {}
 
+    def assistant_turns(self) -> dict[int, ContextTurn]:
+        """The ground-truth assistant turns of this episode's history by the slot they start in, for
+        a model whose own past output is text (docs/protocol.md §5.2). An episode with context frames
+        but without their words cannot be teacher-forced faithfully: an error, not a silent guess."""
+        if self.context_frames and not any(t.role == "assistant" for t in self.context_turns):
+            raise ModelError(f"{self.family}: this model takes its own past turns as text, and the episode's "
+                             "context frames come without their words (episode.start.context_turns)")
+        return {t.start_seq: t for t in self.context_turns if t.role == "assistant"}
+
     # Bridge --------------------------------------------------------------------------------
 
     def seed_everything(self) -> None:
@@ -264,6 +274,7 @@ class InProcessBridge(Bridge):
         self.figures["reset_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         self.timer = FrameTimer()
         self.context_frames = episode.context_frames or 0
+        self.context_turns = list(episode.context_turns) if self.context_frames else []
         offered = bool(episode.instructions)
         prompt = self.text_prompt
         self.emit_stats(instructions=text_prompt_record(prompt, "option" if prompt else "none", offered))

@@ -39,10 +39,14 @@ model code the checkpoint ships):
   finalises inside ``streaming_generate`` and has no such call.
 
 Teacher forcing is not offered (``accepts_context`` false): the model's own past output enters
-its context as the text tokens it generated (``streaming_generate`` feeds them to its decoder),
-never as audio, and the speech is synthesised from those tokens; the ground truth of a
-context frame is audio only, so there is nothing faithful to feed in its place without a
-transcript of the assistant turns, which the protocol does not carry.
+its context as the text tokens it generated, never as audio, and the speech is synthesised from
+those tokens. The words of a ground-truth history do come with the episode
+(``episode.start.context_turns``, docs/protocol.md §5.2), but the duplex interface cannot take
+given tokens as the model's own: ``streaming_generate`` samples each token and feeds it to its
+decoder within one call, with the unit's ``<|speak|>``/terminator tokens, ``total_ids``/``res_ids``,
+``current_turn_ended``, the sliding window's ``register_unit_end`` and the TTS state
+(MiniCPMO45/modeling_minicpmo.py:3078-3160 of the demo), and how many words go into each 1 s unit
+is the model's choice. Forcing would be a second copy of that loop against private state.
 """
 
 from __future__ import annotations

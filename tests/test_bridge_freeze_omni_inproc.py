@@ -12,6 +12,7 @@ a GPU."""
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("soxr")
 
 from clients.errors import MPEError  # noqa: E402
-from clients.messages import EpisodeStart  # noqa: E402
+from clients.messages import ContextTurn, EpisodeStart  # noqa: E402
 from model_bridges.freeze_omni import DEMO_ROLE, FreezeOmni  # noqa: E402
 from server.engine.bundles import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
@@ -67,17 +68,32 @@ class VADDouble:
 
 
 class TokenizerDouble:
+    """Whole words and punctuation marks as tokens; an id is a place in a vocabulary that starts with
+    WORDS (the reply the double samples) and grows with every new word encoded."""
+
+    def __init__(self):
+        self.vocab = list(WORDS)
+
     def encode(self, text):
-        return [len(w) for w in text.split()]
+        ids = []
+        for w in re.findall(r"[\w']+|[^\w\s]", text):
+            if w not in self.vocab:
+                self.vocab.append(w)
+            ids.append(self.vocab.index(w))
+        return ids
 
     def decode(self, ids, skip_special_tokens=False):
-        return " ".join(WORDS[i] for i in ids)
+        return " ".join(self.vocab[int(i)] for i in ids)
 
 
 class PipelineDouble:
     """The KV cache is a list mutated in place, like the real cache: ('role', text), ('a', level) per
-    audio chunk, ('ss',), ('t', i) per token. After two loud chunks, a quiet one ends the question:
-    ``ss``, or ``el`` when a chunk was above DISMISS. A reply is WORDS, then <|im_end|> (stat ``sl``)."""
+    audio chunk, ('ss',) for the assistant turn's opening, ('t', id) per token fed. After two loud
+    chunks, a quiet one ends the question: ``ss``, or ``el`` when a chunk was above DISMISS. As
+    upstream (models/audioLLM.py:281-308 of VITA-MLLM/Freeze-Omni at 3e17af43): ``ss`` feeds the
+    opening and samples a token; each ``cs`` step feeds ``last_id`` (the token sampled one step
+    before, whatever the caller put there) and samples the next; a sampled <|im_end|> is not fed and
+    gives stat ``sl``. The double samples WORDS[n] after n tokens of the turn, <|im_end|> after all."""
 
     def __init__(self):
         self.calls: list[tuple[str, list]] = []
@@ -85,7 +101,7 @@ class PipelineDouble:
         self.model.tokenizer = TokenizerDouble()
         self.model.llm_decoder = type("D", (), {})()
         self.model.llm_decoder.model = torch.nn.Module()
-        self.model.llm_decoder.model.embed_tokens = torch.nn.Embedding(16, 896 * 4)
+        self.model.llm_decoder.model.embed_tokens = torch.nn.Embedding(4096, 896 * 4)
 
     def speech_dialogue(self, audio, role=None, stat="sl", past_key_values=None, last_id=None, past_tokens=None,
                         adapter_cache=None, encoder_cache=None, pe_index=0):
@@ -111,6 +127,9 @@ class PipelineDouble:
             return out
         if stat == "ss":
             past_key_values.append(("ss",))
+        else:
+            assert stat == "cs" and last_id is not None and last_id.shape == (1, 1), "cs feeds the last token"
+            past_key_values.append(("t", int(last_id[0][0])))
         n = 0
         for e in reversed(past_key_values):
             if e[0] == "ss":
@@ -118,7 +137,6 @@ class PipelineDouble:
             n += 1
         if n >= len(WORDS):
             return out | {"stat": "sl", "last_id": None}
-        past_key_values.append(("t", n))
         tokens = (past_tokens or []) + [n]
         return out | {"stat": "cs", "last_id": torch.tensor([[n]]), "past_tokens": tokens,
                       "text": self.model.tokenizer.decode(tokens), "hidden_state": torch.full((1, 1, 896), float(n))}
@@ -330,3 +348,113 @@ def test_reply_pace_in_realtime_is_the_models_own_and_in_lockstep_a_stated_rule(
     assert steps_lock > 4 and fast.counts["reply_steps"] == slow.counts["reply_steps"] == steps_lock
     # the reply's first sound: as soon as the model has it, later when its steps are slow
     assert first_sound(out_fast) <= first_sound(out_lock) < first_sound(out_slow)
+
+
+def fed_turns(cache) -> list[list[int]]:
+    """The assistant turns in a KV cache of the double: the token ids fed after each opening."""
+    turns: list[list[int]] = []
+    for e in cache:
+        if e[0] == "ss":
+            turns.append([])
+        elif e[0] == "t":
+            turns[-1].append(e[1])
+    return turns
+
+
+GT_REPLY = "Sure: two plus two makes four."
+
+
+def history_episode(n_ctx: int, turns: list[ContextTurn]) -> EpisodeStart:
+    return EpisodeStart(episode_id="gt", clock="lockstep", sample_rate=24000, frame_samples=FRAME,
+                        context_frames=n_ctx, context_turns=turns)
+
+
+def test_ground_truth_reply_enters_the_llm_history_as_its_own_tokens(dirs):
+    """gt history: the user's turn is listened to through the VAD and prefill as live; the classifier's
+    ``ss`` in the history starts no reply; in the slot the ground-truth reply starts, its words go in as
+    the assistant turn (the opening, then one ``cs`` step per token with the ground truth's token in
+    ``last_id``); the live question afterwards is heard on top of that history and answered."""
+    bridge = make(dirs)
+    room = np.zeros(125 * FRAME, np.int16)  # 10 s
+    tone(room, 1.0, 0.6, 0.1)  # the history's question
+    tone(room, 5.5, 0.6, 0.1, freq=330)  # the live question
+    n_ctx = 50  # 4 s of history
+    turns = [ContextTurn(role="user", text="What is two plus two?", start_seq=12, end_seq=20),
+             ContextTurn(role="assistant", text=GT_REPLY, start_seq=28, end_seq=45)]
+    bridge.reset(history_episode(n_ctx, turns))
+    out = [bridge.step(s, room[s * FRAME:(s + 1) * FRAME]) for s in range(len(room) // FRAME)]
+    c = bridge.counts
+    gt_ids = bridge.pipeline.model.tokenizer.encode(GT_REPLY)
+    assert c["forced_turns"] == 1 and c["forced_tokens"] == len(gt_ids) and c["forced_unheard"] == 0
+    assert c["history_verdicts"] >= 1 and c["answers"] == 1  # the history's ss waited; the live one answered
+    assert all(o is None for o in out[:n_ctx]) and any(o is not None and o.any() for o in out[n_ctx:])
+    live_start = [cache for stat, cache in bridge.pipeline.calls if stat == "sl"][-1]
+    assert live_start[0] == ("role", DEMO_ROLE)
+    assert fed_turns(live_start) == [gt_ids]  # the ground truth is the model's own past turn
+    heard = [e[1] for e in live_start[:live_start.index(("ss",))] if e[0] == "a"]
+    assert sum(x >= LOUD for x in heard) >= 3  # the history's question went in as speech features
+    final = bridge.latest["past_key_values"]
+    assert fed_turns(final)[0] == gt_ids and len(fed_turns(final)) == 2  # then the live reply, generated
+    assert [m["text"] for m in bridge._outbox if m["type"] == "text"] == ["Yes, it is nine.", "That is all."]
+
+
+def test_a_reply_cut_by_a_barge_in_goes_in_as_its_played_words_and_no_words_is_an_error(dirs):
+    bridge = make(dirs)
+    room = np.zeros(50 * FRAME, np.int16)
+    tone(room, 1.0, 0.6, 0.1)
+    cut = ContextTurn(role="assistant", text="one two three four five six seven eight", start_seq=28, end_seq=34,
+                      played=0.5)
+    assert cut.spoken_text() == "one two three four"
+    bridge.reset(history_episode(40, [cut]))
+    for s in range(len(room) // FRAME):
+        bridge.step(s, room[s * FRAME:(s + 1) * FRAME])
+    assert fed_turns(bridge.latest["past_key_values"]) == [bridge.pipeline.model.tokenizer.encode("one two three four")]
+    with pytest.raises(MPEError, match="without their words"):
+        bridge.reset(history_episode(40, []))
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the bridge is the subject: one database
+async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, tmp_path, monkeypatch):
+    """``--history gt`` on the ``mtr-mini`` suite: the gt episodes are given to this bridge, and every
+    ground-truth reply of the history reaches the model's LLM history as its own tokens, in order."""
+    bridge = OnDouble(checkpoint=str(checkpoint_dirs(tmp_path)[0]), llm=str(tmp_path / "Qwen2-7B-Instruct"),
+                      warmup_frames="0", model_name="freeze-omni-double")
+    run_id = create_run(db, team="local", model="freeze-omni-double", suite_path=mtr_mini, clock="lockstep",
+                        limit=1, conditions=["gt"])
+    seen: list[tuple[list[str], list[list[int]]]] = []  # per episode: the gt replies, the turns fed by the end
+    reset, end = bridge.reset, bridge.end_episode
+
+    def tracking_reset(episode):
+        seen.append(([t.spoken_text() for t in episode.context_turns if t.role == "assistant"], []))
+        reset(episode)
+
+    def tracking_end(e):
+        history = [cache for stat, cache in bridge.pipeline.calls if stat == "ss"]
+        seen[-1] = (seen[-1][0], fed_turns(bridge.latest["past_key_values"]) if history else [])
+        end(e)
+
+    monkeypatch.setattr(bridge, "reset", tracking_reset)
+    monkeypatch.setattr(bridge, "end_episode", tracking_end)
+    p = await serve_run(settings, db, bridge, run_id, timeout=900)
+    monkeypatch.undo()
+    assert p.completed == p.total >= 2 and p.failed_attempts == 0
+    assert any(replies for replies, _ in seen)
+    encode = bridge.pipeline.model.tokenizer.encode
+    for replies, fed in seen:
+        assert [encode(r) for r in replies] == fed[:len(replies)]  # the history's turns, then any live ones
+
+
+def test_the_gpu_check_forces_the_models_own_words(dirs):
+    """bench/gpu_smoke.py's context episode gives a text-output model the words of its own first reply
+    (its ``text`` messages) with the context audio, so the forced path runs (not ``model_error``)."""
+    from bench.gpu_smoke import probe_episode, smoke
+
+    request, barge = np.zeros(int(0.6 * 24000), np.int16), np.zeros(int(0.6 * 24000), np.int16)
+    tone(request, 0.0, 0.6, 0.1)
+    tone(barge, 0.0, 0.6, 0.1, freq=330)
+    bridge = make(dirs)
+    lines: list[str] = []
+    report = smoke(bridge, probe_episode(request, barge), say=lines.append)
+    assert report.context is not None and any(line.startswith("context:") for line in lines)
+    assert bridge.counts["forced_turns"] == 1
+    assert bridge.counts["forced_tokens"] == len(bridge.pipeline.model.tokenizer.encode("Yes, it is nine. That is all."))

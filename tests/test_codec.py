@@ -28,6 +28,7 @@ from clients.codec import (
 from clients.errors import CLOSE_CODES, AuthError, MPEError, ProtocolError, RemoteError
 from clients.messages import (
     MAX_TEXT_MESSAGE,
+    ContextTurn,
     EpisodeEnd,
     EpisodeStart,
     Error,
@@ -220,6 +221,14 @@ def test_context_fields_only_on_the_wire_when_set():
     assert json.loads(forced.dumps())["context_frames"] == 125
     assert parse_server_message(forced.dumps()).context_frames == 125
     assert parse_server_message(start.dumps()).context_frames == 0
+    # §5.2: the words of the history, only when given (left off while empty)
+    assert "context_turns" not in json.loads(forced.dumps())
+    turn = ContextTurn(role="assistant", text="Two plus two is four.", start_seq=3, end_seq=40, played=0.5)
+    worded = forced.model_copy(update={"context_turns": [turn]})
+    assert json.loads(worded.dumps())["context_turns"][0] == {"role": "assistant", "text": "Two plus two is four.",
+                                                              "start_seq": 3, "end_seq": 40, "played": 0.5}
+    assert parse_server_message(worded.dumps()).context_turns == [turn] and turn.spoken_text() == "Two plus"
+    assert ContextTurn(role="user", text="a b", start_seq=0, end_seq=1, played=0.01).spoken_text() == "a"
 
 
 def test_error_order_version_before_kind_before_size():

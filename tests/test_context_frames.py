@@ -65,6 +65,7 @@ class _Lies:
     """A scheduler that says it has no context frames but plans one."""
 
     context_frames = 0
+    context_turns = ()
     end_sample = FRAME
 
     def next_frame(self):

@@ -292,3 +292,23 @@ def test_clips_due_before_the_turn_end_move_together_to_start_at_it(feature, kin
     ev = Model(sched, early).run()
     user_end = int(0.5 * S) + 2 * S
     assert [e.t for e in ev if e.type == f"{kind}.start"] == [user_end + int(o * S) for o in offsets]
+
+
+def test_gt_history_lists_its_dialogue_lines_with_words_and_slots():
+    """The words of the history (docs/protocol.md §5.2): each user line and ground-truth reply in time
+    order with the slots its audio spans; the reply cut by the barge-in says how much of it plays;
+    background voices and backchannels are not lines of the dialogue."""
+    d = dialogue("pause", "interruption", "backchannel", "smooth")
+    ln = lengths(d)
+    sched = RoundScheduler(d, "gt", 4, ln)
+    turns = sched.context_turns
+    assert [(t.role, t.text) for t in turns] == [
+        ("user", "u1"), ("user", "c1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2"),
+        ("user", "b2"), ("assistant", "br2"), ("user", "u3"), ("assistant", "a3")]
+    plays = {p.key: p for p in sched.history.room + sched.history.context}
+    for t, k in zip(turns, ["r01.user", "r01.continuation", "r01.assistant", "r02.user", "r02.assistant",
+                            "r02.barge_in", "r02.barge_in_response", "r03.user", "r03.assistant"]):
+        assert (t.start_seq, t.end_seq) == (plays[k].start // FRAME, -(-plays[k].end // FRAME))
+        assert t.played == (plays[k].length / ln[k] if k == "r02.assistant" else 1.0)
+    assert turns[4].played == (S + int(0.4 * S)) / (8 * S) and turns[-1].end_seq <= sched.context_frames
+    assert RoundScheduler(d, "gt", 1, ln).context_turns == () == RoundScheduler(d, "free", None, ln).context_turns

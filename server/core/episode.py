@@ -54,6 +54,7 @@ class EpisodeCore:
         self.frame = frame
         self.assistant_slots = 0  # assistant frames fed to the detector so far
         self.context_frames = scheduler.context_frames
+        self.context_turns = tuple(scheduler.context_turns) if self.context_frames else ()
         self._context: dict[int, np.ndarray] = {}  # planned context audio by slot, until that slot is fed
         self._later: ModelSteps[None] | None = None  # a deferred slot's detector work, until it has run
 

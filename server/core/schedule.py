@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from clients.messages import ContextTurn
 from server.core.events import Event
 from server.core.timebase import SpeechEvent
 
@@ -55,6 +56,11 @@ class Scheduler(Protocol):
     def context_frames(self) -> int:
         """How many initial slots (seq 0 … n−1) carry an assistant-context frame, known before the
         first frame (``episode.start`` says it); 0: none (a Duplex-MPE episode)."""
+
+    @property
+    def context_turns(self) -> tuple[ContextTurn, ...]:
+        """The words of the history the context frames belong to, in time order (docs/protocol.md
+        §5.2; ``episode.start`` carries them); empty: none, or the benchmark has no transcript."""
 
     def next_frame(self) -> FramePlan | None:
         """The plan of the next room frame, or None once the episode has ended."""

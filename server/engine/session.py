@@ -246,7 +246,8 @@ class EpisodeSession:
         # §4: the duty as text only when the run asked for a text prompt (the lease carries it)
         start = EpisodeStart(episode_id=lease.attempt_id, clock=lease.clock, sample_rate=self.conn.bridge_rate,
                              frame_samples=self.bridge_frame, max_inflight=lease.max_inflight, reference=ref,
-                             instructions=lease.instructions, context_frames=self.core.context_frames)
+                             instructions=lease.instructions, context_frames=self.core.context_frames,
+                             context_turns=list(self.core.context_turns))
         ok, reason, err = False, "error", None
         try:
             if lease.clock == "realtime":  # deadlines apart from the process's other sessions'

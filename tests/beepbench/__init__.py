@@ -147,6 +147,7 @@ class BeepScheduler:
     """Beeps and windows at fixed places: pure and clock-free (it needs nothing of the detector)."""
 
     context_frames = 0
+    context_turns = ()
 
     def __init__(self, lengths: Sequence[int]):
         self.placed, self.end = layout(lengths)

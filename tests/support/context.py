@@ -70,6 +70,8 @@ class HistoryScheduler:
         self._seq = 0
         self._pending: list[SpeechEvent] = []
 
+    context_turns = ()  # audio only: the MPE suites it reads have no transcript of a reply
+
     @property
     def end_sample(self) -> int | None:
         return self.end

@@ -29,7 +29,7 @@ def record_lockstep(suite_path: str, bridge: Bridge, scenario: MTRScenario, *,
     n = core.frame
     sid = scenario.scenario_id
     bridge.reset(EpisodeStart(episode_id=f"e-{sid}", clock="lockstep", sample_rate=24000, frame_samples=n,
-                              context_frames=core.context_frames,
+                              context_frames=core.context_frames, context_turns=list(core.context_turns),
                               reference=Reference(scenario_id=sid, condition=scenario.condition)))
     events, track, room = [], [], []
     while (item := core.next_room()) is not None:

@@ -86,6 +86,7 @@ class _TWait:
 
 class Scheduler:
     context_frames = 0  # Duplex-MPE sends no assistant-context frames (every slot is live)
+    context_turns = ()
 
     def __init__(
         self,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from clients.messages import MAX_TURN_TEXT, ContextTurn
 from server.benchmarks.mtr.suite import Dialogue, Round, key
 from server.core.episode import FRAME
 from server.core.events import Event
@@ -80,12 +81,21 @@ class Play:
 @dataclass(frozen=True)
 class History:
     """The fixed part of a ``gt`` episode: what plays in the room, what goes to the model as its
-    own output (context), the events, and where it ends (a frame boundary)."""
+    own output (context), the events, where it ends (a frame boundary), and the words of its
+    dialogue turns (the user's lines and the ground-truth replies, docs/protocol.md §5.2)."""
 
     room: tuple[Play, ...]
     context: tuple[Play, ...]
     events: tuple[Event, ...]
     end: int
+    turns: tuple[ContextTurn, ...] = ()
+
+
+def _turn(role: str, text: str, play: Play, frame: int, full: int | None = None) -> ContextTurn:
+    """The §5.2 record of one dialogue line laid out at ``play`` (``full``: the clip's whole length
+    when only part of it plays)."""
+    return ContextTurn(role=role, text=text[:MAX_TURN_TEXT], start_seq=play.start // frame, end_seq=-(-play.end // frame),
+                       played=1.0 if not full or play.length >= full else play.length / full)
 
 
 def _frame_ceil(x: int, frame: int) -> int:
@@ -99,12 +109,14 @@ def history_layout(dialogue: Dialogue, live_round: int, lengths: Mapping[str | i
     room: list[Play] = []
     ctx: list[Play] = []
     events: list[Event] = [Event(0, "history.start", {"rounds": live_round - 1})]
+    turns: list[tuple[int, ContextTurn]] = []
     t = samples(LEAD_IN_S, rate)
     for r in dialogue.rounds[: live_round - 1]:
         n = r.round
         events.append(Event(t, "round.start", {"round": n, **_features(r), "live": False}))
         u = Play(key(n, "user"), t, lengths[key(n, "user")])
         room.append(u)
+        turns.append((u.start, _turn("user", r.user.text, u, frame)))
         events.append(Event(u.start, "user.start", {"round": n, "part": 1}))
         user_end = u.end
         if r.pause:
@@ -112,6 +124,7 @@ def history_layout(dialogue: Dialogue, live_round: int, lengths: Mapping[str | i
             c = Play(key(n, "continuation"), u.end + samples(r.pause.length_s, rate), lengths[key(n, "continuation")])
             events.append(Event(c.start, "pause.end", {"round": n}))
             room.append(c)
+            turns.append((c.start, _turn("user", r.pause.continuation.text, c, frame)))
             user_end = c.end
         events.append(Event(user_end, "user.end", {"round": n}))
         a0 = user_end + delay
@@ -123,12 +136,15 @@ def history_layout(dialogue: Dialogue, live_round: int, lengths: Mapping[str | i
             resp = Play(key(n, "barge_in_response"), b.end + delay, lengths[key(n, "barge_in_response")])
             room.append(b)
             ctx.append(resp)
+            turns += [(b.start, _turn("user", r.barge_in.text, b, frame)),
+                      (resp.start, _turn("assistant", r.barge_in.response.text, resp, frame))]
             events += [Event(b.start, "barge_in.start", {"round": n}), Event(b.end, "barge_in.end", {"round": n}),
                        Event(resp.start, "context.start", {"round": n, "part": "barge_in_response"}),
                        Event(resp.end, "context.end", {"round": n, "part": "barge_in_response"})]
             ends = [resp.end]
         reply = Play(key(n, "assistant"), a0, reply_len)
         ctx.append(reply)
+        turns.append((reply.start, _turn("assistant", r.assistant.text, reply, frame, lengths[key(n, "assistant")])))
         events += [Event(reply.start, "context.start", {"round": n, "part": "assistant"}),
                    Event(reply.end, "context.end", {"round": n, "part": "assistant"})]
         for i, (part, offset_s) in enumerate(_placed(r)):
@@ -144,7 +160,8 @@ def history_layout(dialogue: Dialogue, live_round: int, lengths: Mapping[str | i
     end = _frame_ceil(t, frame)
     events.append(Event(end, "history.end", {}))
     events.sort(key=lambda e: e.t)  # stable: same-time events keep their order
-    return History(tuple(room), tuple(ctx), tuple(events), end)
+    turns.sort(key=lambda t: t[0])  # stable: a reply cut by a barge-in comes before it
+    return History(tuple(room), tuple(ctx), tuple(events), end, tuple(t for _, t in turns))
 
 
 def _features(r: Round) -> dict[str, Any]:
@@ -233,6 +250,11 @@ class RoundScheduler:
     def context_frames(self) -> int:
         """Slots 0…n−1 carry an assistant-context frame (the gt history)."""
         return self.history.end // self.frame_samples if self.history else 0
+
+    @property
+    def context_turns(self) -> tuple[ContextTurn, ...]:
+        """The history's dialogue lines with their slots (docs/protocol.md §5.2)."""
+        return self.history.turns if self.history else ()
 
     @property
     def done(self) -> bool:
