@@ -56,13 +56,13 @@ def test_settings_say_nothing_that_contradicts_them(suite):
         assert "pharmacy" not in text  # a side question from nowhere
         if "car" in setting.kinds:  # already driving: nobody plans when to leave
             assert "when do we need to leave" not in text and "leave straight after breakfast" not in text
+            assert not any(f in text for f in ("before we set off", "before we go", "i'll bring snacks"))
         if "outdoor" in setting.kinds:
             assert "smart TV" not in sc.attributes["device_context"]
     for s in inv.SETTINGS:
         assert s.value in inv.SIDE_QUESTIONS
         if "outdoor" in s.kinds:
             assert all("TV" not in d.value for d in inv.devices_for(s))
-
 
 
 def test_a_gold_answer_agrees_in_number(tmp_path):
