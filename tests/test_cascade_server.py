@@ -167,7 +167,11 @@ def test_the_cascade_through_the_server(kind, tmp_path, suites, say):
     assert sorted(rounds) == [1, 2]
     assert rounds[1].feature == "pause" and rounds[1].ok, rounds[1]
     assert rounds[2].feature == "backchannel" and rounds[2].ok, rounds[2]
-    assert "history" in {r.outcome for r in two.records}  # round 1 heard in round 2's history, not answered
+    # round 1, heard again in round 2's history, is not answered: she speaks once, her round-2 reply (the
+    # history utterance is recorded as "history", or, where its end is seen only after the history slots on a
+    # loaded machine, dropped while the user talks)
+    outcomes = [r.outcome for r in two.records]
+    assert outcomes.count("spoken") == 1 and ("history" in outcomes or "dropped (human talking)" in outcomes), outcomes
     assert two.revision.endswith("/two-party") and two.decider.describe()["language_model"] is False
 
 
