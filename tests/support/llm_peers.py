@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,8 +61,8 @@ class RecordedRequest:
     body: Any
 
 
-class LLMPeer:
-    """The HTTP server and the script; subclasses speak one provider's format."""
+class LLMPeer(ABC):
+    """The HTTP server and the script; subclasses speak one provider's format (:meth:`serve`, :meth:`error`)."""
 
     name = "peer"
 
@@ -153,12 +154,14 @@ class LLMPeer:
                                                  body))
         self.serve(h, h.path, body)
 
+    @abstractmethod
     def serve(self, h: BaseHTTPRequestHandler, path: str, body: Any) -> None:
-        raise NotImplementedError
+        """Answer one request to ``path`` in the provider's format."""
 
+    @abstractmethod
     def error(self, h: BaseHTTPRequestHandler, status: int, message: str,
               headers: dict[str, str] | None = None) -> None:
-        raise NotImplementedError
+        """Answer with the provider's error body."""
 
     @staticmethod
     def write(h: BaseHTTPRequestHandler, status: int, content_type: str, data: bytes,

@@ -344,20 +344,18 @@ def _render_realism(r: dict[str, Any], console) -> None:
     rt.add_row("implicit cue forms / commonest form's share of pairs",
                f"{r['cue_forms']} / {100 * r['top_cue_form_share']:.1f} %", "not published")
     console.print(rt)
-    if r["top_sentences"]:
-        st = Table(title=f"The {len(r['top_sentences'])} most widespread sentences (scenes they occur in)")
-        st.add_column("sentence")
-        st.add_column("scenes", justify="right")
-        for c in r["top_sentences"]:
-            st.add_row(c["sentence"], f"{c['scenes']} ({100 * c['share']:.1f} %)")
-        console.print(st)
-    if r["top_side_questions"]:
-        qt = Table(title=f"The {len(r['top_side_questions'])} commonest side questions (N4 events)")
-        qt.add_column("question")
-        qt.add_column("events", justify="right")
-        for q in r["top_side_questions"]:
-            qt.add_row(q["question"], str(q["count"]))
-        console.print(qt)
+    tops = ((f"The {len(r['top_sentences'])} most widespread sentences (scenes they occur in)", "sentence",
+             "scenes", [(c["sentence"], f"{c['scenes']} ({100 * c['share']:.1f} %)") for c in r["top_sentences"]]),
+            (f"The {len(r['top_side_questions'])} commonest side questions (N4 events)", "question", "events",
+             [(q["question"], str(q["count"])) for q in r["top_side_questions"]]))
+    for title, what, count, rows in tops:
+        if rows:
+            t = Table(title=title)
+            t.add_column(what)
+            t.add_column(count, justify="right")
+            for row in rows:
+                t.add_row(*row)
+            console.print(t)
 
 
 def render_stats(stats: dict[str, Any], console) -> None:
