@@ -42,8 +42,24 @@ def mtr_suite(tmp_path_factory, say) -> Path:
     return root
 
 
-def check_cli(settings, runs: dict[str, str], tmp_path: Path) -> None:
-    """`mpe run create --history`, `mpe report` (terminal, JSON, HTML) on the scored MTR runs."""
+def mark_room_late(db, run_id: str) -> str:
+    """Record one completed episode of the run as a realtime attempt whose room frames went out late
+    (``stats.server.room_late``, as server.engine.session.RoomTiming stores it); returns its id."""
+    from sqlalchemy import select
+
+    from server.db import Attempt, Episode
+
+    with db.session() as s:
+        ep = s.scalars(select(Episode).where(Episode.run_id == run_id).order_by(Episode.ordinal)).first()
+        att = s.get(Attempt, ep.completed_attempt_id)
+        att.stats = {**att.stats, "server": {**att.stats.get("server", {}), "room_late": True,
+                                             "room_late_frames": 53, "max_room_lateness_ms": 4240.0}}
+        return ep.id
+
+
+def check_cli(settings, db, runs: dict[str, str], tmp_path: Path) -> None:
+    """`mpe run create --history`, `mpe report` (terminal, JSON, HTML) on the scored MTR runs; a run
+    with an episode whose room frames went out late says so in every form of the report."""
     from tests.support.cli import mpe
 
     out = mpe(settings, "run", "create", "--model", "nobody", "--suite", str(settings.suites_root / "mtr-test"),
@@ -53,12 +69,18 @@ def check_cli(settings, runs: dict[str, str], tmp_path: Path) -> None:
                "--history", "gt", "--conditions", "free", check=False)
     assert both.returncode == 2 and "not both" in both.stderr
     page = tmp_path / "mtr.html"
+    late = mark_room_late(db, runs["silent"])
     text = mpe(settings, "report", *runs.values(), "--html", str(page)).stdout
+    timing = f"1 episode(s) of run {runs['silent']} had room frames sent late"
+    assert "Room timing" in " ".join(text.split()) and late in text.replace("\n", "")
     assert "mtr-oracle · gt" in text and "always-talk · free" in text and "Success % per round" in text
     assert "gt − free per round" in text
     html_text = page.read_text()
+    assert f"<b>Room timing:</b> {timing}" in html_text and late in html_text
     assert html_text.count("<svg") >= 5 + 18  # five degradation curves, one timeline per episode
     data = json.loads(mpe(settings, "report", runs["mtr-oracle"], "--json").stdout)
+    assert data["room_timing"] == []  # the oracle's run was on time
+    assert json.loads(mpe(settings, "report", runs["silent"], "--json").stdout)["room_timing"][0].startswith(timing)
     assert data["metrics"]["mtr-oracle"]["free"]["smooth"]["value"] == 1.0
     assert data["analyses"]["gt_vs_free"]["mtr-oracle"]["smooth"]["1"]["diff"] == 0
 
@@ -80,7 +102,7 @@ def test_reference_bridges_hit_their_extremes_in_both_modes(kind, tmp_path, mtr_
                     assert p.done == p.total == 6, (name, p)  # five gt rounds + one free dialogue
             results = {name: await asyncio.to_thread(score_run, w.db, run_id, ScoreOptions(asr="none", workers=1))
                        for name, run_id in runs.items()}
-            await asyncio.to_thread(check_cli, w.settings, runs, tmp_path)
+            await asyncio.to_thread(check_cli, w.settings, w.db, runs, tmp_path)
             return w, results
 
     _, results = asyncio.run(main())

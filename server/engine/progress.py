@@ -101,6 +101,14 @@ def room_late_episodes(db: Database, run_id: str) -> list[str]:
     return sorted(ep for ep, stats in rows if (t := RoomTiming.of(stats)) is not None and t.late)
 
 
+def room_late_line(run_id: str, episodes: list[str]) -> str | None:
+    """What a report says of a run's :func:`room_late_episodes` (None when there are none)."""
+    if not episodes:
+        return None
+    return (f"{len(episodes)} episode(s) of run {run_id} had room frames sent late by the server "
+            f"(the model heard them late; their timing is not clean): {', '.join(episodes)}")
+
+
 def run_progress(db: Database, run_id: str) -> RunProgress:
     """The progress of one run; raises :class:`NotFound` when it does not exist."""
     found = runs_progress(db, [run_id]).get(run_id)

@@ -28,7 +28,7 @@ from server.benchmarks.mpe.stats import analyses as compute_analyses
 from server.benchmarks.mpe.stats import reference_results, speech_entries
 from server.benchmarks.mpe.tables import Cell, ReportTable, report_tables, results_table
 from server.db import Database, Run
-from server.engine.progress import room_late_episodes, run_labels
+from server.engine.progress import room_late_episodes, room_late_line, run_labels
 from server.scoring.asr import NO_ASR_NOTE, asr_disabled
 from server.scoring.errors import NotScored
 from server.scoring.results import get_scoring, latest_scoring
@@ -216,9 +216,7 @@ def print_report(data: ReportData, console: Console) -> None:
 def room_late_lines(sources: list[dict[str, Any]]) -> list[str]:
     """One line per run with realtime episodes whose room frames the server sent late
     (``stats.server.room_late``): the model heard them late, so their timing is not clean."""
-    return [f"{len(s['room_late'])} episode(s) of run {s['run_id']} had room frames sent late by the server "
-            f"(the model heard them late; their timing is not clean): {', '.join(s['room_late'])}"
-            for s in sources if s.get("room_late")]
+    return [line for s in sources if (line := room_late_line(s["run_id"], s.get("room_late") or []))]
 
 
 def source_lines(sources: list[dict[str, Any]]) -> list[str]:

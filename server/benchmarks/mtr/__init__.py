@@ -200,12 +200,13 @@ class MTRDuplexBench(Benchmark[Suite, MTREpisodeScore, MTRScenario]):
         print_tables(metrics, console, title)
 
     def print_report(self, db, refs, console, *, html=None, max_timelines=60):
-        from server.benchmarks.mtr.report import print_report, render_html, report_entries
+        from server.benchmarks.mtr.report import print_report, render_html, report_entries, room_timing_lines
 
         entries = report_entries(db, refs)
-        data = print_report(entries, console)
+        late = room_timing_lines(db, refs)
+        data = print_report(entries, console, late)
         if html is not None:
-            html.write_text(render_html(entries, max_timelines=max_timelines), encoding="utf-8")
+            html.write_text(render_html(entries, max_timelines=max_timelines, room_timing=late), encoding="utf-8")
         return data
 
     def oracle(self, data_dir: Path, suite: str | None = None) -> MTROracle:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from server.benchmarks.mtr.entry import MTREpisodeScore
@@ -27,6 +28,7 @@ from server.benchmarks.mtr.metrics import (
 from server.benchmarks.mtr.stats import analyses
 from server.benchmarks.mtr.suite import FEATURES
 from server.db import Database
+from server.engine.progress import room_late_episodes, room_late_line
 from server.scoring.errors import NotScored
 from server.scoring.results import get_scoring, latest_scoring
 from server.scoring.store import ScoringStatus, load_entries
@@ -191,6 +193,14 @@ def report_entries(db: Database, refs: Iterable[str]) -> list[MTREpisodeScore]:
     return out
 
 
+def room_timing_lines(db: Database, refs: Iterable[str]) -> list[str]:
+    """One line per reported run with realtime episodes whose room frames the server sent late
+    (``stats.server.room_late``): their timing is not clean."""
+    run_ids = [row.run_id for ref in dict.fromkeys(refs)
+               if (row := latest_scoring(db, ref) or get_scoring(db, ref)) is not None and row.run_id]
+    return [line for r in dict.fromkeys(run_ids) if (line := room_late_line(r, room_late_episodes(db, r)))]
+
+
 #: what each rule set is, as the reports say it
 RULES_TEXT = {"project": "project (the detector-based rules, DESIGN §12.4; docs/mtr.md \"Rule sets\")",
               "published": "published (the published scripts' rules on Whisper word timestamps; docs/mtr.md "
@@ -208,8 +218,9 @@ def rules_line(entries: Iterable[MTREpisodeScore]) -> str:
         f"rules: mixed ({', '.join(names)}): the scorings reported judged their rounds by different rule sets"
 
 
-def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, Any]:
-    """Every MTR table (what `mpe report` prints); returns the metrics and analyses."""
+def print_report(entries: list[MTREpisodeScore], console: Console, room_timing: Iterable[str] = ()) -> dict[str, Any]:
+    """Every MTR table (what `mpe report` prints) and the runs' :func:`room_timing_lines`;
+    returns the metrics and analyses."""
     metrics = compute_metrics(entries)
     an = analyses(entries)
     console.print(rules_line(entries), highlight=False)
@@ -222,7 +233,11 @@ def print_report(entries: list[MTREpisodeScore], console: Console) -> dict[str, 
     gap = gap_table(an)
     if gap is not None:
         console.print(gap)
-    return {"rules": rules_of(entries), "metrics": metrics, **published_tables(metrics), "analyses": an}
+    late = list(room_timing)
+    for line in late:
+        console.print(f"[bold]Room timing[/bold]: {escape(line)}", highlight=False)
+    return {"rules": rules_of(entries), "metrics": metrics, **published_tables(metrics), "analyses": an,
+            "room_timing": late}
 
 
 # --- HTML --------------------------------------------------------------------------------------
@@ -312,7 +327,7 @@ def _timeline(e: MTREpisodeScore) -> str:
 
 
 def render_html(entries: list[MTREpisodeScore], *, max_timelines: int | None = 60,
-                title: str = "MTR-DuplexBench report") -> str:
+                title: str = "MTR-DuplexBench report", room_timing: Iterable[str] = ()) -> str:
     """A self-contained HTML report: the main table, the per-round degradation curves per feature
     with CIs, gt − free per round, and episode timelines (rounds, barge-ins, pauses marked)."""
     metrics = compute_metrics(entries)
@@ -355,6 +370,7 @@ td,th{{border:1px solid #d5d9e0;padding:3px 8px;text-align:right}} td:first-chil
 figure{{display:inline-block;margin:8px 16px 8px 0}} .legend,.muted{{font-size:12px;color:#5a6b7d}} .tl{{margin:6px 0}}
 </style></head><body><h1>{_e(title)}</h1>
 <p class="rules">{_e(rules_line(entries))}</p>
+{"".join(f"<p><b>Room timing:</b> {_e(line)}</p>" for line in room_timing)}
 <p>Success % in Round 1 → the mean over rounds 1–R, and the mean latency, per feature, from the feature's
 single-feature set only (DESIGN §12.4).</p>
 {table}<h2>Feature combinations</h2><p>Success % in Round 1 → the mean over rounds 1–R of each published
