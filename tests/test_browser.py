@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from server.benchmarks.mpe.oracle import Oracle
 from server.benchmarks.mpe.suite import Suite
-from server.db import Episode
+from server.db import Attempt, Episode
 from server.engine.leasing import create_run
 from server.scoring.runner import ScoreOptions, score_run
 from tests.support.browser import needs_browser, signed_in
@@ -184,6 +184,17 @@ async def test_sign_in_watch_live_and_replay(tmp_path, mini_suite, speech_frames
             assert labels == [f"{x['label']}: {x['verdict']['text']}" for x in windows]
             assert "Aria's answer" in await page.inner_text("#answer")
             await page.screenshot(path=shots / "episode-replay.png", full_page=True)
+            # a lockstep attempt has no room timing; one recorded late (realtime) says so on the page
+            assert await page.locator("#room-timing").count() == 0
+            with w.db.session() as s:
+                att = s.get(Attempt, s.get(Episode, live_id).completed_attempt_id)
+                att.stats = {**att.stats, "server": {**att.stats.get("server", {}), "room_late": True,
+                                                     "room_late_frames": 53, "max_room_lateness_ms": 4240.0}}
+            await page.reload()
+            await page.locator("#room-timing").wait_for()
+            assert (await page.inner_text("#room-timing")).startswith("53 room frames sent late (up to 4240 ms")
+            assert "bad" in (await page.get_attribute("#room-timing", "class")).split()
+            assert "room late" in await page.locator("#attempt option").first.text_content()
 
             # --- run pages: metrics with CIs, outcomes, filters -------------------------
             await page.goto(f"{w.http}/ui/run.html?id={r_oracle}")
