@@ -20,6 +20,10 @@ It builds the bridge the way ``mpe bridge MODEL`` does (loading, warm-up), then:
     frames up to the barge-in given as context — the model's own reply from the first probe as the
     ground truth of what it said, its audio and the words of its ``text`` messages (for a model
     whose own past output is text) — so the forced path runs on the host (its cost is reported).
+``codec``
+    Where the bridge tokenises the room with a codec of its own (voila), the share of codec frames
+    on which the bridge's windowed, causal encoding of the probe equals the authors' encoding of
+    the whole recording at once, per codebook: what the windowing changes, with the real tokenizer.
 ``realtime``
     One episode paced on the wall clock like the server's realtime clock (room frame *n* arrives at
     ``t0 + n·80 ms``; DESIGN §4): lateness = the answer's completion minus its slot's end; a frame
@@ -179,6 +183,7 @@ class SmokeReport:
     reset_ms: tuple[float, float]
     repeatable: bool
     context: RoundResult | None = None
+    codec_agreement: list[float] | None = None  # voila: per codebook (VoilaAutonomous.codec_agreement)
 
 
 def smoke(bridge, probe: Probe, out_dir: Path | None = None, say=print) -> SmokeReport:
@@ -204,6 +209,12 @@ def smoke(bridge, probe: Probe, out_dir: Path | None = None, say=print) -> Smoke
     stop = "-" if result.stop_latency is None else f"{result.stop_latency / STREAM_RATE:.2f} s"
     say(f"probe verdict: {'ok' if result.ok else result.failure}; answered after the request: {result.responded} "
         f"(latency {lat}); speaking at the barge-in: {result.interrupted} (stop after {stop})")
+    if hasattr(bridge, "codec_agreement"):  # voila: the windowed encoding against the authors' whole-file one
+        room = to_bridge(probe.room, bridge.sample_rate)
+        share = bridge.codec_agreement(room)
+        report.codec_agreement = share
+        say(f"codec: the bridge's windowed encoding of the probe equals the whole-recording encoding on "
+            f"{', '.join(f'{x:.1%}' for x in share)} of the frames (codebook 1..{len(share)})")
     if getattr(bridge, "accepts_context", False):
         n_ctx = probe.barge_in[0] // bridge_frame_24k(bridge)
         ctx = first[:n_ctx * bridge_frame_24k(bridge)]

@@ -28,6 +28,8 @@ bridge turns that loop into a per-step function, in the same order of operations
   ``codec_context_ms`` of room audio before it and only its own two frames are kept (the authors'
   script encodes the whole recording at once, so a non-causal codec would see the future there); the
   decoder decodes each pair of frames after ``codec_context_ms`` of the model's earlier frames.
+  :meth:`VoilaAutonomous.codec_agreement` measures how far the two encodings agree (per codebook;
+  ``bench/gpu_smoke.py`` prints it on a host with the real tokenizer).
 - **Limits of the loop.** ``max_marker_steps`` (default 32) bounds the marker steps before one audio
   step: past it the step's sampled codec frame is taken as audio (counted as ``forced_audio_steps``);
   the authors' loop has no bound. The KV cache grows by 25 positions a second (plus markers); past the
@@ -260,6 +262,25 @@ class VoilaAutonomous(InProcessBridge):
         x = np.concatenate([self.room_window, pcm16_to_float(room)])
         self.room_window = x[len(x) - len(self.room_window):] if len(self.room_window) else self.room_window
         return self.encode(x)
+
+    def codec_agreement(self, pcm: np.ndarray) -> list[float]:
+        """Per codebook, the share of codec frames on which this bridge's windowed encoding of ``pcm``
+        (int16 at 16 kHz, whole frames; :meth:`encode_room` frame by frame from a fresh state) equals
+        the authors' whole-recording encoding of it (tokenize_func.py:141,185 encode each recording at
+        once). It measures what the windowing changes with the real tokenizer (bench/gpu_smoke.py
+        prints it); the episode state is fresh before and after."""
+        torch = self.torch
+        n = len(pcm) // self.frame_samples
+        if n == 0:
+            raise BridgeConfigError("voila: codec_agreement needs at least one whole frame")
+        pcm = pcm[:n * self.frame_samples]
+        self.fresh_state()
+        with torch.inference_mode():
+            windowed = torch.cat([self.encode_room(f) for f in pcm.reshape(n, self.frame_samples)], dim=1)
+            whole = self.codec.encode(torch.from_numpy(pcm16_to_float(pcm)).to(self.device)[None, None],
+                                      bandwidth=BANDWIDTH_KBPS).audio_codes[0, 0][:, :windowed.shape[1]]
+        self.fresh_state()
+        return [float(x) for x in (windowed == whole).float().mean(dim=1).cpu()]
 
     def force(self, seq: int, pcm: np.ndarray) -> None:
         """A context frame (the model's own past output): its codec frames, encoded after the earlier ones."""

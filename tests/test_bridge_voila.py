@@ -385,3 +385,21 @@ async def test_mtr_gt_history_through_the_server(settings, db, mtr_mini, monkeyp
     monkeypatch.undo()
     assert p.completed == p.total >= 2 and p.failed_attempts == 0
     assert any(n for n, _ in seen) and all(steps == 2 * n for n, steps in seen)
+
+
+def test_codec_agreement_compares_the_codes_the_lm_was_given(voila):
+    """``codec_agreement`` (printed by bench/gpu_smoke.py on a host with the real tokenizer) measures the
+    bridge's own path: its windowed codes are those an episode gives the LM, compared with the encoding
+    of the whole recording at once, as the authors' tokenize_func.py encodes it."""
+    room = voice(20, 4)
+    play(voila, room)
+    given = torch.stack(audio_user_rows(voila.model.calls, voila.audio_min), dim=1) - voila.offsets[:, None]
+    whole = voila.codec.encode(torch.from_numpy(room.astype(np.float32) / 32768)[None, None],
+                               bandwidth=1.1).audio_codes[0, 0][:, :given.shape[1]]
+    expected = [float((given[q] == whole[q]).float().mean()) for q in range(NQ)]
+    share = voila.codec_agreement(room)
+    assert len(share) == NQ and all(0 <= x <= 1 for x in share)
+    # the LM has been given all but the last frame; a frame or so may differ with the thread's float order
+    assert share == pytest.approx(expected, abs=2 / given.shape[1]) and min(expected) < 1
+    with pytest.raises(Exception, match="whole frame"):
+        voila.codec_agreement(room[:FRAME - 1])
