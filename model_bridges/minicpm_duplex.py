@@ -108,9 +108,10 @@ from typing import Any
 import numpy as np
 
 from clients.errors import ModelError, ModelMissingPackage, ModelMissingWeights
+from clients.messages import ContextTurn
 from clients.pcm import float_to_pcm16
 from model_bridges import register
-from model_bridges.inprocess import InProcessBridge, bad_checkpoint, resolve_checkpoint, torch_dtype
+from model_bridges.inprocess import InProcessBridge, bad_checkpoint, model_errors, resolve_checkpoint, torch_dtype
 from model_bridges.playout import PlayoutBuffer, Rechunker, opt_int
 
 IN_RATE = 16_000
@@ -276,9 +277,11 @@ class MiniCPMODuplex(InProcessBridge):
     def reset(self, episode) -> None:
         super().reset(episode)
         if self.context_frames:
-            self.history = self.plan_history(list(self.assistant_turns().values()))
+            turns = list(self.assistant_turns().values())
+            with model_errors(f"{self.family}: history"):
+                self.history = self.plan_history(turns)
 
-    def plan_history(self, turns) -> ForcedHistory:
+    def plan_history(self, turns: list[ContextTurn]) -> ForcedHistory:
         """The history units' scripts for this episode's ground-truth assistant turns."""
         d = self.duplex
         ids = UnitTokens(speak=d.speak_token_id, listen=d.listen_token_id, chunk_eos=d.chunk_eos_token_id,
