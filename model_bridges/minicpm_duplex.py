@@ -38,27 +38,80 @@ model code the checkpoint ships):
   (modeling_minicpmo_unified.py:4574-4579, 4970, 5263); the checkpoint's ``MiniCPMODuplex``
   finalises inside ``streaming_generate`` and has no such call.
 
-Teacher forcing is not offered (``accepts_context`` false): the model's own past output enters
-its context as the text tokens it generated, never as audio, and the speech is synthesised from
-those tokens. The words of a ground-truth history do come with the episode
-(``episode.start.context_turns``, docs/protocol.md §5.2), but the duplex interface cannot take
-given tokens as the model's own: ``streaming_generate`` samples each token and feeds it to its
-decoder within one call, with the unit's ``<|speak|>``/terminator tokens, ``total_ids``/``res_ids``,
-``current_turn_ended``, the sliding window's ``register_unit_end`` and the TTS state
-(MiniCPMO45/modeling_minicpmo.py:3078-3160 of the demo), and how many words go into each 1 s unit
-is the model's choice. Forcing would be a second copy of that loop against private state.
+**Ground-truth history** (``accepts_context``, docs/protocol.md §5.1-5.2). The model's own past
+output enters its context as the text tokens it generated, never as audio; the speech is
+synthesised from those tokens. So the history's assistant turns go in as tokens, through the
+model's own unit loop:
+
+- *Where a unit's tokens come from.* ``streaming_generate`` is the only place they are produced
+  (modeling_minicpmo.py:3014-3270): from the ``pending_logits`` of ``streaming_prefill`` it asks
+  ``self.decoder.decode(logits=…, mode=…)`` for each token (3087-3098), replaces ``<|listen|>`` by
+  ``<|tts_bos|>`` while the turn has not ended (3100-3102), appends it to ``total_ids`` (3104),
+  stops at a chunk terminator (``<|listen|>``, ``<|chunk_eos|>``, ``<|chunk_tts_eos|>``: 3109-3112,
+  ids from 2415-2426), else feeds it, counts it in ``res_ids`` unless it is ``<|speak|>``
+  (3113-3123), marks the turn ended on ``<|turn_eos|>`` (3129-3132) and keeps tokens after the
+  first (``j != 0``) as the unit's text (3134-3136); at ``j = max_new_speak_tokens_per_chunk − 1``
+  it forces ``<|chunk_eos|>`` (3078-3083); then it feeds ``</unit>`` (3139-3141) and calls
+  ``decoder.register_unit_end`` and the sliding window (3149-3160). ``StreamDecoder.decode``
+  (utils.py:2087-2200) returns a one-element id tensor; it returns ``<|chunk_eos|>`` without any
+  record (2132-2136) and every other token it records in ``generated_tokens`` (the repetition
+  penalty's window, 2143-2158) or, for ids in ``special_token_ids`` (none for the duplex,
+  modeling_minicpmo.py:2432-2434, utils.py:1179), in ``generated_special_tokens`` (2195-2198).
+- *Teacher forcing replaces only the sampling step.* For a history unit the bridge sets, for that
+  one ``streaming_generate`` call, an instance-level ``decode`` on the duplex's ``decoder`` that
+  returns the script's next id as such a tensor with the same bookkeeping, so the penalty window
+  holds the ground-truth words as if the model had said them, and ``generate_audio`` false, so no
+  speech is synthesised (modeling_minicpmo.py:3183-3197; the server plays the context audio, and
+  the bridge answers history slots with silence). Both are restored afterwards; everything else —
+  feeding, ``total_ids``/``res_ids``, ``current_turn_ended``, ``</unit>``, ``register_unit_end``,
+  the sliding window, ``finalize_unit`` where the model code defers it — is the model's own loop.
+  After the call the unit's ids in ``total_ids`` must be the script, else the attempt ends with
+  ``model_error`` (e.g. a model that forces listening on its first calls, ``force_listen_count``,
+  3066-3068, or the unified model's 28-character limit on a unit's text,
+  modeling_minicpmo_unified.py:5081-5093, which this bridge does not plan for). Upstream forces
+  tokens into the stream itself: the unified model's ``force_listen_override`` feeds
+  ``<|turn_eos|>`` and then listens, giving the sequence ``… <|turn_eos|> <|listen|> </unit>``
+  (modeling_minicpmo_unified.py:4998-5008, 5038-5039).
+- *The unit grammar scripted* (:func:`unit_scripts`): a unit where the ground-truth assistant is
+  silent and its turn has ended: ``<|listen|>``; a unit inside its turn: ``<|speak|>``, that unit's
+  words, ``<|chunk_eos|>``; the unit in which the turn ends: ``<|speak|>``, its words,
+  ``<|turn_eos|>``, ``<|listen|>`` (legal: the turn has ended when ``<|listen|>`` comes, 3101). A
+  unit takes at most ``max_new_speak_tokens_per_chunk − 1`` decoded ids (the last index is the
+  forced ``<|chunk_eos|>``): words that do not fit are carried to the next unit.
+- *Words per unit is our rule; upstream leaves it to the model.* A turn's text tokens (the
+  tokenizer's ``encode(…, add_special_tokens=False)``, as ``prepare`` encodes text,
+  modeling_minicpmo.py:2583-2586) are spread over the units its played audio spans in proportion
+  to time: token *k* of *n* belongs to the unit holding the instant ``start + (end − start)·k/n``
+  (the turn's slots, ``context_turns``; a reply cut by a barge-in: its ``spoken_text()``), and the
+  turn ends in the unit its audio ends in. The words heard in a unit's second go in with that unit,
+  after its room audio; in free running a unit's words play in the next second, so the history
+  places them one unit later than the model would have said them, and no word enters the context
+  before the user audio that precedes it in the room. The history units are those whose second
+  lies wholly within the context frames; a turn still open in the last of them ends there, and
+  words that do not fit are dropped (``forced_dropped`` in the stats).
+- *Not forced:* the user turns. The history's room audio goes through ``streaming_prefill`` in the
+  same chunks as live. Free running resumes with the first unit that is not wholly history.
+
+Context frames without words (``context_turns``) end the attempt with ``model_error``.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil, floor
 from typing import Any
 
 import numpy as np
 
-from clients.errors import ModelMissingPackage, ModelMissingWeights
+from clients.errors import ModelError, ModelMissingPackage, ModelMissingWeights
+from clients.messages import ContextTurn
 from clients.pcm import float_to_pcm16
 from model_bridges import register
-from model_bridges.inprocess import InProcessBridge, bad_checkpoint, resolve_checkpoint, torch_dtype
+from model_bridges.inprocess import InProcessBridge, bad_checkpoint, model_errors, resolve_checkpoint, torch_dtype
 from model_bridges.playout import PlayoutBuffer, Rechunker, opt_int
 
 IN_RATE = 16_000
@@ -67,6 +120,82 @@ SYSTEM_PREFIX, SYSTEM_SUFFIX = "<|im_start|>system\n{text}\n<|audio_start|>", "<
 DEFAULT_SYSTEM_TEXT = "Streaming Omni Conversation."
 # reference voices a checkpoint directory may hold, in order (README.md:1600; demo config.py:65)
 DEFAULT_REF_AUDIO = ("assets/HT_ref_audio.wav", "assets/ref_audio/ref_minicpm_signature.wav")
+FRAME_MS = 80  # one wire frame (DESIGN §4)
+
+
+@dataclass(frozen=True)
+class UnitTokens:
+    """The ids of the unit grammar's tokens (``MiniCPMODuplex.__init__``, modeling_minicpmo.py:2415-2422)."""
+
+    speak: int
+    listen: int
+    chunk_eos: int
+    turn_eos: int
+
+
+@dataclass(frozen=True)
+class SpokenTurn:
+    """A ground-truth assistant turn: the slots its played audio spans and its text tokens."""
+
+    start_seq: int
+    end_seq: int
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ForcedHistory:
+    """What each history unit's ``streaming_generate`` decodes, unit by unit; ``dropped``: text
+    tokens that did not fit before the history's last unit."""
+
+    scripts: tuple[tuple[int, ...], ...]
+    dropped: int
+
+
+def unit_scripts(turns: Sequence[SpokenTurn], n_units: int, unit_frames: Fraction, cap: int,
+                 ids: UnitTokens) -> ForcedHistory:
+    """The decoded ids of history units ``0 … n_units−1`` (unit *u* spans slots ``[u·unit_frames,
+    (u+1)·unit_frames)``), for the assistant ``turns`` in time order; ``cap`` is the loop's
+    ``max_new_speak_tokens_per_chunk``, so a unit decodes at most ``cap − 1`` ids. The rule (module
+    docstring): token *k* of a turn's *n* is due in the unit holding ``start + (end − start)·k/n``;
+    a unit in a turn takes the tokens due by then (``<|speak|>`` … ``<|chunk_eos|>``), the unit its
+    audio ends in closes it (``<|speak|>`` … ``<|turn_eos|> <|listen|>``), tokens that do not fit
+    go into the next unit, any other unit listens. The last unit closes an open turn; what does not
+    fit there is dropped, as are later turns."""
+    going_on, closing = cap - 3, cap - 4  # text tokens that fit beside the unit's other ids
+    if closing < 1:
+        raise ValueError(f"max_new_speak_tokens_per_chunk={cap}: a unit that closes a turn needs at least 5")
+    last = n_units - 1
+
+    def unit_of(slot: Fraction) -> int:
+        return min(last, floor(slot / unit_frames))
+
+    plans = []  # (tokens, the unit each is due in, the unit the turn ends in)
+    for t in turns:
+        n = len(t.tokens)
+        if not n:
+            continue
+        span = t.end_seq - t.start_seq
+        due = [unit_of(t.start_seq + Fraction(span * k, n)) for k in range(n)]
+        plans.append((t.tokens, due, max(due[-1], min(last, ceil(Fraction(t.end_seq) / unit_frames) - 1))))
+    scripts: list[tuple[int, ...]] = []
+    ti = k = dropped = 0
+    for u in range(n_units):
+        if ti == len(plans) or (k == 0 and plans[ti][1][0] > u):
+            scripts.append((ids.listen,))
+            continue
+        tokens, due, end = plans[ti]
+        ready = k + sum(1 for d in due[k:] if d <= u)
+        if u >= end and (len(tokens) - k <= closing or u == last):
+            said = tokens[k:k + closing]
+            dropped += len(tokens) - k - len(said)
+            scripts.append((ids.speak, *said, ids.turn_eos, ids.listen))
+            ti, k = ti + 1, 0
+        else:
+            said = tokens[k:min(ready, k + going_on)]
+            scripts.append((ids.speak, *said, ids.chunk_eos))
+            k += len(said)
+    dropped += sum(len(p[0]) for p in plans[ti:]) - (k if ti < len(plans) else 0)
+    return ForcedHistory(tuple(scripts), dropped)
 
 
 @register("minicpm-o")
@@ -80,6 +209,7 @@ class MiniCPMODuplex(InProcessBridge):
     name = "minicpm-o"
     family = "minicpm-o"
     takes_text_prompt = True
+    accepts_context = True
 
     def __init__(self, checkpoint: str = "", **options: Any):
         super().__init__(checkpoint, **options)
@@ -141,12 +271,74 @@ class MiniCPMODuplex(InProcessBridge):
         self._slot = 0
         self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
         self.turn, self.chunks = 0, 0
+        self.history = ForcedHistory((), 0)
+        self.forced = {"units": 0, "tokens": 0}
+
+    def reset(self, episode) -> None:
+        super().reset(episode)
+        if self.context_frames:
+            turns = list(self.assistant_turns().values())
+            with model_errors(f"{self.family}: history"):
+                self.history = self.plan_history(turns)
+
+    def plan_history(self, turns: list[ContextTurn]) -> ForcedHistory:
+        """The history units' scripts for this episode's ground-truth assistant turns."""
+        d = self.duplex
+        ids = UnitTokens(speak=d.speak_token_id, listen=d.listen_token_id, chunk_eos=d.chunk_eos_token_id,
+                         turn_eos=d.turn_eos_token_id)
+        # the bridge calls streaming_generate with the loop's own default cap (modeling_minicpmo.py:3017)
+        cap = inspect.signature(d.streaming_generate).parameters["max_new_speak_tokens_per_chunk"].default
+        spoken = [SpokenTurn(t.start_seq, t.end_seq, tuple(d.tokenizer.encode(t.spoken_text(), add_special_tokens=False)))
+                  for t in sorted(turns, key=lambda t: t.start_seq)]
+        n_units = self.context_frames * FRAME_MS // self.chunk_ms  # units whose second is wholly history
+        return unit_scripts(spoken, n_units, Fraction(self.chunk_ms, FRAME_MS), cap, ids)
+
+    def force_unit(self, unit: int, script: tuple[int, ...]) -> None:
+        """One ``streaming_generate`` whose sampling step returns ``script`` (module docstring)."""
+        import torch
+
+        duplex, decoder = self.duplex, self.duplex.decoder
+        pending = deque(script)
+
+        def scripted(logits, **_):
+            if not pending:
+                raise ModelError(f"minicpm-o: history unit {unit} asked for more than its script {list(script)}")
+            tid = pending.popleft()
+            if tid != decoder.chunk_eos_id:  # StreamDecoder.decode's record (utils.py:2132-2136, 2195-2198)
+                kept = decoder.generated_special_tokens if tid in decoder.special_token_ids else decoder.generated_tokens
+                kept.append(tid)
+            return torch.tensor([tid], dtype=torch.long, device=logits.device)
+
+        before, own = len(duplex.total_ids), vars(decoder).get("decode")
+        audio = duplex.generate_audio
+        decoder.decode, duplex.generate_audio = scripted, False
+        try:
+            duplex.streaming_generate(prompt_wav_path=self.tts_prompt)
+        finally:
+            duplex.generate_audio = audio
+            if own is None:
+                del decoder.decode
+            else:
+                decoder.decode = own
+        taken = list(duplex.total_ids[before:before + len(script)])
+        if taken != list(script):
+            raise ModelError(f"minicpm-o: history unit {unit} took {taken}, not its script {list(script)}")
+        self.forced["units"] += 1
+        self.forced["tokens"] += sum(1 for t in script[1:] if t not in (duplex.chunk_eos_token_id,
+                                                                         duplex.turn_eos_token_id,
+                                                                         duplex.listen_token_id))
 
     def compute(self, seq: int, room: np.ndarray) -> np.ndarray | None:
         self._slot = seq
         for chunk in self.rechunk.push(room):
+            unit = self.chunks
             self.chunks += 1
             self.duplex.streaming_prefill(audio_waveform=chunk)
+            if unit < len(self.history.scripts):
+                self.force_unit(unit, self.history.scripts[unit])
+                if getattr(self.duplex, "needs_finalize", False):
+                    self.duplex.finalize_unit()
+                continue
             result = self.duplex.streaming_generate(prompt_wav_path=self.tts_prompt)
             if getattr(self.duplex, "needs_finalize", False):
                 self.duplex.finalize_unit()
@@ -164,5 +356,6 @@ class MiniCPMODuplex(InProcessBridge):
     def model_stats(self) -> dict[str, Any]:
         out = super().model_stats()
         if hasattr(self, "playout"):
-            out |= {"chunks": self.chunks, "playout": self.playout.stats()}
+            out |= {"chunks": self.chunks, "playout": self.playout.stats(), "forced_units": self.forced["units"],
+                    "forced_tokens": self.forced["tokens"], "forced_dropped": self.history.dropped}
         return out
