@@ -107,6 +107,7 @@ from typing import Any
 
 import numpy as np
 
+from clients.codec import FRAME_MS
 from clients.errors import ModelError, ModelMissingPackage, ModelMissingWeights
 from clients.messages import ContextTurn
 from clients.pcm import float_to_pcm16
@@ -120,7 +121,6 @@ SYSTEM_PREFIX, SYSTEM_SUFFIX = "<|im_start|>system\n{text}\n<|audio_start|>", "<
 DEFAULT_SYSTEM_TEXT = "Streaming Omni Conversation."
 # reference voices a checkpoint directory may hold, in order (README.md:1600; demo config.py:65)
 DEFAULT_REF_AUDIO = ("assets/HT_ref_audio.wav", "assets/ref_audio/ref_minicpm_signature.wav")
-FRAME_MS = 80  # one wire frame (DESIGN §4)
 
 
 @dataclass(frozen=True)
