@@ -270,7 +270,7 @@ class MiniCPMODuplex(InProcessBridge):
         self.rechunk = Rechunker(self.chunk_samples, self.sample_rate, IN_RATE)
         self._slot = 0
         self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
-        self.turn, self.chunks = 0, 0
+        self.turn, self.chunks, self.speaking = 0, 0, False
         self.history = ForcedHistory((), 0)
         self.forced = {"units": 0, "tokens": 0}
 
@@ -346,11 +346,16 @@ class MiniCPMODuplex(InProcessBridge):
             if result.get("text"):
                 self.emit_text(seq, str(result["text"]))
             wave = result.get("audio_waveform")
-            if not result.get("is_listen", True) and wave is not None and len(wave):
+            listening = result.get("is_listen", True)
+            if not listening and wave is not None and len(wave):
                 self.playout.push(float_to_pcm16(np.asarray(wave, dtype=np.float32).reshape(-1)), item)
-            if result.get("end_of_turn"):
+                self.speaking = True
+            # a turn ends with end_of_turn, or with a unit that decodes <|turn_eos|> <|listen|>: upstream
+            # returns that one as listening, without end_of_turn (modeling_minicpmo.py:3163-3178)
+            if result.get("end_of_turn") or (listening and self.speaking):
                 self.playout.end_item(item)
                 self.turn += 1
+                self.speaking = False
         return self.playout.pull()
 
     def model_stats(self) -> dict[str, Any]:

@@ -151,6 +151,7 @@ class DuplexDouble:
         self.chunk_terminator_token_ids = [LISTEN, CHUNK_EOS, CHUNK_TTS_EOS]
         self.answer = [self.tokenizer.vocab.setdefault(w, 1000 + len(self.tokenizer.vocab)) for w in ANSWER]
         self.ran_units = 0  # units whose ids came from the double's own sampler
+        self.turn_end = (TURN_EOS, CHUNK_EOS)  # how its answers end; (TURN_EOS, LISTEN) is legal too
 
     @property
     def needs_finalize(self) -> bool:  # modeling_minicpmo_unified.py:4949-4952
@@ -192,7 +193,7 @@ class DuplexDouble:
             else:
                 self.unit_samples = min(self.left, 24000)
                 self.left -= self.unit_samples
-                end = [TURN_EOS, CHUNK_EOS] if self.left == 0 else [CHUNK_EOS]
+                end = list(self.turn_end) if self.left == 0 else [CHUNK_EOS]
                 self._plan = [SPEAK, *self.answer, *end]
             self.ran_units += 1
         return self._plan.pop(0)
@@ -306,6 +307,19 @@ def test_chunks_of_one_second_and_playout_from_the_completing_slot(bridge):
     assert loud[0] == 37 and len(loud) == int(np.ceil(SPEECH_S / 0.08))  # all of it, the last frame padded
     # the first second of speech ends mid-frame: that half frame waits for the next chunk (one underrun)
     assert loud[-1] - loud[0] + 1 == len(loud) + 1 and bridge.playout.stats()["underruns"] == 1
+
+
+def test_a_turn_closed_by_a_listening_unit_plays_to_its_end(bridge):
+    """A unit that decodes ``<|turn_eos|> <|listen|>`` comes back as listening, without end_of_turn and
+    without audio (modeling_minicpmo.py:3163-3178): the turn's last partial frame still plays, padded,
+    and the next answer is a turn of its own."""
+    bridge.duplex.turn_end = (TURN_EOS, LISTEN)
+    room = np.zeros(75 * FRAME, np.int16)
+    room[int(2.2 * 24000):int(2.6 * 24000)] = 12000
+    out = run(bridge, room)
+    loud = np.flatnonzero(np.abs(out.reshape(-1, FRAME)).max(axis=1) > 1000)
+    # only the first second has audio (the closing unit listens): 12.5 frames, the half one padded
+    assert loud[0] == 37 and len(loud) == 13 and bridge.turn == 1
 
 
 def test_fresh_state_and_text_prompt_only_as_an_option(bridge, tmp_path):
