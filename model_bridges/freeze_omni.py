@@ -41,11 +41,16 @@ string literal continues its lines with a backslash), prefilled with ``stat='pre
 (models/pipeline.py:54-62) and copied for every episode (web/parms.py:57-61).
 
 **VAD version.** The authors pin ``silero-vad==5.1.2`` (requirements.txt:6); this project's
-environment has silero-vad 6.2.3, whose ``load_silero_vad()`` loads other weights. ``web/vad.py``
-runs it with threshold 0.8 and 2 s of minimum silence (web/vad.py:33-40), and its ``sl``/``el``
-decide when the model listens and when a dialogue ends, so the version changes turn-taking. The
-effect was not measured here (no GPU, no Freeze-Omni weights); the ``[freeze-omni]`` extra pins 5.1.2,
-the authors' version, for a bridge host in a venv of its own (docs/bridges.md).
+environment has silero-vad 6.2.3, whose ``load_silero_vad()`` loads other weights (the
+``VADIterator`` rule is the same in both). ``web/vad.py`` runs it with threshold 0.8 (end below
+0.65) and 2 s of minimum silence (web/vad.py:33-42), and its ``sl``/``el`` decide when the model
+listens and when a dialogue ends. Measured on this project's synthetic MTR and Duplex-MPE rooms
+(``bench/freeze_omni_vad.py``; figures in docs/bridges.md): 78-97 % of the two versions' starts and
+ends fall in the same 160 ms chunk and nearly all the rest one chunk apart, and 5.1.2 alone ends the
+dialogue in 3 of 15 mid-turn pauses that 6.2.3 listens through. ``vad=PATH`` (a
+``silero_vad.jit`` or a directory holding one, e.g. silero-vad 5.1.2's package) loads those weights
+into the authors' ``VAD`` in place of the installed package's; the ``[freeze-omni]`` extra pins
+5.1.2 for a bridge host in a venv of its own. The stats record which weights ran (``vad``).
 
 **Ground-truth history** (``accepts_context``, docs/protocol.md §5.1-5.2). The model's own past
 output enters its LLM state as text tokens, never as audio: on ``ss`` ``recognize`` feeds the chat
@@ -83,6 +88,7 @@ code, so this text route is the bridge's own (docs/bridges.md).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -115,6 +121,49 @@ DEMO_ROLE = _INDENT.join(("You are a helpful voice assistant.", "Your answer sho
                           "complete.", "Your name is Xiao Yun.", "Your inventor is Tencent."))
 
 
+def vad_weights_file(path: str) -> Path:
+    """The ``silero_vad.jit`` that ``vad=PATH`` names: the file itself, or one in the directory, its
+    ``data/`` or its ``silero_vad/data/`` (an unpacked silero-vad package or wheel)."""
+    p = Path(path).expanduser()
+    for candidate in (p, p / "silero_vad.jit", p / "data" / "silero_vad.jit", p / "silero_vad" / "data" / "silero_vad.jit"):
+        if candidate.is_file():
+            return candidate
+    raise BridgeConfigError(f"freeze-omni: vad={path} is not a silero_vad.jit nor a directory holding one "
+                            "(data/ or silero_vad/data/)")
+
+
+def load_vad_jit(path: Path):
+    """The TorchScript VAD model as silero-vad's ``init_jit_model`` loads it (CPU, eval mode; the same
+    in 5.1.2 and 6.2.3, silero_vad/utils_vad.py)."""
+    import torch
+
+    model = torch.jit.load(str(path), map_location=torch.device("cpu"))
+    model.eval()
+    return model
+
+
+def use_vad_weights(vad, model) -> None:
+    """Put ``model`` into the authors' ``VAD``: it keeps the model as ``vad_model`` and drives it through
+    ``vad_iterator`` (web/vad.py:33-42), whose threshold and silence settings stay as they are."""
+    vad.vad_model = model
+    vad.vad_iterator.model = model
+    vad.vad_iterator.reset_states()
+
+
+def installed_vad() -> str:
+    """Which VAD weights ``load_silero_vad()`` gives: the installed silero-vad package's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"silero-vad {version('silero-vad')} (installed)"
+    except PackageNotFoundError:
+        return "silero-vad (version unknown)"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 @register("freeze-omni")
 class FreezeOmni(InProcessBridge):
     """Options: ``checkpoint`` (Freeze-Omni's ``checkpoints`` directory or hub id, e.g.
@@ -122,7 +171,8 @@ class FreezeOmni(InProcessBridge):
     (Qwen2-7B-Instruct: a directory or hub id), ``code`` (a clone of VITA-MLLM/Freeze-Omni),
     ``top_k``/``top_p``/``temperature`` (default 20/0.8/0.8, the authors' demo script),
     ``llm_steps_per_frame`` (default 4), ``max_reply_tokens`` (default 500, as the demo),
-    ``instructions``/``instructions_file`` (the system role), and the common ones."""
+    ``instructions``/``instructions_file`` (the system role), ``vad`` (a ``silero_vad.jit`` or a
+    directory holding one: the VAD weights, default the installed silero-vad's), and the common ones."""
 
     name = "freeze-omni"
     family = "freeze-omni"
@@ -138,6 +188,8 @@ class FreezeOmni(InProcessBridge):
                          "temperature": opt_float(o, "temperature", 0.8)}
         self.steps_per_frame = opt_int(o, "llm_steps_per_frame", 4)
         self.max_reply_tokens = opt_int(o, "max_reply_tokens", 500)
+        vad = str(o.pop("vad", "") or "")
+        self.vad_file = vad_weights_file(vad) if vad else None
         if not self.llm_id:
             raise BridgeConfigError("freeze-omni: give llm=DIR (Qwen2-7B-Instruct, a directory or hub id)")
         if self.steps_per_frame < 1:
@@ -187,6 +239,10 @@ class FreezeOmni(InProcessBridge):
             except ValueError as exc:
                 raise ModelBadCheckpoint(f"freeze-omni: server.json is not valid JSON ({exc})") from None
         self.pipeline, self.tts, self.vad = self.load_parts(directory, llm_dir)
+        self.vad_source = installed_vad()
+        if self.vad_file is not None:
+            use_vad_weights(self.vad, load_vad_jit(self.vad_file))
+            self.vad_source = f"{self.vad_file} (sha256 {file_sha256(self.vad_file)[:12]})"
         self.chunk_samples = int(self.vad.get_chunk_size())
         # the system role is prefilled once; every episode starts from a copy of it (the demo's reset)
         self.system_role = self.pipeline.speech_dialogue(None, stat="pre", role=self.text_prompt or DEMO_ROLE)
@@ -194,7 +250,7 @@ class FreezeOmni(InProcessBridge):
     def describe(self) -> dict[str, Any]:
         return {"chunk_ms": 1000 * self.chunk_samples // IN_RATE, "input_rate": IN_RATE, "output_rate": OUT_RATE,
                 "sampling": self.sampling, "llm_steps_per_frame": self.steps_per_frame,
-                "system_role": "option" if self.text_prompt else "demo"}
+                "system_role": "option" if self.text_prompt else "demo", "vad": self.vad_source}
 
     # per episode ----------------------------------------------------------------------------
 

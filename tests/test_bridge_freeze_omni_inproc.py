@@ -25,6 +25,7 @@ pytest.importorskip("soxr")
 from clients.errors import MPEError  # noqa: E402
 from clients.messages import ContextTurn, EpisodeStart  # noqa: E402
 from model_bridges.freeze_omni import DEMO_ROLE, FreezeOmni  # noqa: E402
+from model_bridges.playout import BridgeConfigError  # noqa: E402
 from server.engine.bundles import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
 from tests.support.context import episode_of  # noqa: E402
@@ -458,3 +459,52 @@ def test_the_gpu_check_forces_the_models_own_words(dirs):
     assert report.context is not None and any(line.startswith("context:") for line in lines)
     assert bridge.counts["forced_turns"] == 1
     assert bridge.counts["forced_tokens"] == len(bridge.pipeline.model.tokenizer.encode("Yes, it is nine. That is all."))
+
+
+class NeverSpeech:
+    def __call__(self, x, sr):
+        return torch.zeros(1, 1)
+
+    def reset_states(self):
+        pass
+
+
+class VADDoubleWithWeights(VADDouble):
+    """The double plus the two attributes of the authors' VAD that ``vad=`` replaces (web/vad.py:33-42)."""
+
+    def __init__(self):
+        super().__init__()
+        from silero_vad.utils_vad import VADIterator
+
+        self.vad_model = NeverSpeech()
+        self.vad_iterator = VADIterator(self.vad_model, threshold=0.8, sampling_rate=16000,
+                                        min_silence_duration_ms=2000, speech_pad_ms=30)
+
+
+class OnDoubleWithWeights(OnDouble):
+    def load_parts(self, directory, llm_dir):
+        return PipelineDouble(), TTSDouble(), VADDoubleWithWeights()
+
+
+def test_vad_option_puts_the_given_silero_weights_into_the_vad_and_records_them(dirs, tmp_path):
+    """``vad=DIR`` (e.g. silero-vad 5.1.2's unpacked package) replaces the installed weights in the
+    authors' VAD and its iterator; the stats name the file. Without it they name the installed package."""
+
+    class Certain(torch.nn.Module):
+        def forward(self, x: torch.Tensor, sr: int) -> torch.Tensor:
+            return torch.ones(1, 1)
+
+        @torch.jit.export
+        def reset_states(self) -> None:
+            pass
+
+    (tmp_path / "v5" / "data").mkdir(parents=True)
+    torch.jit.save(torch.jit.script(Certain()), str(tmp_path / "v5" / "data" / "silero_vad.jit"))
+    ckpt, llm = dirs
+    bridge = OnDoubleWithWeights(checkpoint=str(ckpt), llm=str(llm), warmup_frames="2", vad=str(tmp_path / "v5"))
+    assert bridge.vad.vad_iterator.model is bridge.vad.vad_model
+    assert float(bridge.vad.vad_model(torch.zeros(512), 16000)) == 1.0
+    assert bridge.describe()["vad"].startswith(str(tmp_path / "v5" / "data" / "silero_vad.jit") + " (sha256 ")
+    assert re.fullmatch(r"silero-vad \S+ \(installed\)", make(dirs).describe()["vad"])
+    with pytest.raises(BridgeConfigError, match="vad="):
+        make(dirs, vad=str(tmp_path / "nothing"))
