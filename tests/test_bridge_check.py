@@ -541,4 +541,4 @@ def test_table_shows_verdicts_and_advice():
     text = con.export_text()
     assert "output detected as speech" in text and "only silence" in text
     assert "fail output detected as speech (lockstep): The check asks" in text
-    assert "FAIL: 2 of 9 checks failed" in text
+    assert "FAIL: 2 of 10 checks failed" in text
