@@ -6,9 +6,8 @@ Played at ``k`` times its rate, speech has every formant scaled by ``k``; a huma
 cannot be made ``1/k`` times as long. The tract is modelled as a uniform tube closed at the
 glottis and open at the lips, whose resonances are ``F_i = (2i - 1) c / (4 L)``: evenly spaced by
 ``ΔF = c / (2 L)``. Per voiced frame, ``ΔF`` is the slope of the regression of ``F_1..F_4`` on
-``(2i - 1) / 2`` through the origin (Reby & McComb 2003, Anim. Behav. 65: 519-530, the formant
-spacing of red deer roars; the same estimator as Lammert & Narayanan 2015's uniform-tube
-baseline), and the apparent length is ``L = c / (2 ΔF)``.
+``(2i - 1) / 2`` through the origin (the formant-spacing regression of Reby & McComb 2003), and
+the apparent length is ``L = c / (2 ΔF)``.
 
 ``c = 35,000 cm/s``, the speed of sound in the warm, moist air of the vocal tract as the
 acoustic-phonetics textbooks round it (K. Johnson, Acoustic and Auditory Phonetics, the tube
