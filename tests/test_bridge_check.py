@@ -83,9 +83,10 @@ class Talker(Bridge):
             self.heard = self.held = False  # the room is quiet again: go on with the sentence
         if self.pos is None or self.held:
             return None
-        out = self.sound[self.pos:self.pos + FRAME]
-        self.pos = (self.pos + FRAME) % len(self.sound)  # it talks on until talked over
-        return np.pad(out, (0, FRAME - len(out))).astype(np.int16)
+        n = self.frame_samples
+        out = self.sound[self.pos:self.pos + n]
+        self.pos = (self.pos + n) % len(self.sound)  # it talks on until talked over
+        return np.pad(out, (0, n - len(out))).astype(np.int16)
 
 
 class Slow(Bridge):
@@ -214,7 +215,7 @@ async def test_correct_bridge_passes_in_both_clocks(check_settings, db, answer_s
     assert report.done and report.ok, got
     assert got.pop(("bridge", None)) == "pass"
     for clock in ("lockstep", "realtime"):
-        for check in (*PROTOCOL, "speech", "reaction", "reset", "barge_in"):
+        for check in (*PROTOCOL, "speech", "reaction", "reset", "barge_in", "rate"):
             assert got.pop((check, clock)) == "pass", (check, clock, report.line(check, clock))
         # timing depends on how loaded this machine is; a correct bridge never fails it
         assert got.pop(("timing", clock)) in ("pass", "warn")
@@ -288,6 +289,23 @@ async def test_bridge_that_talks_on_when_talked_over(check_settings, db, answer_
     line = report.line("barge_in", "lockstep")
     assert "N4Q started while it spoke" in line.detail and "limit 1.00 s" in line.detail
     assert "MTR-DuplexBench" in line.advice
+
+
+class MisRated(Talker):
+    """A talker that announces 16 kHz but plays its 24 kHz sentence in consecutive 1280-sample
+    pieces: the server plays it 1.5 times slow."""
+
+    sample_rate = 16_000
+
+
+async def test_bridge_that_sends_another_rate_than_it_announces(check_settings, db, answer_speech):
+    report = await run_bridge_check(check_settings, db, "misrated", sdk(MisRated(answer_speech, name="misrated")))
+    got = verdicts(report)
+    assert [got[(c, "lockstep")] for c in (*PROTOCOL, "speech")] == ["pass"] * 4
+    line = report.line("rate", "lockstep")
+    assert line.verdict == Verdict.failed, line.detail
+    assert "sent as 16 kHz" in line.detail and "no human tract is above 21.6 cm" in line.detail
+    assert "hello.sample_rate" in line.advice and "higher rate than the one it announces" in line.advice
 
 
 def test_barge_in_judged_against_the_interruption_bound():
@@ -523,4 +541,4 @@ def test_table_shows_verdicts_and_advice():
     text = con.export_text()
     assert "output detected as speech" in text and "only silence" in text
     assert "fail output detected as speech (lockstep): The check asks" in text
-    assert "FAIL: 2 of 9 checks failed" in text
+    assert "FAIL: 2 of 10 checks failed" in text

@@ -17,7 +17,12 @@ What is judged, per clock the bridge announced (DESIGN §4, docs/protocol.md §5
   turn after the request (N4Q, N4R), its speech must stop within ``STOP_WITHIN`` (1.0 s) of that
   turn's start: the interruption rule of MTR-DuplexBench as this project scores it
   (server/benchmarks/mtr/rules.py; /work/shared/notes/mtr-duplexbench.md: the model must be
-  silent during the interruption).
+  silent during the interruption);
+- ``rate``: audio at the announced rate: the apparent vocal-tract length of the bridge's voiced
+  speech (:mod:`.vocaltract`) must be one a human can have. A bridge that announces 16 kHz and
+  sends 24 kHz audio is played 1.5 times slow, its formants scaled by 2/3 and its tract 1.5 times
+  too long: it fails above ``TRACT_FAIL_CM``; the reverse (24 kHz announced, 16 kHz sent) makes the
+  tract 2/3 as long: a warning below ``TRACT_WARN_CM`` (a child's voice is that short too).
 
 Nothing here reads a clock, a socket or the database (:mod:`.runs` loads the attempts).
 """
@@ -33,6 +38,7 @@ from clients.checkreport import BridgeOut, CheckLine, CheckReport, RunState, Ver
 from clients.codec import FRAME_MS, FRAME_SAMPLES, STREAM_RATE, frame_samples
 from server.benchmarks.mpe.rules import ONSET_WAIT, TAIL, parse_timeline, t_outcome
 from server.benchmarks.mtr.rules import STOP_WITHIN
+from server.bridgecheck.vocaltract import TractFrames, estimate
 from server.core.events import Event
 from server.core.spans import Span, active_at
 from server.core.status import ACTIVE_RUN, FAILED_ATTEMPT, AttemptStatus, RunStatus
@@ -49,6 +55,19 @@ REALTIME_WARN = (1, 3, 0.01)  # beyond 80 ms, 3 slots (240 ms) or 1% of slots: w
 REALTIME_FAIL = (3, 12, 0.05)  # beyond 240 ms, 12 slots (~1 s) or 5% of slots: fail
 
 FRAME_CODES = ("bad_frame", "message_too_big", "unsupported_version")
+
+# The rate line's bounds, from Lammert & Narayanan 2015 (PLoS ONE 10(7): e0132193, "On Short-Time
+# Estimation of Vocal Tract Length from Formant Frequencies"): the adult tracts their estimation was
+# evaluated on span 14-19 cm (simulated; 14.5-18.0 cm measured by rtMRI in five speakers), and
+# estimating the length from formants on human speech erred by 1.277 cm RMS. A failure needs the
+# apparent length two errors beyond the longest adult tract; a warning, one error below the shortest.
+ADULT_TRACT_CM = (14.0, 19.0)
+TRACT_RMSE_CM = 1.277
+TRACT_FAIL_CM = ADULT_TRACT_CM[1] + 2 * TRACT_RMSE_CM  # 21.55 cm
+TRACT_WARN_CM = ADULT_TRACT_CM[0] - TRACT_RMSE_CM  # 12.72 cm
+#: voiced speech needed to judge the rate (frames where F1..F4 were tracked): a median over fewer
+#: frames rests on a handful of syllables
+MIN_VOICED_S = 1.0
 
 
 #: what to do about each error code an attempt can end with (server/engine/session.py,
@@ -130,6 +149,7 @@ class RecordedAttempt:
     segments: tuple[Span, ...]  # the live detector's speech segments (completed attempts only)
     events: tuple[Event, ...]
     end_sample: int | None
+    tract: TractFrames | None = None  # the bridge's voiced speech tracked (completed attempts, once the check ended)
 
     @property
     def n_samples(self) -> int:
@@ -399,6 +419,39 @@ def _barge_in_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
                             "frames while speaking and drop the rest of the queued answer when speech begins.")
 
 
+RATE_ADVICE_SLOW = (
+    "The bridge's speech plays slower and lower than it was made: it sends audio at a higher rate than the "
+    "one it announces (e.g. 24 kHz audio with hello.sample_rate = 16000). Announce the rate your model "
+    "produces in hello.sample_rate, or resample its audio to the announced rate before sending "
+    "(docs/protocol.md §6).")
+RATE_ADVICE_FAST = (
+    "The bridge's speech sounds like a child's: if the voice is an adult's, it plays faster and higher than "
+    "it was made: the bridge sends audio at a lower rate than the one it announces (e.g. 16 kHz audio with "
+    "hello.sample_rate = 24000). Announce the rate your model produces in hello.sample_rate, or resample "
+    "its audio to the announced rate before sending (docs/protocol.md §6).")
+
+
+def _rate_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
+    tracked = [a.tract for a in done if a.tract is not None]
+    found = estimate(tracked)
+    rates = "/".join(f"{r // 1000} kHz" if r % 1000 == 0 else f"{r} Hz" for r in sorted({a.bridge_rate for a in done}))
+    if found is None or found.seconds < MIN_VOICED_S:
+        voiced = found.seconds if found else 0.0
+        return CheckLine(check="rate", clock=clock, verdict=Verdict.skipped,
+                         detail=f"{voiced:.2f} s of voiced speech with its formants tracked; at least "
+                                f"{MIN_VOICED_S:.2f} s is needed to judge the rate")
+    detail = (f"apparent vocal-tract length {found.length_cm:.1f} cm over {found.seconds:.2f} s of voiced "
+              f"speech (formant ceiling {found.ceiling_hz:.0f} Hz), sent as {rates}; adult tracts are "
+              f"{ADULT_TRACT_CM[0]:.0f}-{ADULT_TRACT_CM[1]:.0f} cm")
+    if found.length_cm > TRACT_FAIL_CM:
+        return CheckLine(check="rate", clock=clock, verdict=Verdict.failed,
+                         detail=f"{detail}: no human tract is above {TRACT_FAIL_CM:.1f} cm", advice=RATE_ADVICE_SLOW)
+    if found.length_cm < TRACT_WARN_CM:
+        return CheckLine(check="rate", clock=clock, verdict=Verdict.warn,
+                         detail=f"{detail}: below {TRACT_WARN_CM:.1f} cm", advice=RATE_ADVICE_FAST)
+    return CheckLine(check="rate", clock=clock, verdict=Verdict.passed, detail=detail)
+
+
 def _opening_speech(a: RecordedAttempt) -> Span | None:
     """The first speech before the preamble ended (nothing has been asked yet), if any."""
     try:
@@ -509,7 +562,7 @@ def evaluate(model: str, runs: Sequence[CheckRun], attempts: Sequence[RecordedAt
                   _speech_line(clock, mine_done), _reaction_line(clock, mine_done),
                   reset.get(clock) or CheckLine(check="reset", clock=clock, verdict=Verdict.skipped,
                                                 detail="needs two completed episodes on one bridge"),
-                  _barge_in_line(clock, mine_done)]
+                  _barge_in_line(clock, mine_done), _rate_line(clock, mine_done)]
     return CheckReport(model=model, runs=states,
                        bridges=[BridgeOut(bridge_id=b.bridge_id, model_revision=b.model_revision,
                                           sample_rate=b.sample_rate, clocks=list(b.clocks), connected=b.connected,

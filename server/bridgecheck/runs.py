@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sqlalchemy import or_, select
 
+from clients.codec import STREAM_RATE
 from server.bridgecheck.evaluate import (
     CLOCKS,
     AnswerFrame,
@@ -26,8 +27,11 @@ from server.bridgecheck.evaluate import (
     evaluate,
 )
 from server.bridgecheck.suite import build_check_suite
+from server.bridgecheck.vocaltract import TractFrames, tract_frames
 from server.core.events import Event
+from server.core.status import AttemptStatus
 from server.db import Attempt, BridgeRow, Database, Episode, EventRow, FrameRow, Run, SegmentRow
+from server.engine.bundles import load_track
 from server.engine.leasing import BadRequest, create_run
 
 CHECK_ATTEMPTS = 1  # every failed attempt is reported; none is retried
@@ -90,13 +94,19 @@ def check_report(db: Database, run_ids: Sequence[str]) -> CheckReport:
             BridgeRow.model_name == model,
             or_(BridgeRow.id.in_(served), (BridgeRow.team == team) & BridgeRow.disconnected_at.is_(None)))
             .order_by(BridgeRow.connected_at, BridgeRow.id)))
+    tracts: dict[str, TractFrames] = {}
+    if check_done(check):  # the bridge's voice, from its recorded track (24 kHz) in the detector's speech
+        for a in attempts:
+            if a.status == AttemptStatus.completed and segments[a.id]:
+                tracts[a.id] = tract_frames(load_track(db, a.id, "assistant"), STREAM_RATE, segments[a.id])
     recorded = [RecordedAttempt(
         clock=clock_of[episodes[a.episode_id].run_id], episode=episodes[a.episode_id].ordinal, status=a.status,
         error_code=a.error_code, error_message=a.error_message, bridge_id=a.bridge_id, bridge_rate=a.bridge_rate,
         room=tuple(RoomFrame(f.seq, f.sent_us) for f in frames[a.id] if f.direction == "room"),
         answers=tuple(AnswerFrame(f.seq, f.slot, f.arrived_us, f.silent) for f in frames[a.id]
                       if f.direction == "assistant"),
-        segments=tuple(segments[a.id]), events=tuple(events[a.id]), end_sample=a.end_sample) for a in attempts]
+        segments=tuple(segments[a.id]), events=tuple(events[a.id]), end_sample=a.end_sample,
+        tract=tracts.get(a.id)) for a in attempts]
     seen = [BridgeSeen(bridge_id=b.id, model_revision=b.model_revision, sample_rate=b.sample_rate,
                        clocks=tuple(b.clocks), connected=b.disconnected_at is None, check=b.is_check) for b in bridges]
     return evaluate(model, check, recorded, seen)
