@@ -65,6 +65,20 @@ def check_runs(db: Database, run_ids: Sequence[str]) -> list[Run]:
     return runs
 
 
+_TRACTS: dict[tuple[str, str, tuple[tuple[int, int], ...]], TractFrames] = {}  # oldest first, at most 256
+
+
+def _tract(db: Database, attempt_id: str, segments: tuple[tuple[int, int], ...]) -> TractFrames:
+    """The tract frames of a completed attempt's speech. Its recording never changes and the
+    measurement costs a second or two of CPU, so a report read again does not repeat it."""
+    key = (db.url, attempt_id, segments)
+    if (found := _TRACTS.get(key)) is None:
+        found = _TRACTS[key] = tract_frames(load_track(db, attempt_id, "assistant"), STREAM_RATE, segments)
+        if len(_TRACTS) > 256:
+            del _TRACTS[next(iter(_TRACTS))]
+    return found
+
+
 def check_report(db: Database, run_ids: Sequence[str]) -> CheckReport:
     """The report of a check's runs (:func:`check_runs`) as they stand now."""
     runs = check_runs(db, run_ids)
@@ -98,7 +112,7 @@ def check_report(db: Database, run_ids: Sequence[str]) -> CheckReport:
     if check_done(check):  # the bridge's voice, from its recorded track (24 kHz) in the detector's speech
         for a in attempts:
             if a.status == AttemptStatus.completed and segments[a.id]:
-                tracts[a.id] = tract_frames(load_track(db, a.id, "assistant"), STREAM_RATE, segments[a.id])
+                tracts[a.id] = _tract(db, a.id, tuple(segments[a.id]))
     recorded = [RecordedAttempt(
         clock=clock_of[episodes[a.episode_id].run_id], episode=episodes[a.episode_id].ordinal, status=a.status,
         error_code=a.error_code, error_message=a.error_message, bridge_id=a.bridge_id, bridge_rate=a.bridge_rate,
