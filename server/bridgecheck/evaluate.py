@@ -445,7 +445,8 @@ def _rate_line(clock: str, done: Sequence[RecordedAttempt]) -> CheckLine:
               f"{ADULT_TRACT_CM[0]:.0f}-{ADULT_TRACT_CM[1]:.0f} cm")
     if found.length_cm > TRACT_FAIL_CM:
         return CheckLine(check="rate", clock=clock, verdict=Verdict.failed,
-                         detail=f"{detail}: no human tract is above {TRACT_FAIL_CM:.1f} cm", advice=RATE_ADVICE_SLOW)
+                         detail=f"{detail}: above {TRACT_FAIL_CM:.1f} cm, longer than any adult's by more than twice "
+                                f"the estimation error", advice=RATE_ADVICE_SLOW)
     if found.length_cm < TRACT_WARN_CM:
         return CheckLine(check="rate", clock=clock, verdict=Verdict.warn,
                          detail=f"{detail}: below {TRACT_WARN_CM:.1f} cm", advice=RATE_ADVICE_FAST)
