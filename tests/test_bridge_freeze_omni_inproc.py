@@ -29,6 +29,7 @@ from model_bridges.playout import BridgeConfigError  # noqa: E402
 from server.engine.bundles import load_track  # noqa: E402
 from server.engine.leasing import create_run  # noqa: E402
 from tests.support.context import episode_of  # noqa: E402
+from tests.support.silero import save_certain  # noqa: E402
 from tests.support.world import serve_run  # noqa: E402
 
 FRAME, CHUNK = 1920, 2560
@@ -490,16 +491,7 @@ def test_vad_option_puts_the_given_silero_weights_into_the_vad_and_records_them(
     """``vad=DIR`` (e.g. silero-vad 5.1.2's unpacked package) replaces the installed weights in the
     authors' VAD and its iterator; the stats name the file. Without it they name the installed package."""
 
-    class Certain(torch.nn.Module):
-        def forward(self, x: torch.Tensor, sr: int) -> torch.Tensor:
-            return torch.ones(1, 1)
-
-        @torch.jit.export
-        def reset_states(self) -> None:
-            pass
-
-    (tmp_path / "v5" / "data").mkdir(parents=True)
-    torch.jit.save(torch.jit.script(Certain()), str(tmp_path / "v5" / "data" / "silero_vad.jit"))
+    save_certain(tmp_path / "v5" / "data" / "silero_vad.jit")
     ckpt, llm = dirs
     bridge = OnDoubleWithWeights(checkpoint=str(ckpt), llm=str(llm), warmup_frames="2", vad=str(tmp_path / "v5"))
     assert bridge.vad.vad_iterator.model is bridge.vad.vad_model

@@ -10,6 +10,7 @@ import torch
 from bench.freeze_omni_vad import CHUNK, Decision, Row, Span, attribute, compare, decisions, summarise
 from model_bridges.freeze_omni import vad_weights_file
 from model_bridges.playout import BridgeConfigError
+from tests.support.silero import save_certain
 
 SPANS = [Span("turn (smooth)", 1.0, 3.0), Span("turn before a pause", 10.0, 12.0),
          Span("turn after a pause", 14.5, 16.0), Span("backchannel", 20.0, 20.4)]
@@ -102,23 +103,10 @@ class VADWithWeights:
                                         min_silence_duration_ms=2000, speech_pad_ms=30)
 
 
-class Certain(torch.nn.Module):
-    """A TorchScript stand-in for silero_vad.jit: always speech."""
-
-    def forward(self, x: torch.Tensor, sr: int) -> torch.Tensor:
-        return torch.ones(1, 1)
-
-    @torch.jit.export
-    def reset_states(self) -> None:
-        pass
-
-
 def test_the_vad_option_loads_the_given_weights_into_the_authors_vad(tmp_path):
     from model_bridges.freeze_omni import load_vad_jit, use_vad_weights
 
-    package = tmp_path / "silero_vad" / "data"
-    package.mkdir(parents=True)
-    torch.jit.save(torch.jit.script(Certain()), str(package / "silero_vad.jit"))
+    package = save_certain(tmp_path / "silero_vad" / "data" / "silero_vad.jit").parent
     assert vad_weights_file(str(tmp_path)) == package / "silero_vad.jit"
     assert vad_weights_file(str(package / "silero_vad.jit")) == package / "silero_vad.jit"
     vad = VADWithWeights()
