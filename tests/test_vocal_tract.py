@@ -20,7 +20,7 @@ from server.bridgecheck.vocaltract import (
     tract_frames,
     tract_length_cm,
 )
-from tests.test_bridge_check import ANSWERED, attempt, judge
+from tests.support.checks import ANSWERED, attempt, judge
 
 RATE = 24_000
 
