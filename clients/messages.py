@@ -6,7 +6,7 @@ import json
 import math
 import re
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -23,6 +23,7 @@ MAX_TURN_TEXT = 4000  # the words of one history line (``ContextTurn.text``, doc
 #: what is stored must serialise again, and pydantic's serialiser stops at 255
 MAX_DEPTH = 64
 Clock = Literal["lockstep", "realtime"]
+CLOCKS: tuple[str, ...] = get_args(Clock)  # in the order runs, checks and reports list them
 
 
 class _Msg(BaseModel):

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from clients.codec import KIND_CONTEXT, PROTOCOL_VERSION, SAMPLE_RATES, STREAM_RATE, frame_samples
 from clients.errors import CLOSE_CODES, RETRY_LATER_CODES, AuthError, MPEError, ProtocolError, RemoteError, RetryLater
 from clients.lifecycle import BridgeLifecycle, EpisodeEnded, EpisodeStarted, ErrorReceived, StatusChanged
-from clients.messages import EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Status, Text
+from clients.messages import CLOCKS, EpisodeEnd, EpisodeStart, Error, Hello, ModelInfo, Stats, Status, Text
 from clients.redact import RedactSecrets, redact
 
 log = logging.getLogger("mpe.sdk")
@@ -57,7 +57,7 @@ class BaseBridge(ABC):
     name: str = "bridge"
     revision: str = ""
     sample_rate: int = STREAM_RATE
-    clocks: tuple[str, ...] = ("lockstep", "realtime")
+    clocks: tuple[str, ...] = CLOCKS
     #: True: the model can be given its own past output (``force``), so the bridge is also leased
     #: episodes that start with assistant-context frames (teacher forcing, docs/protocol.md §5.1)
     accepts_context: bool = False

@@ -263,7 +263,7 @@ class FreezeOmni(InProcessBridge):
         self.reply_no = 0
         self.rechunk = Rechunker(self.chunk_samples, self.sample_rate, IN_RATE)
         self._slot = 0
-        self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
+        self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * FRAME_S)
         self.counts = {"chunks": 0, "speech_starts": 0, "vad_ends": 0, "answers": 0, "dismissed": 0,
                        "interrupted": 0, "tokens": 0, "segments": 0, "reply_steps": 0, "forced_turns": 0,
                        "forced_tokens": 0, "forced_unheard": 0,

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from clients.codec import FRAME_MS
 from clients.errors import (
     ModelBadCheckpoint,
     ModelError,
@@ -63,7 +64,7 @@ from model_bridges.playout import (
 
 log = logging.getLogger("mpe.bridges")
 
-FRAME_S = 0.08  # one wire frame (DESIGN §4)
+FRAME_S = FRAME_MS / 1000  # one wire frame (DESIGN §4)
 SENTENCE_END = re.compile(r"[.!?]\s*$")  # where a model's text pieces are sent as one `text` message
 
 

@@ -112,7 +112,14 @@ from clients.errors import ModelError, ModelMissingPackage, ModelMissingWeights
 from clients.messages import ContextTurn
 from clients.pcm import float_to_pcm16
 from model_bridges import register
-from model_bridges.inprocess import InProcessBridge, bad_checkpoint, model_errors, resolve_checkpoint, torch_dtype
+from model_bridges.inprocess import (
+    FRAME_S,
+    InProcessBridge,
+    bad_checkpoint,
+    model_errors,
+    resolve_checkpoint,
+    torch_dtype,
+)
 from model_bridges.playout import PlayoutBuffer, Rechunker, opt_int
 
 IN_RATE = 16_000
@@ -269,7 +276,7 @@ class MiniCPMODuplex(InProcessBridge):
                             prompt_wav_path=self.tts_prompt)
         self.rechunk = Rechunker(self.chunk_samples, self.sample_rate, IN_RATE)
         self._slot = 0
-        self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * 0.08)
+        self.playout = PlayoutBuffer(self.frame_samples, self.sample_rate, clock=lambda: self._slot * FRAME_S)
         self.turn, self.chunks, self.speaking = 0, 0, False
         self.history = ForcedHistory((), 0)
         self.forced = {"units": 0, "tokens": 0}

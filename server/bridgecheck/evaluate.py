@@ -36,6 +36,7 @@ import numpy as np
 
 from clients.checkreport import BridgeOut, CheckLine, CheckReport, RunState, Verdict
 from clients.codec import FRAME_MS, FRAME_SAMPLES, STREAM_RATE, frame_samples
+from clients.messages import CLOCKS
 from server.benchmarks.mpe.rules import ONSET_WAIT, TAIL, parse_timeline, t_outcome
 from server.benchmarks.mtr.rules import STOP_WITHIN
 from server.bridgecheck.vocaltract import TractFrames, estimate
@@ -46,7 +47,6 @@ from server.scoring.errors import BadBundle
 
 FRAME = FRAME_SAMPLES
 FRAME_US = FRAME_MS * 1000
-CLOCKS = ("lockstep", "realtime")
 
 # Realtime (§4: placed at the arrival slot): answering takes time and lateness is expected;
 # falling behind (answers ever later, slots left silent) is not. Limits on (95th percentile of

@@ -28,6 +28,7 @@ from rich.table import Table
 from clients.check import http_base
 from clients.checkreport import CheckReport, Verdict
 from clients.errors import MPEError
+from clients.messages import CLOCKS
 from server.auth import read_token
 from server.core.status import ACTIVE_RUN
 
@@ -43,7 +44,7 @@ class CheckOptions:
     server: str  # the server's URL as bridges are given it (ws://HOST:PORT), or its http:// URL
     token: str
     model: str
-    clocks: list[str] = field(default_factory=lambda: ["lockstep", "realtime"])
+    clocks: list[str] = field(default_factory=lambda: list(CLOCKS))
     team: str | None = None
     wait_s: float = 120.0  # give up after this long with no attempt running and nothing new
     poll_s: float = 1.0

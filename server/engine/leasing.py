@@ -26,6 +26,7 @@ from sqlalchemy import ColumnElement, and_, exists, false, func, not_, or_, sele
 from sqlalchemy.orm import Session
 
 from clients.errors import MPEError, RetryLater
+from clients.messages import CLOCKS
 from server.core.benchmark import BadSnapshot, EpisodeSpec
 from server.core.impairment import Impairment
 from server.core.states import advance, sources
@@ -46,7 +47,6 @@ from server.engine.registry import all_benchmarks, get_benchmark
 from server.engine.worksignal import WorkKey, announce
 from server.settings import MAX_INFLIGHT, Settings
 
-CLOCKS = ("lockstep", "realtime")
 TEXT_CLOCK = "text"  # a run decided on its suite's text (mpe reference): no bridge, no stream clock
 _DEFAULT = Settings.model_fields  # a new run's max_attempts and max_inflight default to the settings' defaults
 

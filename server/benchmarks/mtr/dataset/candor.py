@@ -30,7 +30,7 @@ import numpy as np
 
 from server.benchmarks.mtr.dataset.assemble import clip_rel
 from server.benchmarks.mtr.dataset.build import suite_meta, write_voiced_suite
-from server.benchmarks.mtr.dataset.schema import ImportProblems, csv_rows
+from server.benchmarks.mtr.dataset.schema import END_TOLERANCE_S, ImportProblems, csv_rows
 from server.benchmarks.mtr.segmentation.inputs import Recording, read_recording
 from server.benchmarks.mtr.suite import Clip, Dialogue, Round, Suite, Task
 from server.core.timebase import STREAM_RATE
@@ -39,8 +39,6 @@ from server.scoring.errors import BadRecording
 
 COLUMNS = ("speaker", "start", "end", "text")
 SPEAKERS = ("user", "assistant")
-#: an utterance may end this long after the recording does (rounding of the transcript's times)
-END_TOLERANCE_S = 0.05
 VOICES = {"user": "recording:user", "assistant": "recording:assistant"}
 
 

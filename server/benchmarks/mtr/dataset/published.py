@@ -55,7 +55,7 @@ import soundfile as sf
 from server.benchmarks.mtr.dataset.assemble import clip_rel
 from server.benchmarks.mtr.dataset.build import suite_meta, write_voiced_suite
 from server.benchmarks.mtr.dataset.encoding import TIME_KEYS, Entry, read_dialogue_entries, set_name_of
-from server.benchmarks.mtr.dataset.schema import ImportProblems
+from server.benchmarks.mtr.dataset.schema import END_TOLERANCE_S, ImportProblems
 from server.benchmarks.mtr.segmentation.inputs import to_stream_rate
 from server.benchmarks.mtr.suite import Background, BargeIn, Clip, Dialogue, Pause, Round, SourceTimes, Suite
 from server.core.timebase import STREAM_RATE
@@ -68,8 +68,6 @@ AUDIO_DIR = "Conversational_Features"
 AUDIO_VARIANTS = ("original", "woPAUSE")
 #: the entry keys that may name a dialogue's audio file
 AUDIO_KEYS = ("audio", "audio_path", "wav")
-#: a time may lie this far past the file's end (rounding of the published times)
-END_TOLERANCE_S = 0.05
 
 
 def dataset_root(path: Path) -> Path:

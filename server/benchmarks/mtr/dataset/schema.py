@@ -11,6 +11,10 @@ from pydantic import BaseModel, ConfigDict
 from server.benchmarks.mtr.suite import Dialogue, Dimension, Feature
 from server.datasets.errors import DatasetError
 
+#: a time in an imported file may lie this far past its recording's end (the rounding of published
+#: and transcript times)
+END_TOLERANCE_S = 0.05
+
 
 class DialoguePlan(BaseModel):
     """One dialogue to write: its id, set, the feature of each round (and what each carries on top: an
