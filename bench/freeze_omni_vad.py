@@ -53,12 +53,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from clients.codec import FRAME_SAMPLES, STREAM_RATE  # noqa: E402
 from model_bridges.freeze_omni import load_vad_jit, vad_weights_file  # noqa: E402
 from model_bridges.playout import Rechunker  # noqa: E402
 
 CHUNK = 2560  # web/vad.py:16-22: 16 frames of 160 samples
 WINDOW = 512  # web/vad.py:55
-CHUNK_S = CHUNK / 16_000
+VAD_RATE = 16_000  # web/vad.py: the VAD hears 16 kHz
+CHUNK_S = CHUNK / VAD_RATE
 THRESHOLD, MIN_SILENCE_MS, SPEECH_PAD_MS = 0.8, 2000, 30  # web/vad.py:37-41
 MATCH_S = 1.0  # two versions' decisions of one kind this close are the same decision
 SLACK_S = 0.5  # a start this far outside a span's clip times still belongs to it (clip edges hold silence)
@@ -171,7 +173,7 @@ def decisions(model, chunks: Sequence[np.ndarray]) -> tuple[list[Decision], list
     from silero_vad.utils_vad import VADIterator
 
     rec = Recorded(model)
-    it = VADIterator(rec, threshold=THRESHOLD, sampling_rate=16_000, min_silence_duration_ms=MIN_SILENCE_MS,
+    it = VADIterator(rec, threshold=THRESHOLD, sampling_rate=VAD_RATE, min_silence_duration_ms=MIN_SILENCE_MS,
                      speech_pad_ms=SPEECH_PAD_MS)
     it.reset_states()
     in_dialog, out = False, []
@@ -197,7 +199,7 @@ def decisions(model, chunks: Sequence[np.ndarray]) -> tuple[list[Decision], list
 def room_chunks(room: np.ndarray) -> list[np.ndarray]:
     """The room (24 kHz int16) as the bridge cuts it: 160 ms float chunks at 16 kHz."""
     rc = Rechunker(CHUNK)
-    frames = [room[i:i + 1920] for i in range(0, len(room), 1920)]
+    frames = [room[i:i + FRAME_SAMPLES] for i in range(0, len(room), FRAME_SAMPLES)]
     return [c for f in frames for c in rc.push(f)]
 
 
@@ -219,7 +221,7 @@ def mtr_spans(events) -> list[Span]:
     open_: dict[str, tuple[str, float]] = {}
     out = []
     for e in events:
-        t, typ, data = e.t / 24_000, e.type, e.data
+        t, typ, data = e.t / STREAM_RATE, e.type, e.data
         if typ == "round.start":
             feature[data["round"]] = data["feature"]
         kind, _, edge = typ.partition(".")
@@ -244,7 +246,7 @@ def mpe_spans(events) -> list[Span]:
     starts: dict[str, tuple[str, float]] = {}
     out = []
     for e in events:
-        t = e.t / 24_000
+        t = e.t / STREAM_RATE
         if e.type == "preamble.start":
             starts["p"] = ("preamble", t)
         elif e.type == "clip.start":
@@ -329,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     windows = defaultdict(lambda: [0, 0, 0])  # variant -> [windows, speech (>= 0.8) differs, silence (< 0.65) differs]
     seconds = 0.0
     for k, (suite, episode, room, spans) in enumerate(rooms(mtr, mpe, args.data_dir)):
-        seconds += len(room) / 24_000
+        seconds += len(room) / STREAM_RATE
         for name, audio in variants(room, seed=k).items():
             chunks = room_chunks(audio)
             a, pa = decisions(a_model, chunks)

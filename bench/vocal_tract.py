@@ -35,12 +35,13 @@ import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from clients.codec import STREAM_RATE  # noqa: E402
 from server.bridgecheck.evaluate import TRACT_FAIL_CM, TRACT_WARN_CM  # noqa: E402
 from server.bridgecheck.vocaltract import estimate, tract_frames  # noqa: E402
 from server.core.detector import detect_segments  # noqa: E402
 from server.tts import ESPEAK_VOICES, KOKORO_VOICES, TTSUnavailable, kokoro_available, speak  # noqa: E402
 
-RATE = 24_000
+RATE = STREAM_RATE
 SENTENCES = (
     "Yes, I can hear you clearly. The weather is fine today and I am happy to help with anything you need.",
     "Sure, it is a quarter past three. Is there anything else you would like to know about the schedule?",
