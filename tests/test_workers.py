@@ -211,11 +211,14 @@ async def _until(what, timeout: float = 60):
 
 async def _listener_on_other_worker(url: str):
     """A listen socket that landed on a worker other than the one running the episode: it tails the
-    database (``hello`` with ``tail``). The kernel spreads connections, so try until one does."""
+    database (``hello`` with ``tail``). The kernel spreads connections, so try until one does. On the
+    episode's own worker, a socket that comes between the lease and the attempt's live channel is told
+    ``waiting`` first, then ``hello`` (docs/api.md)."""
     local = 0
     for _ in range(40):
         ws = await websockets.connect(url, max_size=1 << 20)
-        hello = json.loads(await ws.recv())
+        while (hello := json.loads(await ws.recv()))["type"] == "waiting":
+            assert hello["status"] == "running", hello
         assert hello["type"] == "hello", hello
         if hello.get("tail"):
             return ws, hello, local
