@@ -67,8 +67,7 @@ model's own unit loop:
   the sliding window, ``finalize_unit`` where the model code defers it — is the model's own loop.
   After the call the unit's ids in ``total_ids`` must be the script, else the attempt ends with
   ``model_error`` (e.g. a model that forces listening on its first calls, ``force_listen_count``,
-  3066-3068, or the unified model's 28-character limit on a unit's text,
-  modeling_minicpmo_unified.py:5081-5093, which this bridge does not plan for). Upstream forces
+  3066-3068). Upstream forces
   tokens into the stream itself: the unified model's ``force_listen_override`` feeds
   ``<|turn_eos|>`` and then listens, giving the sequence ``… <|turn_eos|> <|listen|> </unit>``
   (modeling_minicpmo_unified.py:4998-5008, 5038-5039).
@@ -77,7 +76,11 @@ model's own unit loop:
   words, ``<|chunk_eos|>``; the unit in which the turn ends: ``<|speak|>``, its words,
   ``<|turn_eos|>``, ``<|listen|>`` (legal: the turn has ended when ``<|listen|>`` comes, 3101). A
   unit takes at most ``max_new_speak_tokens_per_chunk − 1`` decoded ids (the last index is the
-  forced ``<|chunk_eos|>``): words that do not fit are carried to the next unit.
+  forced ``<|chunk_eos|>``), and in the unified model (the one with ``finalize_unit``) a unit's
+  text is under 28 characters: a word that would make the unit's text, decoded without special
+  tokens, 28 characters or longer is refused and ``<|chunk_eos|>`` forced
+  (modeling_minicpmo_unified.py:5079-5093). Words that do not fit are carried to the next unit; a
+  single token whose own text reaches the limit could never go in and is dropped.
 - *Words per unit is our rule; upstream leaves it to the model.* A turn's text tokens (the
   tokenizer's ``encode(…, add_special_tokens=False)``, as ``prepare`` encodes text,
   modeling_minicpmo.py:2583-2586) are spread over the units its played audio spans in proportion
@@ -99,7 +102,7 @@ from __future__ import annotations
 
 import inspect
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor
@@ -128,6 +131,8 @@ SYSTEM_PREFIX, SYSTEM_SUFFIX = "<|im_start|>system\n{text}\n<|audio_start|>", "<
 DEFAULT_SYSTEM_TEXT = "Streaming Omni Conversation."
 # reference voices a checkpoint directory may hold, in order (README.md:1600; demo config.py:65)
 DEFAULT_REF_AUDIO = ("assets/HT_ref_audio.wav", "assets/ref_audio/ref_minicpm_signature.wav")
+# the unified model refuses a word that makes its unit's text this long (modeling_minicpmo_unified.py:5079-5093)
+UNIFIED_UNIT_CHARS = 28
 
 
 @dataclass(frozen=True)
@@ -159,19 +164,28 @@ class ForcedHistory:
 
 
 def unit_scripts(turns: Sequence[SpokenTurn], n_units: int, unit_frames: Fraction, cap: int,
-                 ids: UnitTokens) -> ForcedHistory:
+                 ids: UnitTokens, fits: Callable[[Sequence[int]], bool] | None = None) -> ForcedHistory:
     """The decoded ids of history units ``0 … n_units−1`` (unit *u* spans slots ``[u·unit_frames,
     (u+1)·unit_frames)``), for the assistant ``turns`` in time order; ``cap`` is the loop's
     ``max_new_speak_tokens_per_chunk``, so a unit decodes at most ``cap − 1`` ids. The rule (module
     docstring): token *k* of a turn's *n* is due in the unit holding ``start + (end − start)·k/n``;
     a unit in a turn takes the tokens due by then (``<|speak|>`` … ``<|chunk_eos|>``), the unit its
     audio ends in closes it (``<|speak|>`` … ``<|turn_eos|> <|listen|>``), tokens that do not fit
-    go into the next unit, any other unit listens. The last unit closes an open turn; what does not
-    fit there is dropped, as are later turns."""
+    go into the next unit, any other unit listens. ``fits``: whether a unit's text tokens are within
+    the model's limit on a unit's text (checked word by word, as the model does: a unit takes the words
+    before the first that does not fit); a token that does not fit alone is dropped. The last unit
+    closes an open turn; what does not fit there is dropped, as are later turns."""
     going_on, closing = cap - 3, cap - 4  # text tokens that fit beside the unit's other ids
     if closing < 1:
         raise ValueError(f"max_new_speak_tokens_per_chunk={cap}: a unit that closes a turn needs at least 5")
     last = n_units - 1
+
+    def fitting(words: tuple[int, ...]) -> int:
+        """How many of ``words`` one unit's text takes."""
+        n = len(words) if fits is None else 0
+        while n < len(words) and fits(words[:n + 1]):
+            n += 1
+        return n
 
     def unit_of(slot: Fraction) -> int:
         return min(last, floor(slot / unit_frames))
@@ -192,15 +206,19 @@ def unit_scripts(turns: Sequence[SpokenTurn], n_units: int, unit_frames: Fractio
             continue
         tokens, due, end = plans[ti]
         ready = k + sum(1 for d in due[k:] if d <= u)
-        if u >= end and (len(tokens) - k <= closing or u == last):
-            said = tokens[k:k + closing]
-            dropped += len(tokens) - k - len(said)
+        rest = tokens[k:]
+        if u >= end and ((len(rest) <= closing and fitting(rest) == len(rest)) or u == last):
+            said = rest[:fitting(rest[:closing])]
+            dropped += len(rest) - len(said)
             scripts.append((ids.speak, *said, ids.turn_eos, ids.listen))
             ti, k = ti + 1, 0
         else:
-            said = tokens[k:min(ready, k + going_on)]
+            due_now = tokens[k:min(ready, k + going_on)]
+            said = due_now[:fitting(due_now)]
             scripts.append((ids.speak, *said, ids.chunk_eos))
             k += len(said)
+            if due_now and not said:  # its first token alone is over the limit: it can never go in
+                dropped, k = dropped + 1, k + 1
     dropped += sum(len(p[0]) for p in plans[ti:]) - (k if ti < len(plans) else 0)
     return ForcedHistory(tuple(scripts), dropped)
 
@@ -298,7 +316,11 @@ class MiniCPMODuplex(InProcessBridge):
         spoken = [SpokenTurn(t.start_seq, t.end_seq, tuple(d.tokenizer.encode(t.spoken_text(), add_special_tokens=False)))
                   for t in sorted(turns, key=lambda t: t.start_seq)]
         n_units = self.context_frames * FRAME_MS // self.chunk_ms  # units whose second is wholly history
-        return unit_scripts(spoken, n_units, Fraction(self.chunk_ms, FRAME_MS), cap, ids)
+        fits = None
+        if hasattr(d, "finalize_unit"):  # the unified model and its limit on a unit's text (module docstring)
+            def fits(words: Sequence[int]) -> bool:
+                return len(d.tokenizer.decode(list(words), skip_special_tokens=True)) < UNIFIED_UNIT_CHARS
+        return unit_scripts(spoken, n_units, Fraction(self.chunk_ms, FRAME_MS), cap, ids, fits)
 
     def force_unit(self, unit: int, script: tuple[int, ...]) -> None:
         """One ``streaming_generate`` whose sampling step returns ``script`` (module docstring)."""

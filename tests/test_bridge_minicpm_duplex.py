@@ -18,7 +18,10 @@ model. The preconditions, from OpenBMB's ``minicpm-o-4_5-pytorch-simple-demo`` a
 - a unit's tokens come from one loop (modeling_minicpmo.py:3078-3141, the terminator and ``</unit>``
   deferred to ``finalize_unit`` as modeling_minicpmo_unified.py:5027-5075, 5263-5296 do): each id
   from ``decoder.decode``, ``<|listen|>`` turned into ``<|tts_bos|>`` while the turn has not ended, fed
-  unless it is a terminator; the double checks every unit against the grammar the bridge relies on.
+  unless it is a terminator; the double checks every unit against the grammar the bridge relies on;
+- a unit's text stays under 28 characters: the unified model refuses a word that would make the
+  unit's text (decoded without special tokens) that long and forces ``<|chunk_eos|>``
+  (modeling_minicpmo_unified.py:5079-5093).
 
 Untested here: ``MiniCPMODuplex.load_model`` (the checkpoint's remote code through
 ``AutoModel.from_pretrained(..., trust_remote_code=True)``), which needs the real weights on a GPU
@@ -228,6 +231,9 @@ class DuplexDouble:
                 terminator = last_id.item()
                 break
             self.current_turn_ended = False
+            if j != 0 and len(self.tokenizer.decode(ids_in_unit + [last_id.item()], skip_special_tokens=True)) >= 28:
+                self.total_ids[-1] = terminator = CHUNK_EOS  # the word refused (modeling_minicpmo_unified.py:5079-5093)
+                break
             if last_id.item() != SPEAK:
                 self.res_ids.append(last_id.item())
             logits, hidden = self.decoder.feed(self.decoder.embed_token(last_id.item()), return_logits=True)
@@ -393,6 +399,19 @@ def test_unit_scripts_start_a_turn_after_the_unit_that_closed_the_one_before():
     assert gap.scripts == ((1, 10, 3), (1, 3), (1, 11, 3), (1, 4, 2))
 
 
+def test_unit_scripts_keep_each_units_text_within_the_models_limit():
+    """``fits`` (here: two words of text at most) is checked word by word, as the unified model checks
+    its 28 characters: the words after the first that does not fit go into the next unit; at the
+    last unit they are dropped; a token that does not fit alone is dropped where it comes."""
+    turn = SpokenTurn(25, 50, (10, 11, 12, 13, 14, 15))
+    two = unit_scripts([turn], 5, SECOND, 20, IDS, fits=lambda words: len(words) <= 2)
+    assert two.scripts == ((2,), (2,), (1, 10, 11, 3), (1, 12, 13, 3), (1, 14, 15, 4, 2)) and two.dropped == 0
+    cut = unit_scripts([turn], 4, SECOND, 20, IDS, fits=lambda words: len(words) <= 2)
+    assert cut.scripts[-1] == (1, 12, 13, 4, 2) and cut.dropped == 2
+    long = unit_scripts([SpokenTurn(0, 12, (10, 99, 11))], 3, SECOND, 20, IDS, fits=lambda words: 99 not in words)
+    assert long.scripts == ((1, 10, 3), (1, 3), (1, 11, 4, 2)) and long.dropped == 1
+
+
 GT_REPLY = "Sure , two plus two makes four ."
 
 
@@ -444,6 +463,24 @@ def test_ground_truth_reply_goes_through_the_models_own_unit_loop(bridge):
     loud = [s for s, o in enumerate(out) if o is not None and np.abs(o).max() > 1000]
     assert loud and loud[0] >= 62  # the unit of 4-5 s completes at slot 62
     assert [m["text"] for m in bridge._outbox if m["type"] == "text"] == ["yes it is"] * 2
+
+
+def test_a_dense_reply_is_spread_so_that_no_unit_is_over_the_models_28_characters(bridge):
+    """A reply of 56 characters in one second (slots 25-37): the unified model would refuse the words
+    past its 28 characters in that unit (the double does, as upstream), so the history carries them
+    into the next seconds, every unit taking its script, every word in order, none dropped."""
+    reply = "Absolutely , extraordinary achievements deserve proper recognition ."
+    bridge.reset(history_episode(75, [ContextTurn(role="assistant", text=reply, start_seq=25, end_seq=37)]))
+    room = np.zeros(90 * FRAME, np.int16)
+    for s in range(90):
+        bridge.step(s, room[s * FRAME:(s + 1) * FRAME])
+    d = bridge.duplex
+    forced = units_fed(d.decoder.fed)[:6]  # 6 s of history
+    words = [i for ids in forced for i in ids if is_word(i)]
+    assert words == d.tokenizer.encode(reply, add_special_tokens=False) and bridge.history.dropped == 0
+    assert [len(d.tokenizer.decode(ids)) < 28 for ids in forced] == [True] * 6
+    speaking = [ids for ids in forced if ids[0] == SPEAK]
+    assert len(speaking) >= 3 and speaking[-1][-2:] == [TURN_EOS, LISTEN]
 
 
 def test_a_script_the_model_would_not_take_ends_the_attempt(bridge):
