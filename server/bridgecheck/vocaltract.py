@@ -74,12 +74,8 @@ class TractFrames:
     """The voiced frames of some speech, tracked under every ceiling of :data:`CEILINGS_HZ`
     (``by_ceiling[i]`` under ``CEILINGS_HZ[i]``; frames where F1..F4 were not all found are left out)."""
 
-    voiced: int
+    voiced: int  # the voiced frames inside the spans, tracked or not
     by_ceiling: tuple[tuple[TubeFit, ...], ...]
-
-    @property
-    def seconds(self) -> float:
-        return self.voiced * TIME_STEP_S
 
 
 @dataclass(frozen=True)
@@ -90,7 +86,11 @@ class TractEstimate:
     length_cm: float
     ceiling_hz: float
     frames: int
-    seconds: float  # of the frames it rests on
+
+    @property
+    def seconds(self) -> float:
+        """Of the frames it rests on."""
+        return self.frames * TIME_STEP_S
 
 
 def estimate(frames: Sequence[TractFrames]) -> TractEstimate | None:
@@ -101,8 +101,7 @@ def estimate(frames: Sequence[TractFrames]) -> TractEstimate | None:
         return None
     _, best = min(fitted)
     return TractEstimate(length_cm=float(np.median([f.length_cm for f in pooled[best]])),
-                         ceiling_hz=CEILINGS_HZ[best], frames=len(pooled[best]),
-                         seconds=len(pooled[best]) * TIME_STEP_S)
+                         ceiling_hz=CEILINGS_HZ[best], frames=len(pooled[best]))
 
 
 def tract_frames(track: np.ndarray, rate: int, spans: Sequence[tuple[int, int]]) -> TractFrames:
